@@ -1,0 +1,19 @@
+//! tasktable's pure domain.
+//!
+//! Owns: what a task is ([`Task`], [`NewTask`]), its states and the one table of legal
+//! transitions ([`state`]), what a handler may answer and what that means for the task
+//! ([`outcome`]), and the retry/backoff maths ([`Backoff`]).
+//!
+//! Must not know: SQL, any database, tokio, or the time of day. Every function here is
+//! pure: the current time and any randomness are passed in as arguments, so the rules can
+//! be tested exhaustively and the stores can apply them with the database's clock.
+
+pub mod backoff;
+pub mod outcome;
+pub mod state;
+pub mod task;
+
+pub use backoff::Backoff;
+pub use outcome::{AttemptOutcome, FinishAction, HandlerOutcome};
+pub use state::{Operation, TaskState};
+pub use task::{Attempt, InvalidTask, Lease, NewTask, Task, TaskId};

@@ -1,0 +1,300 @@
+//! What a handler can answer, and what each answer does to the task.
+
+use crate::backoff::Backoff;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// What came of one run of a handler, as the runtime saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HandlerOutcome {
+    /// Done; the result is stored on the task.
+    Succeeded { result: Option<Value> },
+    /// A retryable error: try again after the backoff (or after `retry_after` when the
+    /// handler knows better), unless attempts are exhausted.
+    Error {
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// A permanent error: fail now, whatever attempts remain.
+    Failed { message: String },
+    /// Run again after `after`, without spending an attempt.
+    Snooze { after: Duration },
+    /// The handler decided the task should not run at all.
+    Cancel { reason: String },
+    /// The per-attempt timeout passed before the handler returned.
+    TimedOut,
+    /// The handler panicked; treated as a retryable error.
+    Panicked { message: String },
+}
+
+/// How one attempt ended, as recorded in the attempt history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    Succeeded,
+    /// A retryable error (including a panic).
+    Error,
+    /// A permanent error.
+    Failed,
+    TimedOut,
+    /// The worker stopped renewing; the rescuer took the task back.
+    LeaseExpired,
+    /// The handler asked to run later; no attempt spent.
+    Snoozed,
+    /// Cancelled by the handler or by an operator.
+    Cancelled,
+    /// The worker shut down before the handler finished; no attempt spent.
+    Interrupted,
+}
+
+impl AttemptOutcome {
+    pub const ALL: [AttemptOutcome; 8] = [
+        AttemptOutcome::Succeeded,
+        AttemptOutcome::Error,
+        AttemptOutcome::Failed,
+        AttemptOutcome::TimedOut,
+        AttemptOutcome::LeaseExpired,
+        AttemptOutcome::Snoozed,
+        AttemptOutcome::Cancelled,
+        AttemptOutcome::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Succeeded => "succeeded",
+            AttemptOutcome::Error => "error",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::TimedOut => "timed_out",
+            AttemptOutcome::LeaseExpired => "lease_expired",
+            AttemptOutcome::Snoozed => "snoozed",
+            AttemptOutcome::Cancelled => "cancelled",
+            AttemptOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown attempt outcome {0:?}")]
+pub struct UnknownOutcome(pub String);
+
+impl FromStr for AttemptOutcome {
+    type Err = UnknownOutcome;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AttemptOutcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| UnknownOutcome(s.to_owned()))
+    }
+}
+
+/// The transition a store applies when an attempt ends. Every variant leaves `running`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FinishAction {
+    /// To `succeeded`, storing the result.
+    Complete { result: Option<Value> },
+    /// To `pending` at now + `delay` with the attempt spent, or to `failed` when the task
+    /// has no attempts left. The store decides which against the row's current
+    /// `max_attempts`, so an operator's change made while the task ran is honoured.
+    Retry { delay: Duration },
+    /// To `failed`.
+    Fail,
+    /// To `cancelled`.
+    Cancel,
+    /// To `pending` at now + `delay`, giving the attempt back (snooze, interruption).
+    Requeue { delay: Duration },
+}
+
+/// What to write when an attempt ends: the history entry and the task's transition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishPlan {
+    pub outcome: AttemptOutcome,
+    pub action: FinishAction,
+    pub error: Option<String>,
+}
+
+impl FinishPlan {
+    /// The plan for a handler's answer to attempt number `attempt` (1-based); `unit` is a
+    /// random number in `[0, 1)` for the backoff's jitter.
+    pub fn for_handler(outcome: HandlerOutcome, attempt: u32, backoff: &Backoff, unit: f64) -> Self {
+        let retry = |explicit: Option<Duration>| FinishAction::Retry {
+            delay: explicit.unwrap_or_else(|| backoff.delay(attempt, unit)),
+        };
+        match outcome {
+            HandlerOutcome::Succeeded { result } => FinishPlan {
+                outcome: AttemptOutcome::Succeeded,
+                action: FinishAction::Complete { result },
+                error: None,
+            },
+            HandlerOutcome::Error {
+                message,
+                retry_after,
+            } => FinishPlan {
+                outcome: AttemptOutcome::Error,
+                action: retry(retry_after),
+                error: Some(message),
+            },
+            HandlerOutcome::Panicked { message } => FinishPlan {
+                outcome: AttemptOutcome::Error,
+                action: retry(None),
+                error: Some(format!("handler panicked: {message}")),
+            },
+            HandlerOutcome::TimedOut => FinishPlan::timed_out(attempt, backoff, unit),
+            HandlerOutcome::Failed { message } => FinishPlan {
+                outcome: AttemptOutcome::Failed,
+                action: FinishAction::Fail,
+                error: Some(message),
+            },
+            HandlerOutcome::Snooze { after } => FinishPlan {
+                outcome: AttemptOutcome::Snoozed,
+                action: FinishAction::Requeue { delay: after },
+                error: None,
+            },
+            HandlerOutcome::Cancel { reason } => FinishPlan {
+                outcome: AttemptOutcome::Cancelled,
+                action: FinishAction::Cancel,
+                error: Some(reason),
+            },
+        }
+    }
+
+    pub fn timed_out(attempt: u32, backoff: &Backoff, unit: f64) -> Self {
+        FinishPlan {
+            outcome: AttemptOutcome::TimedOut,
+            action: FinishAction::Retry {
+                delay: backoff.delay(attempt, unit),
+            },
+            error: Some("timed out".to_owned()),
+        }
+    }
+
+    /// The rescuer's plan for a task whose lease ran out: the attempt counts.
+    pub fn lease_expired(attempt: u32, backoff: &Backoff, unit: f64) -> Self {
+        FinishPlan {
+            outcome: AttemptOutcome::LeaseExpired,
+            action: FinishAction::Retry {
+                delay: backoff.delay(attempt, unit),
+            },
+            error: Some("lease expired".to_owned()),
+        }
+    }
+
+    /// A graceful shutdown gives the task back at once: no attempt spent, checkpoint kept.
+    pub fn interrupted() -> Self {
+        FinishPlan {
+            outcome: AttemptOutcome::Interrupted,
+            action: FinishAction::Requeue {
+                delay: Duration::ZERO,
+            },
+            error: Some("interrupted".to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backoff() -> Backoff {
+        Backoff {
+            initial: Duration::from_secs(2),
+            multiplier: 3.0,
+            max: Duration::from_secs(100),
+            jitter: 0.0,
+        }
+    }
+
+    #[test]
+    fn retryable_error_backs_off_by_attempt() {
+        let plan = FinishPlan::for_handler(
+            HandlerOutcome::Error {
+                message: "boom".into(),
+                retry_after: None,
+            },
+            3,
+            &backoff(),
+            0.0,
+        );
+        assert_eq!(plan.outcome, AttemptOutcome::Error);
+        assert_eq!(
+            plan.action,
+            FinishAction::Retry {
+                delay: Duration::from_secs(18)
+            }
+        );
+        assert_eq!(plan.error.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn explicit_retry_after_wins_over_backoff() {
+        let plan = FinishPlan::for_handler(
+            HandlerOutcome::Error {
+                message: "rate limited".into(),
+                retry_after: Some(Duration::from_millis(1500)),
+            },
+            1,
+            &backoff(),
+            0.0,
+        );
+        assert_eq!(
+            plan.action,
+            FinishAction::Retry {
+                delay: Duration::from_millis(1500)
+            }
+        );
+    }
+
+    #[test]
+    fn permanent_error_fails_at_once() {
+        let plan =
+            FinishPlan::for_handler(HandlerOutcome::Failed { message: "bad input".into() }, 1, &backoff(), 0.0);
+        assert_eq!(plan.action, FinishAction::Fail);
+        assert_eq!(plan.outcome, AttemptOutcome::Failed);
+    }
+
+    #[test]
+    fn snooze_and_interruption_give_the_attempt_back() {
+        let snooze = FinishPlan::for_handler(
+            HandlerOutcome::Snooze {
+                after: Duration::from_secs(9),
+            },
+            4,
+            &backoff(),
+            0.0,
+        );
+        assert!(matches!(snooze.action, FinishAction::Requeue { delay } if delay == Duration::from_secs(9)));
+        assert!(matches!(FinishPlan::interrupted().action, FinishAction::Requeue { .. }));
+    }
+
+    #[test]
+    fn timeouts_panics_and_expiry_spend_an_attempt() {
+        for plan in [
+            FinishPlan::for_handler(HandlerOutcome::TimedOut, 2, &backoff(), 0.0),
+            FinishPlan::for_handler(HandlerOutcome::Panicked { message: "x".into() }, 2, &backoff(), 0.0),
+            FinishPlan::lease_expired(2, &backoff(), 0.0),
+        ] {
+            assert_eq!(
+                plan.action,
+                FinishAction::Retry {
+                    delay: Duration::from_secs(6)
+                },
+                "{plan:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn outcome_names_round_trip() {
+        for o in AttemptOutcome::ALL {
+            assert_eq!(o.as_str().parse::<AttemptOutcome>().unwrap(), o);
+        }
+    }
+}

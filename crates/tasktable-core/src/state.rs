@@ -1,0 +1,259 @@
+//! The task state machine: every state, every operation, and which states each operation
+//! may start from. Stores enforce these sets in their `WHERE` clauses; nothing else decides
+//! whether a transition is legal.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Created, waits for an explicit release before it can run.
+    Held,
+    /// Waits for `run_at`; claimable once it has passed.
+    Pending,
+    /// Leased by a worker.
+    Running,
+    /// Finished with success. Final.
+    Succeeded,
+    /// Attempts exhausted or a permanent error: the dead-letter state, retryable by hand.
+    Failed,
+    /// Cancelled by an operator or by its handler; retryable by hand.
+    Cancelled,
+}
+
+impl TaskState {
+    pub const ALL: [TaskState; 6] = [
+        TaskState::Held,
+        TaskState::Pending,
+        TaskState::Running,
+        TaskState::Succeeded,
+        TaskState::Failed,
+        TaskState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Held => "held",
+            TaskState::Pending => "pending",
+            TaskState::Running => "running",
+            TaskState::Succeeded => "succeeded",
+            TaskState::Failed => "failed",
+            TaskState::Cancelled => "cancelled",
+        }
+    }
+
+    /// A finished task: no worker will touch it again unless an operator retries it.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            TaskState::Succeeded | TaskState::Failed | TaskState::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown task state {0:?} (expected one of held, pending, running, succeeded, failed, cancelled)")]
+pub struct UnknownState(pub String);
+
+impl FromStr for TaskState {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TaskState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_owned()))
+    }
+}
+
+/// Everything that moves a task from one state to another, or edits it in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// A worker takes a due task.
+    Claim,
+    /// The worker's handler finished, or the rescuer took the task back.
+    Finish,
+    /// Operator: stop a task; a running handler is signalled.
+    Cancel,
+    /// Operator: run a failed or cancelled task again (with a fresh set of attempts), or
+    /// run a waiting task now.
+    Retry,
+    /// Operator: change `run_at`.
+    Reschedule,
+    /// Operator: change priority.
+    SetPriority,
+    /// Operator: change `max_attempts`.
+    SetMaxAttempts,
+    /// Operator: replace the payload. Never while a worker holds the task.
+    EditPayload,
+    /// Operator: keep a pending task from running.
+    Hold,
+    /// Operator: let a held task run.
+    Release,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 10] = [
+        Operation::Claim,
+        Operation::Finish,
+        Operation::Cancel,
+        Operation::Retry,
+        Operation::Reschedule,
+        Operation::SetPriority,
+        Operation::SetMaxAttempts,
+        Operation::EditPayload,
+        Operation::Hold,
+        Operation::Release,
+    ];
+
+    /// The states this operation may start from. This is the state machine.
+    pub fn allowed_from(self) -> &'static [TaskState] {
+        use TaskState::*;
+        match self {
+            Operation::Claim => &[Pending],
+            Operation::Finish => &[Running],
+            Operation::Cancel => &[Held, Pending, Running],
+            Operation::Retry => &[Pending, Failed, Cancelled],
+            Operation::Reschedule => &[Held, Pending],
+            Operation::SetPriority | Operation::SetMaxAttempts => &[Held, Pending, Running],
+            Operation::EditPayload => &[Held, Pending, Failed, Cancelled],
+            Operation::Hold => &[Pending],
+            Operation::Release => &[Held],
+        }
+    }
+
+    /// The states this operation may lead to, given where it starts.
+    pub fn leads_to(self, from: TaskState) -> &'static [TaskState] {
+        use TaskState::*;
+        if !self.allowed_from().contains(&from) {
+            return &[];
+        }
+        match self {
+            Operation::Claim => &[Running],
+            // A retryable error goes back to pending, or to failed once attempts run out;
+            // snooze and interruption go back to pending without spending an attempt.
+            Operation::Finish => &[Succeeded, Pending, Failed, Cancelled],
+            Operation::Cancel => &[Cancelled],
+            Operation::Retry => &[Pending],
+            Operation::Reschedule
+            | Operation::SetPriority
+            | Operation::SetMaxAttempts
+            | Operation::EditPayload => match from {
+                Held => &[Held],
+                Pending => &[Pending],
+                Running => &[Running],
+                Failed => &[Failed],
+                Cancelled => &[Cancelled],
+                Succeeded => &[],
+            },
+            Operation::Hold => &[Held],
+            Operation::Release => &[Pending],
+        }
+    }
+
+    pub fn can_apply(self, from: TaskState) -> bool {
+        self.allowed_from().contains(&from)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Claim => "claim",
+            Operation::Finish => "finish",
+            Operation::Cancel => "cancel",
+            Operation::Retry => "retry",
+            Operation::Reschedule => "reschedule",
+            Operation::SetPriority => "set_priority",
+            Operation::SetMaxAttempts => "set_max_attempts",
+            Operation::EditPayload => "edit_payload",
+            Operation::Hold => "hold",
+            Operation::Release => "release",
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_names_round_trip() {
+        for st in TaskState::ALL {
+            assert_eq!(st.as_str().parse::<TaskState>().unwrap(), st);
+            assert_eq!(
+                serde_json::to_string(&st).unwrap(),
+                format!("\"{}\"", st.as_str())
+            );
+        }
+        assert!("runnning".parse::<TaskState>().is_err());
+    }
+
+    #[test]
+    fn succeeded_is_final_for_every_operation() {
+        for op in Operation::ALL {
+            assert!(!op.can_apply(TaskState::Succeeded), "{op} from succeeded");
+        }
+    }
+
+    #[test]
+    fn only_claim_enters_running_and_only_finish_or_cancel_leaves_it() {
+        for op in Operation::ALL {
+            for from in TaskState::ALL {
+                let to = op.leads_to(from);
+                if from != TaskState::Running && to.contains(&TaskState::Running) {
+                    assert_eq!(op, Operation::Claim);
+                }
+                if from == TaskState::Running && to.iter().any(|s| *s != TaskState::Running) {
+                    assert!(matches!(op, Operation::Finish | Operation::Cancel), "{op}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn payload_is_never_edited_under_a_worker() {
+        assert!(!Operation::EditPayload.can_apply(TaskState::Running));
+    }
+
+    #[test]
+    fn leads_to_is_empty_exactly_when_not_allowed() {
+        for op in Operation::ALL {
+            for from in TaskState::ALL {
+                assert_eq!(op.can_apply(from), !op.leads_to(from).is_empty(), "{op} {from}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_state_is_reachable_from_pending() {
+        let mut seen = vec![TaskState::Pending];
+        let mut i = 0;
+        while i < seen.len() {
+            for op in Operation::ALL {
+                for to in op.leads_to(seen[i]) {
+                    if !seen.contains(to) {
+                        seen.push(*to);
+                    }
+                }
+            }
+            i += 1;
+        }
+        for st in TaskState::ALL {
+            assert!(seen.contains(&st), "{st} unreachable");
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Tasks as rows: what is submitted ([`NewTask`]), what is stored ([`Task`]), what a
+//! worker holds ([`Lease`]) and what history keeps ([`Attempt`]).
+
+use crate::backoff::{Backoff, InvalidBackoff};
+use crate::outcome::AttemptOutcome;
+use crate::state::TaskState;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+
+pub type TaskId = i64;
+
+/// The queue a task goes to when none is named.
+pub const DEFAULT_QUEUE: &str = "default";
+/// Attempts a task gets when none are named.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// Upper bound for `max_attempts`.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
+/// Longest accepted kind, queue, key or idempotency key, in bytes.
+pub const MAX_NAME_LEN: usize = 255;
+/// Furthest into the future a task may be delayed, and longest per-attempt timeout.
+pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// A task to create.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewTask {
+    /// Which handler runs it.
+    pub kind: String,
+    pub queue: String,
+    pub payload: Value,
+    /// Business id, for search; not unique.
+    pub key: Option<String>,
+    /// Submitting again with the same idempotency key returns the first task.
+    pub idempotency_key: Option<String>,
+    /// Higher runs first.
+    pub priority: i32,
+    /// Run no earlier than this (database time). `None` with no delay: now.
+    pub run_at: Option<DateTime<Utc>>,
+    /// Run no earlier than this long after the database's now. Excludes `run_at`.
+    pub delay: Option<Duration>,
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+    /// Longest one attempt may run; passing it counts as a failed attempt.
+    pub timeout: Option<Duration>,
+    /// Create in `held`: the task waits for an explicit release.
+    pub held: bool,
+}
+
+impl NewTask {
+    /// A task of `kind` on the default queue with the default options.
+    pub fn new(kind: impl Into<String>, payload: Value) -> Self {
+        NewTask {
+            kind: kind.into(),
+            queue: DEFAULT_QUEUE.to_owned(),
+            payload,
+            key: None,
+            idempotency_key: None,
+            priority: 0,
+            run_at: None,
+            delay: None,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff: Backoff::default(),
+            timeout: None,
+            held: false,
+        }
+    }
+
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = queue.into();
+        self
+    }
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+    pub fn held(mut self, held: bool) -> Self {
+        self.held = held;
+        self
+    }
+
+    /// Checks everything that can be checked without a database.
+    pub fn validate(&self) -> Result<(), InvalidTask> {
+        check_name("kind", &self.kind)?;
+        check_name("queue", &self.queue)?;
+        if let Some(key) = &self.key {
+            check_name("key", key)?;
+        }
+        if let Some(key) = &self.idempotency_key {
+            check_name("idempotency_key", key)?;
+        }
+        if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS_LIMIT {
+            return Err(InvalidTask::MaxAttempts(self.max_attempts));
+        }
+        if self.run_at.is_some() && self.delay.is_some() {
+            return Err(InvalidTask::RunAtAndDelay);
+        }
+        if let Some(delay) = self.delay {
+            if delay > MAX_DELAY {
+                return Err(InvalidTask::DelayTooLong(delay));
+            }
+        }
+        if let Some(timeout) = self.timeout {
+            if timeout.is_zero() || timeout > MAX_DELAY {
+                return Err(InvalidTask::Timeout(timeout));
+            }
+        }
+        self.backoff.validate()?;
+        Ok(())
+    }
+}
+
+fn check_name(field: &'static str, value: &str) -> Result<(), InvalidTask> {
+    if value.trim().is_empty() {
+        return Err(InvalidTask::Empty(field));
+    }
+    if value.len() > MAX_NAME_LEN {
+        return Err(InvalidTask::TooLong {
+            field,
+            len: value.len(),
+        });
+    }
+    if value.chars().any(char::is_control) {
+        return Err(InvalidTask::ControlCharacter(field));
+    }
+    Ok(())
+}
+
+/// Why a task cannot be submitted or changed as asked.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidTask {
+    #[error("{0} must not be empty")]
+    Empty(&'static str),
+    #[error("{field} is {len} bytes long; the limit is {MAX_NAME_LEN}")]
+    TooLong { field: &'static str, len: usize },
+    #[error("{0} must not contain control characters")]
+    ControlCharacter(&'static str),
+    #[error("max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {0}")]
+    MaxAttempts(u32),
+    #[error("give either run_at or delay, not both")]
+    RunAtAndDelay,
+    #[error("delay {0:?} is longer than the limit of 10 years")]
+    DelayTooLong(Duration),
+    #[error("timeout must be greater than zero and at most 10 years, got {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Backoff(#[from] InvalidBackoff),
+}
+
+/// A stored task: one row of `tasktable_tasks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: TaskId,
+    pub kind: String,
+    pub queue: String,
+    pub state: TaskState,
+    pub payload: Value,
+    pub result: Option<Value>,
+    pub checkpoint: Option<Value>,
+    pub progress: Option<Value>,
+    pub key: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub priority: i32,
+    pub run_at: DateTime<Utc>,
+    /// Attempts spent so far, counting the one running now.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+    pub timeout: Option<Duration>,
+    /// Grows by one on every claim; every worker write must carry the current value.
+    pub lease_token: i64,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// When the running attempt's timeout passes.
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// The worker running it now, or that ran it last.
+    pub worker_id: Option<String>,
+    pub worker_host: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Start of the current or last attempt.
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl Task {
+    /// The lease a worker holds after claiming this task.
+    pub fn lease(&self) -> Lease {
+        Lease {
+            task_id: self.id,
+            token: self.lease_token,
+        }
+    }
+}
+
+/// Proof of a claim: a worker's writes about a task are applied only while the task is
+/// running under this token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Lease {
+    pub task_id: TaskId,
+    pub token: i64,
+}
+
+/// One attempt in a task's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub id: i64,
+    pub task_id: TaskId,
+    pub attempt: u32,
+    pub worker_id: Option<String>,
+    pub worker_host: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: DateTime<Utc>,
+    pub outcome: AttemptOutcome,
+    pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_are_valid() {
+        NewTask::new("email", json!({"to": "a@b"})).validate().unwrap();
+    }
+
+    #[test]
+    fn rejects_bad_fields_with_a_reason() {
+        let t = || NewTask::new("k", json!(null));
+        let cases = [
+            (NewTask::new("", json!(null)), "kind must not be empty"),
+            (t().queue(" "), "queue must not be empty"),
+            (t().max_attempts(0), "max_attempts must be between"),
+            (t().key("x".repeat(300)), "key is 300 bytes long"),
+            (t().kind_with_newline(), "kind must not contain control characters"),
+            (t().delay(Duration::from_secs(1)).run_at(Utc::now()), "either run_at or delay"),
+            (t().timeout(Duration::ZERO), "timeout must be greater than zero"),
+        ];
+        for (task, want) in cases {
+            let err = task.validate().unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should contain {want:?}");
+        }
+    }
+
+    impl NewTask {
+        fn kind_with_newline(mut self) -> Self {
+            self.kind = "a\nb".into();
+            self
+        }
+    }
+}
