@@ -1,0 +1,80 @@
+//! The conformance suite: every backend runs every case here, store-level and with the
+//! real worker runtime on top, so the backends cannot drift apart.
+//!
+//! Owns: the cases and the [`Backend`] contract a backend's test file implements (a fresh
+//! migrated database per test, extra connections to it, and transactional submit).
+//!
+//! Must not know: any particular backend. `tests/<backend>.rs` implements [`Backend`] and
+//! expands [`conformance_suite!`].
+
+pub mod cases;
+
+use std::sync::Arc;
+use tasktable_core::NewTask;
+use tasktable_store::{Store, StoreResult, Submitted};
+
+/// What a backend's test file provides.
+#[async_trait::async_trait]
+pub trait Backend: Send + Sync + Sized + 'static {
+    /// A fresh, migrated database of its own. `None` when the database server cannot be
+    /// reached outside CI: the caller has already printed why. Inside CI (`CI` set) an
+    /// unreachable server panics instead, so a missing database never passes as a skip.
+    async fn fresh() -> Option<Self>;
+
+    /// A new store (with its own pool) on this test's database.
+    async fn store(&self) -> Arc<dyn Store>;
+
+    /// Opens a transaction on a connection of its own, submits `tasks` inside it, then
+    /// commits (`commit`) or rolls back.
+    async fn submit_in_transaction(&self, tasks: Vec<NewTask>, commit: bool) -> StoreResult<Vec<Submitted>>;
+}
+
+/// Decides what to do when a test's database server is unreachable.
+pub fn unreachable(backend: &str, reason: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("{backend} is required in CI but unreachable: {reason}");
+    }
+    eprintln!("SKIPPED: {backend} unreachable ({reason}); set up the server or run with CI=1 to make this fail");
+}
+
+/// Expands to one `#[tokio::test]` per case for the backend type `$backend`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($backend:ty) => {
+        $crate::conformance_suite!(@cases $backend;
+            submit_returns_ids_and_applies_defaults,
+            submit_rejects_a_bad_batch_and_writes_nothing,
+            idempotent_submit_returns_the_existing_task,
+            racing_duplicate_submits_create_exactly_one_task,
+            transactional_submit_commits_and_rolls_back_with_the_caller,
+            claim_order_is_priority_then_run_at_then_id,
+            delayed_tasks_are_not_claimed_early,
+            claim_takes_only_registered_kinds_of_its_queue,
+            paused_queue_is_not_claimed_until_resumed,
+            claim_counts_the_attempt_and_grows_the_token,
+            complete_stores_result_and_history,
+            retryable_error_backs_off_then_fails_when_attempts_run_out,
+            stale_token_writes_change_nothing,
+            rescue_takes_back_expired_leases_and_counts_the_attempt,
+            rescue_leaves_a_renewed_lease_alone,
+            timeout_caps_the_lease_at_the_deadline,
+            snooze_and_interruption_do_not_spend_an_attempt,
+            cancel_of_a_running_task_is_seen_by_its_worker,
+            operator_changes_respect_the_state_machine,
+            bulk_changes_report_how_many_rows_changed,
+            list_filters_and_pages_by_keyset,
+            migrate_is_idempotent_and_safe_concurrently,
+            checkpoint_and_progress_are_fenced,
+        );
+    };
+    (@cases $backend:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                if let Some(db) = <$backend as $crate::Backend>::fresh().await {
+                    $crate::cases::$name(&db).await;
+                }
+            }
+        )*
+    };
+}

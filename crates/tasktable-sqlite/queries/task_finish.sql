@@ -1,0 +1,17 @@
+-- Ends one attempt. ?1 new state (NULL: pending, or failed when no attempts are left),
+-- ?2 run_at if it goes back to pending, ?3 1 to give the attempt back, ?4 result,
+-- ?5 error, ?6 now, ?7 id, ?8 token, ?9 1 to apply only if the lease or deadline passed.
+UPDATE tasktable_tasks SET
+    state = coalesce(?1, CASE WHEN attempt >= max_attempts THEN 'failed' ELSE 'pending' END),
+    run_at = CASE WHEN coalesce(?1, CASE WHEN attempt >= max_attempts THEN 'failed' ELSE 'pending' END) = 'pending'
+                  THEN ?2 ELSE run_at END,
+    finished_at = CASE WHEN coalesce(?1, CASE WHEN attempt >= max_attempts THEN 'failed' ELSE 'pending' END) = 'pending'
+                  THEN NULL ELSE ?6 END,
+    attempt = attempt - ?3,
+    result = coalesce(?4, result),
+    last_error = coalesce(?5, last_error),
+    lease_expires_at = NULL,
+    deadline_at = NULL,
+    updated_at = ?6
+WHERE id = ?7 AND lease_token = ?8 AND state = 'running' AND (?9 = 0 OR lease_expires_at <= ?6)
+RETURNING attempt + ?3 AS attempt, worker_id, worker_host, started_at

@@ -1,0 +1,210 @@
+//! The worker's side of a task: claim, renew, checkpoint, finish, and the rescuer's scan.
+//! Every write after the claim is fenced by `(id, lease_token, state = 'running')`.
+
+use crate::row::{task_from_row, TASK_COLUMNS};
+use crate::time::{plus, to_text};
+use crate::{db, now_or_db, SqliteStore};
+use sqlx::{Row, SqliteConnection};
+use tasktable_core::{Lease, Task, TaskState};
+use tasktable_store::*;
+
+const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
+const CLAIM: &str = include_str!("../queries/task_claim.sql");
+const RENEW: &str = include_str!("../queries/task_renew.sql");
+const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
+const FINISH: &str = include_str!("../queries/task_finish.sql");
+const ATTEMPT_INSERT: &str = include_str!("../queries/attempt_insert.sql");
+
+pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>> {
+    if p.limit == 0 || p.kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let kinds = serde_json::to_string(&p.kinds).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+    let mut tx = store.begin_write().await?;
+    let now = now_or_db(&mut tx, p.now).await?;
+    let now_text = to_text(now);
+    let ids: Vec<i64> = sqlx::query_scalar(CLAIM_SELECT)
+        .bind(&p.queue)
+        .bind(&now_text)
+        .bind(&kinds)
+        .bind(i64::from(p.limit))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db)?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids_json = serde_json::to_string(&ids).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+    let rows = sqlx::query(CLAIM)
+        .bind(ids_json)
+        .bind(&now_text)
+        .bind(to_text(plus(now, p.lease_for)))
+        .bind(&p.worker_id)
+        .bind(&p.worker_host)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db)?;
+    tx.commit().await.map_err(db)?;
+    let mut tasks = rows.iter().map(task_from_row).collect::<StoreResult<Vec<_>>>()?;
+    tasks.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.run_at.cmp(&b.run_at))
+            .then(a.id.cmp(&b.id))
+    });
+    Ok(tasks)
+}
+
+async fn lost_status(conn: &mut SqliteConnection, lease: Lease) -> StoreResult<LeaseStatus> {
+    let row = sqlx::query("SELECT state, lease_token FROM tasktable_tasks WHERE id = ?")
+        .bind(lease.task_id)
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
+    let row = match row {
+        Some(r) => {
+            let state: String = r.try_get(0).map_err(db)?;
+            let token: i64 = r.try_get(1).map_err(db)?;
+            state.parse::<TaskState>().ok().map(|s| (s, token))
+        }
+        None => None,
+    };
+    Ok(lost_lease_status(lease, row))
+}
+
+pub async fn renew(store: &SqliteStore, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+    if p.leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = store.begin_write().await?;
+    let now = now_or_db(&mut tx, p.now).await?;
+    let until = to_text(plus(now, p.lease_for));
+    let mut out = Vec::with_capacity(p.leases.len());
+    for lease in &p.leases {
+        let expires: Option<String> = sqlx::query_scalar(RENEW)
+            .bind(&until)
+            .bind(lease.task_id)
+            .bind(lease.token)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
+        out.push(match expires {
+            Some(t) => LeaseStatus::Held {
+                expires_at: Some(crate::time::from_text(&t)?),
+            },
+            None => lost_status(&mut tx, *lease).await?,
+        });
+    }
+    tx.commit().await.map_err(db)?;
+    Ok(out)
+}
+
+pub async fn checkpoint(store: &SqliteStore, p: CheckpointParams) -> StoreResult<LeaseStatus> {
+    for value in [&p.checkpoint, &p.progress].into_iter().flatten() {
+        let size = value.to_string().len();
+        if size > store.max_payload_bytes {
+            return Err(StoreError::PayloadTooLarge {
+                index: 0,
+                size,
+                limit: store.max_payload_bytes,
+            });
+        }
+    }
+    let mut tx = store.begin_write().await?;
+    let done = sqlx::query(CHECKPOINT)
+        .bind(p.checkpoint.as_ref().map(|v| v.to_string()))
+        .bind(p.progress.as_ref().map(|v| v.to_string()))
+        .bind(p.lease.task_id)
+        .bind(p.lease.token)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    let status = if done.rows_affected() == 1 {
+        LeaseStatus::Held { expires_at: None }
+    } else {
+        lost_status(&mut tx, p.lease).await?
+    };
+    tx.commit().await.map_err(db)?;
+    Ok(status)
+}
+
+pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<bool>> {
+    if p.items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = store.begin_write().await?;
+    let now = now_or_db(&mut tx, p.now).await?;
+    let now_text = to_text(now);
+    let mut out = Vec::with_capacity(p.items.len());
+    let mut requeued = Vec::new();
+    for item in &p.items {
+        let r = item.row();
+        let row = sqlx::query(FINISH)
+            .bind(r.new_state.map(|s| s.as_str()))
+            .bind(to_text(plus(now, r.delay)))
+            .bind(i64::from(r.refund_attempt))
+            .bind(r.result.as_ref().map(|v| v.to_string()))
+            .bind(&r.error)
+            .bind(&now_text)
+            .bind(r.task_id)
+            .bind(r.token)
+            .bind(p.only_if_expired)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
+        let Some(row) = row else {
+            out.push(false);
+            continue;
+        };
+        sqlx::query(ATTEMPT_INSERT)
+            .bind(r.task_id)
+            .bind(row.try_get::<i64, _>("attempt").map_err(db)?)
+            .bind(row.try_get::<Option<String>, _>("worker_id").map_err(db)?)
+            .bind(row.try_get::<Option<String>, _>("worker_host").map_err(db)?)
+            .bind(row.try_get::<Option<String>, _>("started_at").map_err(db)?)
+            .bind(&now_text)
+            .bind(r.outcome.as_str())
+            .bind(&r.error)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        if r.delay.is_zero() && r.new_state != Some(TaskState::Succeeded) {
+            requeued.push(r.task_id);
+        }
+        out.push(true);
+    }
+    tx.commit().await.map_err(db)?;
+    if !requeued.is_empty() {
+        // A task given back without delay is due at once: wake idle workers.
+        let queues: Vec<String> = {
+            let mut conn = store.reader.acquire().await.map_err(db)?;
+            let ids = serde_json::to_string(&requeued).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+            sqlx::query_scalar(
+                "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
+            )
+            .bind(ids)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db)?
+        };
+        for q in queues {
+            store.wake(&q);
+        }
+    }
+    Ok(out)
+}
+
+pub async fn list_expired(conn: &mut SqliteConnection, p: ExpiredParams) -> StoreResult<Vec<Task>> {
+    let now = now_or_db(conn, p.now).await?;
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE state = 'running' AND lease_expires_at <= ? \
+         ORDER BY lease_expires_at LIMIT ?"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(to_text(now))
+        .bind(i64::from(p.limit))
+        .fetch_all(conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(task_from_row).collect()
+}

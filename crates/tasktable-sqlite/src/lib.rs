@@ -1,0 +1,267 @@
+//! tasktable's embedded store: one SQLite file in WAL mode.
+//!
+//! Owns: the SQLite schema and its migrations, and the SQL that makes each
+//! [`Store`](tasktable_store::Store) transition atomic on SQLite.
+//!
+//! Must not know: workers, handlers, HTTP. It applies the plans the runtime hands it.
+//!
+//! SQLite has one writer at a time. Inside one process every write goes through a single
+//! connection, so writers queue in Rust instead of spinning on the file lock; every write
+//! transaction starts with `BEGIN IMMEDIATE`, so a writer in another process waits for
+//! the lock (up to `busy_timeout`) instead of failing when it upgrades a read. Reads use a
+//! separate pool and never wait for writers (WAL).
+
+mod lease;
+mod migrate;
+mod query;
+mod row;
+mod submit;
+pub mod time;
+mod update;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqliteConnection, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+use tasktable_core::{Attempt, NewTask, Task, TaskId};
+use tasktable_store::*;
+use tokio::sync::broadcast;
+
+pub use sqlx::sqlite::SqliteConnection as Connection;
+
+/// How to open the database.
+#[derive(Debug, Clone)]
+pub struct SqliteConfig {
+    /// `sqlite://path/to/file.db` or a plain path.
+    pub url: String,
+    /// Connections for reads (writes always use one).
+    pub read_connections: u32,
+    /// How long a writer waits for another process's write lock.
+    pub busy_timeout: Duration,
+    /// `true` (the default) syncs the WAL on every commit, so an acknowledged submit
+    /// survives a power cut; `false` trades that for speed (`synchronous = NORMAL`).
+    pub sync_every_commit: bool,
+    pub max_payload_bytes: usize,
+}
+
+impl SqliteConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        SqliteConfig {
+            url: url.into(),
+            read_connections: 4,
+            busy_timeout: Duration::from_secs(10),
+            sync_every_commit: true,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+}
+
+/// The SQLite [`Store`].
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    wake: broadcast::Sender<Wake>,
+    max_payload_bytes: usize,
+}
+
+pub(crate) fn db(e: sqlx::Error) -> StoreError {
+    StoreError::database(e)
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database file. Does not migrate.
+    pub async fn connect(config: SqliteConfig) -> StoreResult<Self> {
+        let url = if config.url.starts_with("sqlite:") {
+            config.url.clone()
+        } else {
+            format!("sqlite://{}", config.url)
+        };
+        let options = SqliteConnectOptions::from_str(&url)
+            .map_err(|e| StoreError::InvalidInput(format!("bad SQLite URL {url:?}: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(if config.sync_every_commit {
+                SqliteSynchronous::Full
+            } else {
+                SqliteSynchronous::Normal
+            })
+            .busy_timeout(config.busy_timeout)
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect_with(options.clone())
+            .await
+            .map_err(db)?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(config.read_connections.max(1))
+            .connect_with(options.read_only(false))
+            .await
+            .map_err(db)?;
+        let (wake, _) = broadcast::channel(1024);
+        Ok(SqliteStore {
+            writer,
+            reader,
+            wake,
+            max_payload_bytes: config.max_payload_bytes,
+        })
+    }
+
+    /// Opens a database by URL or path with the default settings.
+    pub async fn open(url: &str) -> StoreResult<Self> {
+        Self::connect(SqliteConfig::new(url)).await
+    }
+
+    /// Submits tasks inside a transaction the caller holds on its own connection, so they
+    /// commit or roll back with the caller's own writes. Start that transaction with
+    /// `BEGIN IMMEDIATE` (`pool.begin_with("BEGIN IMMEDIATE")`) so it cannot fail to
+    /// upgrade to a writer half-way. Idle workers find these tasks on their next poll.
+    pub async fn submit_in(
+        conn: &mut SqliteConnection,
+        tasks: Vec<NewTask>,
+    ) -> StoreResult<Vec<Submitted>> {
+        validate_submit(&tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        submit::insert(conn, &tasks, None).await
+    }
+
+    pub(crate) async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(db)
+    }
+
+    pub(crate) fn wake(&self, queue: &str) {
+        // No receivers is fine: nobody is idle in this process.
+        let _ = self.wake.send(Wake {
+            queue: queue.to_owned(),
+        });
+    }
+
+    /// Closes both pools.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}
+
+/// The database's clock, read inside the transaction that uses it.
+pub(crate) async fn db_now(conn: &mut SqliteConnection) -> StoreResult<DateTime<Utc>> {
+    let s: String = sqlx::query_scalar("SELECT strftime(?, 'now')")
+        .bind(time::SQL_FORMAT)
+        .fetch_one(conn)
+        .await
+        .map_err(db)?;
+    time::from_text(&s)
+}
+
+pub(crate) async fn now_or_db(
+    conn: &mut SqliteConnection,
+    now: Option<DateTime<Utc>>,
+) -> StoreResult<DateTime<Utc>> {
+    match now {
+        Some(t) => Ok(time::truncate(t)),
+        None => db_now(conn).await,
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        migrate::run(self).await
+    }
+
+    async fn db_now(&self) -> StoreResult<DateTime<Utc>> {
+        let mut conn = self.reader.acquire().await.map_err(db)?;
+        db_now(&mut conn).await
+    }
+
+    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        validate_submit(&params.tasks, self.max_payload_bytes)?;
+        let mut tx = self.begin_write().await?;
+        let out = submit::insert(&mut tx, &params.tasks, params.now).await?;
+        tx.commit().await.map_err(db)?;
+        let mut queues: Vec<&str> = params.tasks.iter().map(|t| t.queue.as_str()).collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for q in queues {
+            self.wake(q);
+        }
+        Ok(out)
+    }
+
+    async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+        lease::claim(self, params).await
+    }
+
+    async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+        lease::renew(self, params).await
+    }
+
+    async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
+        lease::checkpoint(self, params).await
+    }
+
+    async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
+        lease::finish(self, params).await
+    }
+
+    async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
+        let mut conn = self.reader.acquire().await.map_err(db)?;
+        lease::list_expired(&mut conn, params).await
+    }
+
+    async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
+        let mut conn = self.reader.acquire().await.map_err(db)?;
+        query::get(&mut conn, id).await
+    }
+
+    async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
+        validate_list(&params)?;
+        let mut conn = self.reader.acquire().await.map_err(db)?;
+        query::list(&mut conn, &params).await
+    }
+
+    async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
+        let mut conn = self.reader.acquire().await.map_err(db)?;
+        query::attempts(&mut conn, task_id).await
+    }
+
+    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
+        validate_change(&params.change, self.max_payload_bytes)?;
+        update::apply(self, params).await
+    }
+
+    async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let now = db_now(&mut tx).await?;
+        sqlx::query(
+            "INSERT INTO tasktable_queues (name, paused, updated_at) VALUES (?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at",
+        )
+        .bind(&params.queue)
+        .bind(params.paused)
+        .bind(time::to_text(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        if !params.paused {
+            self.wake(&params.queue);
+        }
+        Ok(())
+    }
+
+    async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
+        let mut conn = self.reader.acquire().await.map_err(db)?;
+        query::queues(&mut conn).await
+    }
+
+    async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
+        Ok(self.wake.subscribe())
+    }
+}

@@ -1,0 +1,65 @@
+use crate::time::{plus, to_text};
+use crate::{db, now_or_db};
+use chrono::{DateTime, Utc};
+use sqlx::SqliteConnection;
+use tasktable_core::{NewTask, TaskState};
+use tasktable_store::{StoreResult, Submitted};
+
+const INSERT: &str = include_str!("../queries/task_insert.sql");
+
+/// Inserts tasks on a connection that is already inside a write transaction.
+pub async fn insert(
+    conn: &mut SqliteConnection,
+    tasks: &[NewTask],
+    now: Option<DateTime<Utc>>,
+) -> StoreResult<Vec<Submitted>> {
+    let now = now_or_db(conn, now).await?;
+    let now_text = to_text(now);
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let run_at = match (t.run_at, t.delay) {
+            (Some(at), _) => at,
+            (None, Some(d)) => plus(now, d),
+            (None, None) => now,
+        };
+        let state = if t.held {
+            TaskState::Held
+        } else {
+            TaskState::Pending
+        };
+        let id: Option<i64> = sqlx::query_scalar(INSERT)
+            .bind(&t.kind)
+            .bind(&t.queue)
+            .bind(state.as_str())
+            .bind(t.payload.to_string())
+            .bind(&t.key)
+            .bind(&t.idempotency_key)
+            .bind(t.priority)
+            .bind(to_text(run_at))
+            .bind(i64::from(t.max_attempts))
+            .bind(t.backoff.initial.as_millis() as i64)
+            .bind(t.backoff.multiplier)
+            .bind(t.backoff.max.as_millis() as i64)
+            .bind(t.backoff.jitter)
+            .bind(t.timeout.map(|d| d.as_millis() as i64))
+            .bind(&now_text)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db)?;
+        let submitted = match id {
+            Some(id) => Submitted { id, created: true },
+            None => {
+                // The idempotency key exists: hand back the first task. SQLite has one
+                // writer and we hold the write lock, so the row cannot vanish meanwhile.
+                let id: i64 = sqlx::query_scalar("SELECT id FROM tasktable_tasks WHERE idempotency_key = ?")
+                    .bind(&t.idempotency_key)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(db)?;
+                Submitted { id, created: false }
+            }
+        };
+        out.push(submitted);
+    }
+    Ok(out)
+}

@@ -1,0 +1,53 @@
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tasktable_core::{TaskId, TaskState};
+
+/// Which tasks a query or a bulk change covers. Empty fields match everything; set fields
+/// must all match.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskFilter {
+    pub queue: Option<String>,
+    pub kind: Option<String>,
+    /// Any of these states.
+    pub states: Vec<TaskState>,
+    pub key: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+    pub updated_after: Option<DateTime<Utc>>,
+    pub updated_before: Option<DateTime<Utc>>,
+    /// Case-sensitive substring of `last_error`.
+    pub error_contains: Option<String>,
+}
+
+impl TaskFilter {
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+    pub fn kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+    pub fn state(mut self, state: TaskState) -> Self {
+        self.states.push(state);
+        self
+    }
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+    pub fn error_contains(mut self, text: impl Into<String>) -> Self {
+        self.error_contains = Some(text.into());
+        self
+    }
+}
+
+/// One task by id, or every task a filter matches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Id(TaskId),
+    Filter(TaskFilter),
+}

@@ -1,0 +1,90 @@
+//! The storage contract of tasktable.
+//!
+//! Owns: the [`Store`] trait, which speaks in transitions (`task_claim`, `task_finish`,
+//! `task_update`, ...), each atomic; the parameter and result types of those calls; and
+//! [`StoreError`]. Rules (retry delays, which state an operation may start from) come from
+//! `tasktable-core` and reach the store as parameters; the store only makes each
+//! transition atomic and fenced.
+//!
+//! Must not know: SQL or any particular database, and anything about how workers are
+//! scheduled. The runtime and the server hold an `Arc<dyn Store>` and never open a
+//! transaction themselves.
+
+mod error;
+mod filter;
+mod params;
+
+pub use error::{StoreError, StoreResult};
+pub use filter::{TaskFilter, Target};
+pub use params::*;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tasktable_core::{Attempt, Task, TaskId};
+use tokio::sync::broadcast;
+
+/// Storage for tasks. Every method is one atomic transition; methods that take a
+/// [`Lease`](tasktable_core::Lease) apply only while the task still runs under that
+/// lease's token, and report otherwise instead of failing.
+///
+/// Methods that depend on the time take `now: Option<DateTime<Utc>>`: `None` means the
+/// database's clock, which is what production always uses; tests pin time with `Some`.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// A short name of the backend: `sqlite`, `postgres`, `mysql`.
+    fn backend(&self) -> &'static str;
+
+    /// Applies the migrations this version ships that the database has not seen yet.
+    /// Safe to call from many processes at once.
+    async fn migrate(&self) -> StoreResult<()>;
+
+    /// The database's current time.
+    async fn db_now(&self) -> StoreResult<DateTime<Utc>>;
+
+    /// Creates tasks, all or none. A task whose idempotency key already exists is not
+    /// created; its existing id is returned with `created: false`.
+    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>>;
+
+    /// Leases up to `limit` due tasks of one queue, in claim order (priority high to low,
+    /// then `run_at`, then id). Claims nothing from a paused queue. Each claimed task has
+    /// its attempt counted and its lease token increased.
+    async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>>;
+
+    /// Extends leases; one status per lease, in order.
+    async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>>;
+
+    /// Saves a checkpoint and/or progress under a lease.
+    async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus>;
+
+    /// Ends attempts: records each in the history and moves its task out of `running`.
+    /// One flag per item, in order: `true` when applied, `false` when the lease was lost.
+    async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>>;
+
+    /// Running tasks whose lease expired (or whose attempt deadline passed) before `now`,
+    /// oldest expiry first. The caller decides each one's fate and ends it with
+    /// [`Store::task_finish`] with `only_if_expired`.
+    async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>>;
+
+    async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>>;
+
+    /// Tasks matching a filter, newest first, one page at a time.
+    async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage>;
+
+    /// A task's attempt history, oldest first.
+    async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>>;
+
+    /// An operator's change to one task or to every task matching a filter. Rows in a
+    /// state the change may not start from are left alone. For one task, that is an error
+    /// ([`StoreError::NotFound`] or [`StoreError::IllegalTransition`]); for a filter, the
+    /// count says how many changed.
+    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64>;
+
+    /// Pauses or resumes claiming from a queue. Running tasks are not affected.
+    async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()>;
+
+    /// Every queue that has tasks or has been paused, with counts by state.
+    async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>>;
+
+    /// Hints that a queue may have due work. Delivery is best effort: callers poll too.
+    async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;
+}

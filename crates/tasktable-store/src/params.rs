@@ -1,0 +1,281 @@
+//! One parameter struct per store call, and the results that are not core types.
+
+use crate::filter::{TaskFilter, Target};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+use tasktable_core::outcome::FinishPlan;
+use tasktable_core::{Lease, NewTask, Task, TaskId, TaskState};
+
+#[derive(Debug, Clone, Default)]
+pub struct SubmitParams {
+    pub tasks: Vec<NewTask>,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// The answer to one submitted task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    pub id: TaskId,
+    /// `false` when a task with the same idempotency key already existed.
+    pub created: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClaimParams {
+    pub queue: String,
+    /// Only tasks of these kinds (the handlers the worker has).
+    pub kinds: Vec<String>,
+    pub limit: u32,
+    pub worker_id: String,
+    pub worker_host: String,
+    /// How long the lease lasts from now before it must be renewed.
+    pub lease_for: Duration,
+    pub now: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RenewParams {
+    pub leases: Vec<Lease>,
+    pub lease_for: Duration,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// Whether a worker still holds a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseStatus {
+    /// Still held; renewed until this time, when the call was a renewal.
+    Held { expires_at: Option<DateTime<Utc>> },
+    /// An operator cancelled the task.
+    Cancelled,
+    /// Taken back (rescued after expiry) or otherwise no longer under this token.
+    Lost,
+}
+
+impl LeaseStatus {
+    pub fn is_held(&self) -> bool {
+        matches!(self, LeaseStatus::Held { .. })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CheckpointParams {
+    pub lease: Lease,
+    /// Replaces the checkpoint when set.
+    pub checkpoint: Option<Value>,
+    /// Replaces the progress when set.
+    pub progress: Option<Value>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FinishItem {
+    pub lease: Lease,
+    pub plan: FinishPlan,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FinishParams {
+    pub items: Vec<FinishItem>,
+    /// The rescuer's guard: apply only to tasks whose lease or deadline has passed, so a
+    /// worker that renewed in the meantime keeps its task.
+    pub only_if_expired: bool,
+    pub now: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExpiredParams {
+    pub limit: u32,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// Most tasks one page may hold.
+pub const MAX_PAGE_SIZE: u32 = 1000;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ListParams {
+    pub filter: TaskFilter,
+    /// Continue after this id (exclusive): the `next` of the previous page.
+    pub after: Option<TaskId>,
+    /// At most [`MAX_PAGE_SIZE`].
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskPage {
+    pub tasks: Vec<Task>,
+    /// Pass as `after` for the next page; `None` on the last page.
+    pub next: Option<TaskId>,
+}
+
+/// An operator's change. Each may start only from the states
+/// [`Operation::allowed_from`](tasktable_core::Operation::allowed_from) lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// Stops the task; a running handler is told through its lease.
+    Cancel,
+    /// Makes the task due now; a failed or cancelled one gets a fresh set of attempts.
+    Retry,
+    Reschedule { run_at: DateTime<Utc> },
+    SetPriority { priority: i32 },
+    SetMaxAttempts { max_attempts: u32 },
+    EditPayload { payload: Value },
+    Hold,
+    Release,
+}
+
+impl Change {
+    pub fn operation(&self) -> tasktable_core::Operation {
+        use tasktable_core::Operation as Op;
+        match self {
+            Change::Cancel => Op::Cancel,
+            Change::Retry => Op::Retry,
+            Change::Reschedule { .. } => Op::Reschedule,
+            Change::SetPriority { .. } => Op::SetPriority,
+            Change::SetMaxAttempts { .. } => Op::SetMaxAttempts,
+            Change::EditPayload { .. } => Op::EditPayload,
+            Change::Hold => Op::Hold,
+            Change::Release => Op::Release,
+        }
+    }
+
+    /// Whether tasks this change touches may become due, so idle workers should look.
+    pub fn may_make_due(&self) -> bool {
+        matches!(
+            self,
+            Change::Retry | Change::Release | Change::Reschedule { .. }
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateParams {
+    pub target: Target,
+    pub change: Change,
+    pub now: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct QueuePauseParams {
+    pub queue: String,
+    pub paused: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueInfo {
+    pub name: String,
+    pub paused: bool,
+    /// Tasks per state; states with none are left out.
+    pub counts: Vec<(TaskState, u64)>,
+}
+
+/// A hint that `queue` may have due tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wake {
+    pub queue: String,
+}
+
+/// Checks a batch before anything is written, so a bad task fails the whole call.
+pub fn validate_submit(tasks: &[NewTask], max_payload_bytes: usize) -> crate::StoreResult<()> {
+    for (index, task) in tasks.iter().enumerate() {
+        task.validate()
+            .map_err(|source| crate::StoreError::InvalidTask { index, source })?;
+        let size = serde_json::to_vec(&task.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+        if size > max_payload_bytes {
+            return Err(crate::StoreError::PayloadTooLarge {
+                index,
+                size,
+                limit: max_payload_bytes,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks a page request.
+pub fn validate_list(params: &ListParams) -> crate::StoreResult<()> {
+    if params.limit == 0 || params.limit > MAX_PAGE_SIZE {
+        return Err(crate::StoreError::InvalidInput(format!(
+            "page size must be between 1 and {MAX_PAGE_SIZE}, got {}",
+            params.limit
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a change's own values (states are checked by the store against the row).
+pub fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::StoreResult<()> {
+    use tasktable_core::task::{InvalidTask, MAX_ATTEMPTS_LIMIT};
+    match change {
+        Change::SetMaxAttempts { max_attempts } if *max_attempts == 0 || *max_attempts > MAX_ATTEMPTS_LIMIT => {
+            Err(crate::StoreError::InvalidInput(InvalidTask::MaxAttempts(*max_attempts).to_string()))
+        }
+        Change::EditPayload { payload } => {
+            let size = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(usize::MAX);
+            if size > max_payload_bytes {
+                return Err(crate::StoreError::PayloadTooLarge {
+                    index: 0,
+                    size,
+                    limit: max_payload_bytes,
+                });
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Default largest payload, checkpoint or result: 1 MiB of JSON.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+/// A [`FinishItem`] as the columns a store writes, so every backend reads a plan the same
+/// way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishRow {
+    pub task_id: TaskId,
+    pub token: i64,
+    /// The state to move to; `None` for a retry, where the store picks `pending`, or
+    /// `failed` when the row's `attempt` has reached its `max_attempts`.
+    pub new_state: Option<TaskState>,
+    /// From now until `run_at`, when the task goes back to `pending`.
+    pub delay: Duration,
+    /// Give the attempt back (snooze, interruption).
+    pub refund_attempt: bool,
+    pub result: Option<Value>,
+    /// Written to `last_error` and to the history when set.
+    pub error: Option<String>,
+    pub outcome: tasktable_core::AttemptOutcome,
+}
+
+impl FinishItem {
+    pub fn row(&self) -> FinishRow {
+        use tasktable_core::FinishAction;
+        let (new_state, delay, refund_attempt, result) = match &self.plan.action {
+            FinishAction::Complete { result } => (Some(TaskState::Succeeded), Duration::ZERO, false, result.clone()),
+            FinishAction::Retry { delay } => (None, *delay, false, None),
+            FinishAction::Fail => (Some(TaskState::Failed), Duration::ZERO, false, None),
+            FinishAction::Cancel => (Some(TaskState::Cancelled), Duration::ZERO, false, None),
+            FinishAction::Requeue { delay } => (Some(TaskState::Pending), *delay, true, None),
+        };
+        FinishRow {
+            task_id: self.lease.task_id,
+            token: self.lease.token,
+            new_state,
+            delay,
+            refund_attempt,
+            result,
+            error: self.plan.error.clone(),
+            outcome: self.plan.outcome,
+        }
+    }
+}
+
+/// The status of a lease that a fenced write did not match: `Cancelled` when an operator
+/// cancelled the task under this very token, `Lost` otherwise.
+pub fn lost_lease_status(lease: Lease, row: Option<(TaskState, i64)>) -> LeaseStatus {
+    match row {
+        Some((TaskState::Cancelled, token)) if token == lease.token => LeaseStatus::Cancelled,
+        _ => LeaseStatus::Lost,
+    }
+}
