@@ -8,6 +8,8 @@
 //! expands [`conformance_suite!`].
 
 pub mod cases;
+pub mod freeze;
+pub mod runtime_cases;
 
 use std::sync::Arc;
 use tasktable_core::NewTask;
@@ -66,6 +68,19 @@ macro_rules! conformance_suite {
             migrate_is_idempotent_and_safe_concurrently,
             checkpoint_and_progress_are_fenced,
         );
+        $crate::conformance_suite!(@runtime $backend;
+            four_workers_run_each_of_2000_tasks_exactly_once,
+            frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoint,
+            timeouts_count_attempts_and_end_failed,
+            lease_expiry_is_rescued_with_the_attempt_counted,
+            graceful_shutdown_releases_without_spending_an_attempt,
+            panicking_handler_fails_only_its_attempt,
+            handler_outcomes_move_tasks_as_documented,
+            cancelling_a_running_task_signals_its_handler,
+            concurrency_limits_are_never_exceeded,
+            paused_queue_stops_workers_and_resume_restarts_them,
+            idle_worker_wakes_on_submit_without_waiting_for_a_poll,
+        );
     };
     (@cases $backend:ty; $($name:ident),* $(,)?) => {
         $(
@@ -73,6 +88,16 @@ macro_rules! conformance_suite {
             async fn $name() {
                 if let Some(db) = <$backend as $crate::Backend>::fresh().await {
                     $crate::cases::$name(&db).await;
+                }
+            }
+        )*
+    };
+    (@runtime $backend:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                if let Some(db) = <$backend as $crate::Backend>::fresh().await {
+                    $crate::runtime_cases::$name(&db).await;
                 }
             }
         )*

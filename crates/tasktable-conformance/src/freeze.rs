@@ -1,0 +1,91 @@
+//! A real store with a switch that freezes its worker-side writes, to play a worker that
+//! stalls (a long GC pause, a stopped VM) while the database and other workers go on.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use tasktable_core::{Attempt, Task, TaskId};
+use tasktable_store::*;
+use tokio::sync::{broadcast, watch};
+
+#[derive(Debug)]
+pub struct Freezable {
+    inner: Arc<dyn Store>,
+    frozen: watch::Sender<bool>,
+}
+
+impl Freezable {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Freezable { inner, frozen: watch::Sender::new(false) })
+    }
+
+    /// From now on renewals, checkpoints and finishes wait until [`Freezable::thaw`].
+    pub fn freeze(&self) {
+        self.frozen.send_replace(true);
+    }
+
+    pub fn thaw(&self) {
+        self.frozen.send_replace(false);
+    }
+
+    async fn wait_thawed(&self) {
+        let mut rx = self.frozen.subscribe();
+        let _ = rx.wait_for(|frozen| !*frozen).await;
+    }
+}
+
+#[async_trait]
+impl Store for Freezable {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    async fn migrate(&self) -> StoreResult<()> {
+        self.inner.migrate().await
+    }
+    async fn db_now(&self) -> StoreResult<DateTime<Utc>> {
+        self.inner.db_now().await
+    }
+    async fn task_submit(&self, p: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        self.inner.task_submit(p).await
+    }
+    async fn task_claim(&self, p: ClaimParams) -> StoreResult<Vec<Task>> {
+        self.wait_thawed().await;
+        self.inner.task_claim(p).await
+    }
+    async fn task_renew(&self, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+        self.wait_thawed().await;
+        self.inner.task_renew(p).await
+    }
+    async fn task_checkpoint(&self, p: CheckpointParams) -> StoreResult<LeaseStatus> {
+        self.wait_thawed().await;
+        self.inner.task_checkpoint(p).await
+    }
+    async fn task_finish(&self, p: FinishParams) -> StoreResult<Vec<bool>> {
+        self.wait_thawed().await;
+        self.inner.task_finish(p).await
+    }
+    async fn task_list_expired(&self, p: ExpiredParams) -> StoreResult<Vec<Task>> {
+        self.inner.task_list_expired(p).await
+    }
+    async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
+        self.inner.task_get(id).await
+    }
+    async fn task_list(&self, p: ListParams) -> StoreResult<TaskPage> {
+        self.inner.task_list(p).await
+    }
+    async fn attempt_list(&self, id: TaskId) -> StoreResult<Vec<Attempt>> {
+        self.inner.attempt_list(id).await
+    }
+    async fn task_update(&self, p: UpdateParams) -> StoreResult<u64> {
+        self.inner.task_update(p).await
+    }
+    async fn queue_set_paused(&self, p: QueuePauseParams) -> StoreResult<()> {
+        self.inner.queue_set_paused(p).await
+    }
+    async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
+        self.inner.queue_list().await
+    }
+    async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
+        self.inner.subscribe().await
+    }
+}

@@ -1,0 +1,576 @@
+//! The real worker runtime on each backend: claims, leases, rescue, shutdown, outcomes.
+//! Tests wait on worker events and handler signals, never on fixed sleeps; the only
+//! waiting on the clock is for leases to expire, which is what is under test.
+
+use crate::freeze::Freezable;
+use crate::Backend;
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tasktable_core::{AttemptOutcome, Backoff, NewTask, TaskState};
+use tasktable_runtime::*;
+use tasktable_store::*;
+use tokio::sync::{broadcast, mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+const PATIENCE: Duration = Duration::from_secs(90);
+
+fn instant_retry() -> Backoff {
+    Backoff { initial: Duration::ZERO, multiplier: 1.0, max: Duration::ZERO, jitter: 0.0 }
+}
+
+struct Running {
+    stop: CancellationToken,
+    join: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn shutdown(self) {
+        self.stop.cancel();
+        tokio::time::timeout(PATIENCE, self.join).await.expect("worker shuts down").expect("worker task");
+    }
+}
+
+fn start(worker: Worker) -> Running {
+    let stop = CancellationToken::new();
+    let join = tokio::spawn(worker.run(stop.clone().cancelled_owned()));
+    Running { stop, join }
+}
+
+fn fast(store: Arc<dyn Store>) -> WorkerBuilder {
+    Worker::builder(store).poll_interval(Duration::from_millis(50)).rescue_interval(None)
+}
+
+async fn wait_event(rx: &mut broadcast::Receiver<WorkerEvent>, what: &str, pred: impl Fn(&WorkerEvent) -> bool) -> WorkerEvent {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            match rx.recv().await {
+                Ok(e) if pred(&e) => return e,
+                Ok(_) => continue,
+                Err(e) => panic!("event stream broke while waiting for {what}: {e}"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+fn finished(id: i64) -> impl Fn(&WorkerEvent) -> bool {
+    move |e| matches!(e, WorkerEvent::Finished { task_id, .. } if *task_id == id)
+}
+
+async fn submit(store: &dyn Store, task: NewTask) -> i64 {
+    store.task_submit(SubmitParams { tasks: vec![task], now: None }).await.expect("submit")[0].id
+}
+
+async fn get(store: &dyn Store, id: i64) -> tasktable_core::Task {
+    store.task_get(id).await.unwrap().expect("task")
+}
+
+async fn outcomes(store: &dyn Store, id: i64) -> Vec<AttemptOutcome> {
+    store.attempt_list(id).await.unwrap().iter().map(|a| a.outcome).collect()
+}
+
+// ---------------------------------------------------------------------------------------
+
+struct Count {
+    runs: Arc<Mutex<HashMap<i64, u32>>>,
+    total: Arc<AtomicUsize>,
+    target: usize,
+    all_done: Arc<Notify>,
+}
+
+impl Handler for Count {
+    const KIND: &'static str = "count";
+    type Payload = u32;
+    type Output = ();
+    async fn run(&self, ctx: TaskContext, _n: u32) -> Result<(), HandlerError> {
+        *self.runs.lock().unwrap().entry(ctx.task_id()).or_default() += 1;
+        if self.total.fetch_add(1, Ordering::SeqCst) + 1 == self.target {
+            self.all_done.notify_one();
+        }
+        Ok(())
+    }
+}
+
+pub async fn four_workers_run_each_of_2000_tasks_exactly_once(db: &impl Backend) {
+    const N: usize = 2000;
+    let submitter = db.store().await;
+    for chunk in (0..N as u32).collect::<Vec<_>>().chunks(500) {
+        let tasks = chunk.iter().map(|i| NewTask::new("count", json!(i))).collect();
+        submitter.task_submit(SubmitParams { tasks, now: None }).await.unwrap();
+    }
+    let runs = Arc::new(Mutex::new(HashMap::new()));
+    let total = Arc::new(AtomicUsize::new(0));
+    let all_done = Arc::new(Notify::new());
+    let mut workers = Vec::new();
+    for w in 0..4 {
+        let handler = Count { runs: runs.clone(), total: total.clone(), target: N, all_done: all_done.clone() };
+        let worker = fast(db.store().await)
+            .identity(WorkerIdentity::named(format!("drain-{w}")))
+            .concurrency(8)
+            .register(handler)
+            .build()
+            .unwrap();
+        workers.push(start(worker));
+    }
+    tokio::time::timeout(PATIENCE * 2, all_done.notified()).await.expect("all tasks ran");
+    for w in workers {
+        w.shutdown().await;
+    }
+    let runs = runs.lock().unwrap();
+    assert_eq!(runs.len(), N, "every task ran");
+    assert!(runs.values().all(|n| *n == 1), "no task ran twice: {:?}", runs.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>());
+    let queues = submitter.queue_list().await.unwrap();
+    assert_eq!(queues[0].counts, vec![(TaskState::Succeeded, N as u64)]);
+    let mut by_worker: HashMap<String, usize> = HashMap::new();
+    let mut after = None;
+    loop {
+        let page = submitter.task_list(ListParams { filter: TaskFilter::default(), after, limit: MAX_PAGE_SIZE }).await.unwrap();
+        for t in &page.tasks {
+            assert_eq!(t.attempt, 1);
+            *by_worker.entry(t.worker_id.clone().unwrap()).or_default() += 1;
+        }
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(by_worker.values().sum::<usize>(), N);
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct Job {
+    steps: u32,
+}
+
+/// Works through `steps`, checkpointing each. The "frozen" worker's copy stops after the
+/// first checkpoint and waits for the test; the healthy one runs to the end.
+struct Resumable {
+    frozen_role: Option<FrozenRole>,
+}
+
+struct FrozenRole {
+    checkpointed: mpsc::UnboundedSender<()>,
+    go_on: Arc<Notify>,
+    late_write: mpsc::UnboundedSender<String>,
+}
+
+impl Handler for Resumable {
+    const KIND: &'static str = "resumable";
+    type Payload = Job;
+    type Output = serde_json::Value;
+    async fn run(&self, ctx: TaskContext, job: Job) -> Result<serde_json::Value, HandlerError> {
+        let start: u32 = ctx.checkpoint::<u32>()?.unwrap_or(0);
+        if let Some(role) = &self.frozen_role {
+            ctx.save_checkpoint(&5u32).await?;
+            role.checkpointed.send(()).unwrap();
+            role.go_on.notified().await;
+            let late = ctx.save_checkpoint(&99u32).await;
+            role.late_write.send(format!("{late:?}")).unwrap();
+            return Ok(json!({"resumed_from": start, "by": "frozen"}));
+        }
+        for step in start..job.steps {
+            ctx.save_checkpoint(&(step + 1)).await?;
+        }
+        Ok(json!({"resumed_from": start, "by": "healthy"}))
+    }
+}
+
+pub async fn frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoint(db: &impl Backend) {
+    let store = db.store().await;
+    let id = submit(&*store, NewTask::new("resumable", json!({"steps": 10})).backoff(instant_retry())).await;
+
+    let frozen_store = Freezable::new(db.store().await);
+    let (cp_tx, mut cp_rx) = mpsc::unbounded_channel();
+    let (late_tx, mut late_rx) = mpsc::unbounded_channel();
+    let go_on = Arc::new(Notify::new());
+    let role = FrozenRole { checkpointed: cp_tx, go_on: go_on.clone(), late_write: late_tx };
+    let a = fast(frozen_store.clone())
+        .identity(WorkerIdentity::named("frozen"))
+        .lease_for(Duration::from_secs(1))
+        .register(Resumable { frozen_role: Some(role) })
+        .build()
+        .unwrap();
+    let mut a_events = a.subscribe();
+    let a = start(a);
+    tokio::time::timeout(PATIENCE, cp_rx.recv()).await.expect("first checkpoint").unwrap();
+    frozen_store.freeze();
+
+    let b = fast(db.store().await)
+        .identity(WorkerIdentity::named("healthy"))
+        .rescue_interval(Some(Duration::from_millis(100)))
+        .register(Resumable { frozen_role: None })
+        .build()
+        .unwrap();
+    let mut b_events = b.subscribe();
+    let b = start(b);
+    let done = wait_event(&mut b_events, "the healthy worker to finish", finished(id)).await;
+    assert_eq!(done, WorkerEvent::Finished { task_id: id, outcome: AttemptOutcome::Succeeded, applied: true });
+
+    frozen_store.thaw();
+    wait_event(&mut a_events, "the frozen worker to learn it lost the lease", |e| {
+        matches!(e, WorkerEvent::Stopped { task_id, reason: StopReason::LeaseLost } if *task_id == id)
+    })
+    .await;
+    go_on.notify_one();
+    let late = tokio::time::timeout(PATIENCE, late_rx.recv()).await.unwrap().unwrap();
+    assert!(late.contains("Stopped(LeaseLost)"), "the late checkpoint is refused: {late}");
+    a.shutdown().await;
+    b.shutdown().await;
+
+    let t = get(&*store, id).await;
+    assert_eq!(t.state, TaskState::Succeeded);
+    assert_eq!(t.result, Some(json!({"resumed_from": 5, "by": "healthy"})), "resumed from the frozen worker's checkpoint");
+    assert_eq!(t.checkpoint, Some(json!(10)), "the late checkpoint changed nothing");
+    assert_eq!(t.attempt, 2);
+    let history = store.attempt_list(id).await.unwrap();
+    let summary: Vec<_> = history.iter().map(|a| (a.worker_id.clone().unwrap(), a.outcome)).collect();
+    assert_eq!(summary, vec![("frozen".to_string(), AttemptOutcome::LeaseExpired), ("healthy".to_string(), AttemptOutcome::Succeeded)]);
+    // The frozen worker's complete, had it sent one, is refused too.
+    let stale = tasktable_core::Lease { task_id: id, token: 1 };
+    let plan = tasktable_core::outcome::FinishPlan::for_handler(
+        tasktable_core::HandlerOutcome::Succeeded { result: Some(json!("stale")) },
+        1,
+        &Backoff::default(),
+        0.5,
+    );
+    let applied = store.task_finish(FinishParams { items: vec![FinishItem { lease: stale, plan }], only_if_expired: false, now: None }).await.unwrap();
+    assert_eq!(applied, vec![false]);
+    assert_eq!(get(&*store, id).await.result, t.result);
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Never finishes on its own; optionally saves a checkpoint first and says so.
+struct Hang {
+    started: mpsc::UnboundedSender<i64>,
+}
+
+impl Handler for Hang {
+    const KIND: &'static str = "hang";
+    type Payload = serde_json::Value;
+    type Output = ();
+    async fn run(&self, ctx: TaskContext, payload: serde_json::Value) -> Result<(), HandlerError> {
+        if let Some(cp) = payload.get("checkpoint") {
+            ctx.save_checkpoint(cp).await?;
+        }
+        let _ = self.started.send(ctx.task_id());
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+pub async fn timeouts_count_attempts_and_end_failed(db: &impl Backend) {
+    let store = db.store().await;
+    let id = submit(
+        &*store,
+        NewTask::new("hang", json!({})).timeout(Duration::from_millis(200)).max_attempts(2).backoff(instant_retry()),
+    )
+    .await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let w = fast(db.store().await).register(Hang { started: tx }).build().unwrap();
+    let mut events = w.subscribe();
+    let w = start(w);
+    for attempt in 1..=2 {
+        let e = wait_event(&mut events, "a timed-out attempt", finished(id)).await;
+        assert_eq!(e, WorkerEvent::Finished { task_id: id, outcome: AttemptOutcome::TimedOut, applied: true }, "attempt {attempt}");
+    }
+    w.shutdown().await;
+    let t = get(&*store, id).await;
+    assert_eq!((t.state, t.attempt), (TaskState::Failed, 2), "never an endless loop");
+    assert_eq!(t.last_error.as_deref(), Some("timed out"));
+    assert_eq!(outcomes(&*store, id).await, vec![AttemptOutcome::TimedOut, AttemptOutcome::TimedOut]);
+}
+
+pub async fn lease_expiry_is_rescued_with_the_attempt_counted(db: &impl Backend) {
+    let store = db.store().await;
+    let id = submit(&*store, NewTask::new("hang", json!({})).backoff(instant_retry()).max_attempts(1)).await;
+    let frozen = Freezable::new(db.store().await);
+    let (tx, mut started) = mpsc::unbounded_channel();
+    let w = fast(frozen.clone()).lease_for(Duration::from_millis(600)).register(Hang { started: tx }).build().unwrap();
+    let w = start(w);
+    tokio::time::timeout(PATIENCE, started.recv()).await.unwrap().unwrap();
+    frozen.freeze();
+    let rescuer = Rescuer::new(store.clone(), RescuerConfig::default());
+    let mut rescued = 0;
+    while rescued == 0 {
+        // Waiting for the lease to run out is the point of this test.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        rescued = rescuer.run_once(None).await.unwrap();
+    }
+    assert_eq!(rescuer.run_once(None).await.unwrap(), 0, "a second rescuer finds nothing");
+    frozen.thaw();
+    w.shutdown().await;
+    let t = get(&*store, id).await;
+    assert_eq!((t.state, t.attempt), (TaskState::Failed, 1), "the only attempt was spent on the expired lease");
+    assert_eq!(t.last_error.as_deref(), Some("lease expired"));
+    assert_eq!(outcomes(&*store, id).await, vec![AttemptOutcome::LeaseExpired]);
+}
+
+pub async fn graceful_shutdown_releases_without_spending_an_attempt(db: &impl Backend) {
+    let store = db.store().await;
+    let id = submit(&*store, NewTask::new("hang", json!({"checkpoint": {"row": 42}}))).await;
+    let (tx, mut started) = mpsc::unbounded_channel();
+    let w = fast(db.store().await).shutdown_grace(Duration::from_millis(100)).register(Hang { started: tx }).build().unwrap();
+    let mut events = w.subscribe();
+    let w = start(w);
+    tokio::time::timeout(PATIENCE, started.recv()).await.unwrap().unwrap();
+    w.shutdown().await;
+    let e = wait_event(&mut events, "the release", finished(id)).await;
+    assert_eq!(e, WorkerEvent::Finished { task_id: id, outcome: AttemptOutcome::Interrupted, applied: true });
+    let t = get(&*store, id).await;
+    assert_eq!((t.state, t.attempt), (TaskState::Pending, 0), "no attempt spent");
+    assert_eq!(t.checkpoint, Some(json!({"row": 42})), "checkpoint kept");
+    assert!(t.run_at <= store.db_now().await.unwrap(), "due again at once");
+    assert_eq!(outcomes(&*store, id).await, vec![AttemptOutcome::Interrupted]);
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Script {
+    Ok,
+    Permanent,
+    SnoozeOnce,
+    Cancel,
+    PanicOnce,
+    Retry,
+}
+
+struct Scripted;
+
+impl Handler for Scripted {
+    const KIND: &'static str = "scripted";
+    type Payload = Script;
+    type Output = serde_json::Value;
+    async fn run(&self, ctx: TaskContext, script: Script) -> Result<serde_json::Value, HandlerError> {
+        match script {
+            Script::Ok => Ok(json!({"attempt": ctx.attempt()})),
+            Script::Permanent => Err(HandlerError::permanent("invalid address")),
+            Script::SnoozeOnce if ctx.checkpoint::<bool>()?.is_none() => {
+                ctx.save_checkpoint(&true).await?;
+                Err(HandlerError::snooze(Duration::from_millis(10)))
+            }
+            Script::SnoozeOnce => Ok(json!({"attempt": ctx.attempt()})),
+            Script::Cancel => Err(HandlerError::cancel("order was withdrawn")),
+            Script::PanicOnce if ctx.attempt() == 1 => panic!("index out of bounds"),
+            Script::PanicOnce => Ok(json!({"attempt": ctx.attempt()})),
+            Script::Retry => Err(std::io::Error::other("connection reset").into()),
+        }
+    }
+}
+
+async fn run_scripted(db: &impl Backend, tasks: Vec<NewTask>) -> (Arc<dyn Store>, Vec<i64>) {
+    let store = db.store().await;
+    let ids: Vec<i64> = store.task_submit(SubmitParams { tasks, now: None }).await.unwrap().iter().map(|s| s.id).collect();
+    let w = fast(db.store().await).register(Scripted).build().unwrap();
+    let mut events = w.subscribe();
+    let w = start(w);
+    for id in &ids {
+        while !get(&*store, *id).await.state.is_finished() {
+            wait_event(&mut events, "a scripted task", finished(*id)).await;
+        }
+    }
+    w.shutdown().await;
+    (store, ids)
+}
+
+pub async fn panicking_handler_fails_only_its_attempt(db: &impl Backend) {
+    let tasks = vec![
+        NewTask::new("scripted", json!("panic_once")).backoff(instant_retry()),
+        NewTask::new("scripted", json!("ok")),
+    ];
+    let (store, ids) = run_scripted(db, tasks).await;
+    let panicky = get(&*store, ids[0]).await;
+    assert_eq!((panicky.state, panicky.attempt), (TaskState::Succeeded, 2));
+    let history = store.attempt_list(ids[0]).await.unwrap();
+    assert_eq!(history[0].outcome, AttemptOutcome::Error);
+    assert!(history[0].error.as_deref().unwrap().contains("handler panicked: index out of bounds"), "{:?}", history[0].error);
+    assert_eq!(get(&*store, ids[1]).await.state, TaskState::Succeeded);
+}
+
+pub async fn handler_outcomes_move_tasks_as_documented(db: &impl Backend) {
+    let tasks = vec![
+        NewTask::new("scripted", json!("ok")),
+        NewTask::new("scripted", json!("permanent")).max_attempts(5),
+        NewTask::new("scripted", json!("snooze_once")),
+        NewTask::new("scripted", json!("cancel")),
+        NewTask::new("scripted", json!({"not": "a script"})),
+        NewTask::new("scripted", json!("retry")).max_attempts(3).backoff(instant_retry()),
+    ];
+    let (store, ids) = run_scripted(db, tasks).await;
+    let t = get(&*store, ids[0]).await;
+    assert_eq!((t.state, t.result), (TaskState::Succeeded, Some(json!({"attempt": 1}))));
+    let t = get(&*store, ids[1]).await;
+    assert_eq!((t.state, t.attempt, t.last_error.as_deref()), (TaskState::Failed, 1, Some("invalid address")), "permanent: no retry");
+    let t = get(&*store, ids[2]).await;
+    assert_eq!((t.state, t.result), (TaskState::Succeeded, Some(json!({"attempt": 1}))), "snooze spent no attempt");
+    assert_eq!(outcomes(&*store, ids[2]).await, vec![AttemptOutcome::Snoozed, AttemptOutcome::Succeeded]);
+    let t = get(&*store, ids[3]).await;
+    assert_eq!((t.state, t.last_error.as_deref()), (TaskState::Cancelled, Some("order was withdrawn")));
+    let t = get(&*store, ids[4]).await;
+    assert_eq!(t.state, TaskState::Failed);
+    assert!(t.last_error.unwrap().contains("payload does not fit handler scripted"));
+    let t = get(&*store, ids[5]).await;
+    assert_eq!((t.state, t.attempt, t.last_error.as_deref()), (TaskState::Failed, 3, Some("connection reset")));
+}
+
+// ---------------------------------------------------------------------------------------
+
+struct WaitForStop {
+    started: mpsc::UnboundedSender<i64>,
+    stopped: mpsc::UnboundedSender<StopReason>,
+}
+
+impl Handler for WaitForStop {
+    const KIND: &'static str = "wait_for_stop";
+    type Payload = ();
+    type Output = ();
+    async fn run(&self, ctx: TaskContext, _: ()) -> Result<(), HandlerError> {
+        let _ = self.started.send(ctx.task_id());
+        let reason = ctx.stopped().await;
+        let _ = self.stopped.send(reason);
+        Ok(())
+    }
+}
+
+pub async fn cancelling_a_running_task_signals_its_handler(db: &impl Backend) {
+    let store = db.store().await;
+    let id = submit(&*store, NewTask::new("wait_for_stop", json!(null))).await;
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let (stopped_tx, mut stopped) = mpsc::unbounded_channel();
+    let w = fast(db.store().await)
+        .lease_for(Duration::from_millis(600))
+        .register(WaitForStop { started: started_tx, stopped: stopped_tx })
+        .build()
+        .unwrap();
+    let mut events = w.subscribe();
+    let w = start(w);
+    tokio::time::timeout(PATIENCE, started.recv()).await.unwrap().unwrap();
+    let changed = store.task_update(UpdateParams { target: Target::Id(id), change: Change::Cancel, now: None }).await.unwrap();
+    assert_eq!(changed, 1);
+    let reason = tokio::time::timeout(PATIENCE, stopped.recv()).await.expect("handler signalled").unwrap();
+    assert_eq!(reason, StopReason::Cancelled);
+    let e = wait_event(&mut events, "the stop", |e| matches!(e, WorkerEvent::Stopped { .. })).await;
+    assert_eq!(e, WorkerEvent::Stopped { task_id: id, reason: StopReason::Cancelled });
+    w.shutdown().await;
+    let t = get(&*store, id).await;
+    assert_eq!(t.state, TaskState::Cancelled);
+    assert_eq!(outcomes(&*store, id).await, vec![AttemptOutcome::Cancelled]);
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Gauges {
+    now: HashMap<String, usize>,
+    max: HashMap<String, usize>,
+    total_now: usize,
+    total_max: usize,
+    done: usize,
+}
+
+struct Busy {
+    gauges: Arc<Mutex<Gauges>>,
+    all_done: Arc<Notify>,
+    target: usize,
+}
+
+impl Handler for Busy {
+    const KIND: &'static str = "busy";
+    type Payload = ();
+    type Output = ();
+    async fn run(&self, ctx: TaskContext, _: ()) -> Result<(), HandlerError> {
+        {
+            let mut g = self.gauges.lock().unwrap();
+            let q = ctx.queue().to_owned();
+            let now = {
+                let n = g.now.entry(q.clone()).or_default();
+                *n += 1;
+                *n
+            };
+            let max = g.max.entry(q).or_default();
+            *max = (*max).max(now);
+            g.total_now += 1;
+            g.total_max = g.total_max.max(g.total_now);
+        }
+        // Simulated work, so that tasks overlap.
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        let mut g = self.gauges.lock().unwrap();
+        *g.now.get_mut(ctx.queue()).unwrap() -= 1;
+        g.total_now -= 1;
+        g.done += 1;
+        if g.done == self.target {
+            self.all_done.notify_one();
+        }
+        Ok(())
+    }
+}
+
+pub async fn concurrency_limits_are_never_exceeded(db: &impl Backend) {
+    let store = db.store().await;
+    let tasks = (0..60).map(|i| NewTask::new("busy", json!(null)).queue(if i % 2 == 0 { "narrow" } else { "wide" })).collect();
+    store.task_submit(SubmitParams { tasks, now: None }).await.unwrap();
+    let gauges = Arc::new(Mutex::new(Gauges::default()));
+    let all_done = Arc::new(Notify::new());
+    let w = fast(db.store().await)
+        .concurrency(5)
+        .queue("narrow", 2)
+        .queue("wide", 10)
+        .register(Busy { gauges: gauges.clone(), all_done: all_done.clone(), target: 60 })
+        .build()
+        .unwrap();
+    let w = start(w);
+    tokio::time::timeout(PATIENCE, all_done.notified()).await.expect("all ran");
+    w.shutdown().await;
+    let g = gauges.lock().unwrap();
+    assert!(g.max["narrow"] <= 2, "narrow queue ran {} at once", g.max["narrow"]);
+    assert!(g.total_max <= 5, "worker ran {} at once", g.total_max);
+    assert!(g.total_max >= 2, "tasks did run side by side");
+}
+
+pub async fn paused_queue_stops_workers_and_resume_restarts_them(db: &impl Backend) {
+    let store = db.store().await;
+    store.queue_set_paused(QueuePauseParams { queue: "paused".into(), paused: true }).await.unwrap();
+    let held_back = submit(&*store, NewTask::new("scripted", json!("ok")).queue("paused")).await;
+    let other = submit(&*store, NewTask::new("scripted", json!("ok")).queue("open")).await;
+    let w = fast(store.clone()).queue("paused", 1).queue("open", 1).register(Scripted).build().unwrap();
+    let mut events = w.subscribe();
+    let w = start(w);
+    // Each claim round asks every queue, so once `other` ran, `paused` was asked too.
+    wait_event(&mut events, "the open queue's task", finished(other)).await;
+    let t = get(&*store, held_back).await;
+    assert_eq!((t.state, t.attempt), (TaskState::Pending, 0));
+    store.queue_set_paused(QueuePauseParams { queue: "paused".into(), paused: false }).await.unwrap();
+    let e = wait_event(&mut events, "the resumed queue's task", finished(held_back)).await;
+    assert!(matches!(e, WorkerEvent::Finished { outcome: AttemptOutcome::Succeeded, .. }));
+    w.shutdown().await;
+}
+
+pub async fn idle_worker_wakes_on_submit_without_waiting_for_a_poll(db: &impl Backend) {
+    let store = db.store().await;
+    let first = submit(&*store, NewTask::new("scripted", json!("ok"))).await;
+    let w = Worker::builder(store.clone())
+        .poll_interval(Duration::from_secs(3600))
+        .rescue_interval(None)
+        .register(Scripted)
+        .build()
+        .unwrap();
+    let mut events = w.subscribe();
+    let w = start(w);
+    wait_event(&mut events, "the first task", finished(first)).await;
+    // The worker is idle now, with an hour until its next poll.
+    let second = submit(&*store, NewTask::new("scripted", json!("ok"))).await;
+    let e = tokio::time::timeout(Duration::from_secs(20), wait_event(&mut events, "the second task", finished(second)))
+        .await
+        .expect("a notification woke the worker");
+    assert!(matches!(e, WorkerEvent::Finished { applied: true, .. }));
+    w.shutdown().await;
+}

@@ -1,0 +1,160 @@
+//! What a running handler can see and do: its task, its checkpoint, progress, and a
+//! signal for when it must stop.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::{Arc, Mutex, OnceLock};
+use tasktable_core::{Lease, Task, TaskId};
+use tasktable_store::{CheckpointParams, LeaseStatus, Store, StoreError};
+use tokio_util::sync::CancellationToken;
+
+/// Why a handler is asked to stop. Whatever it returns afterwards is discarded (for
+/// `Shutdown`, the task is given back without spending the attempt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// Another worker may have the task now: the lease could not be renewed.
+    LeaseLost,
+    /// An operator cancelled the task.
+    Cancelled,
+    /// The worker is shutting down and the grace period is over.
+    Shutdown,
+}
+
+/// Why a fenced write from a handler did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    #[error("the task's lease is gone ({0:?}); stop working on it")]
+    Stopped(StopReason),
+    #[error("cannot store the value as JSON: {0}")]
+    Serialize(#[from] serde_json::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Handed to a handler for one attempt. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct TaskContext {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    task: Task,
+    store: Arc<dyn Store>,
+    stop: CancellationToken,
+    reason: OnceLock<StopReason>,
+    checkpoint: Mutex<Option<Value>>,
+}
+
+impl TaskContext {
+    pub(crate) fn new(task: Task, store: Arc<dyn Store>) -> Self {
+        let checkpoint = Mutex::new(task.checkpoint.clone());
+        TaskContext {
+            inner: Arc::new(Inner {
+                task,
+                store,
+                stop: CancellationToken::new(),
+                reason: OnceLock::new(),
+                checkpoint,
+            }),
+        }
+    }
+
+    pub fn task_id(&self) -> TaskId {
+        self.inner.task.id
+    }
+    pub fn kind(&self) -> &str {
+        &self.inner.task.kind
+    }
+    pub fn queue(&self) -> &str {
+        &self.inner.task.queue
+    }
+    pub fn key(&self) -> Option<&str> {
+        self.inner.task.key.as_deref()
+    }
+    /// This attempt's number, from 1.
+    pub fn attempt(&self) -> u32 {
+        self.inner.task.attempt
+    }
+    pub fn max_attempts(&self) -> u32 {
+        self.inner.task.max_attempts
+    }
+    /// The task as it was claimed.
+    pub fn task(&self) -> &Task {
+        &self.inner.task
+    }
+    pub fn lease(&self) -> Lease {
+        self.inner.task.lease()
+    }
+
+    /// The last checkpoint saved for this task, by this attempt or an earlier one on any
+    /// worker; `None` when there is none.
+    pub fn checkpoint<T: DeserializeOwned>(&self) -> Result<Option<T>, serde_json::Error> {
+        let value = self.inner.checkpoint.lock().expect("checkpoint lock").clone();
+        value.map(serde_json::from_value).transpose()
+    }
+
+    /// Saves a checkpoint, fenced by this attempt's lease. Returns
+    /// [`ContextError::Stopped`] when the lease is gone: the checkpoint was not saved and
+    /// the handler should stop.
+    pub async fn save_checkpoint<T: Serialize>(&self, value: &T) -> Result<(), ContextError> {
+        let value = serde_json::to_value(value)?;
+        self.write(Some(value.clone()), None).await?;
+        *self.inner.checkpoint.lock().expect("checkpoint lock") = Some(value);
+        Ok(())
+    }
+
+    /// Records progress (any JSON, for people watching), fenced like a checkpoint.
+    pub async fn set_progress<T: Serialize>(&self, value: &T) -> Result<(), ContextError> {
+        let value = serde_json::to_value(value)?;
+        self.write(None, Some(value)).await
+    }
+
+    async fn write(&self, checkpoint: Option<Value>, progress: Option<Value>) -> Result<(), ContextError> {
+        if let Some(reason) = self.stop_reason() {
+            return Err(ContextError::Stopped(reason));
+        }
+        let status = self
+            .inner
+            .store
+            .task_checkpoint(CheckpointParams {
+                lease: self.lease(),
+                checkpoint,
+                progress,
+            })
+            .await?;
+        match status {
+            LeaseStatus::Held { .. } => Ok(()),
+            LeaseStatus::Cancelled => {
+                self.stop(StopReason::Cancelled);
+                Err(ContextError::Stopped(StopReason::Cancelled))
+            }
+            LeaseStatus::Lost => {
+                self.stop(StopReason::LeaseLost);
+                Err(ContextError::Stopped(StopReason::LeaseLost))
+            }
+        }
+    }
+
+    /// Resolves once the handler must stop; await it in a `select!` beside the work.
+    pub async fn stopped(&self) -> StopReason {
+        self.inner.stop.cancelled().await;
+        self.stop_reason().unwrap_or(StopReason::Shutdown)
+    }
+
+    /// `Some` once the handler must stop; for handlers that poll between steps.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.inner.reason.get().copied()
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stop_reason().is_some()
+    }
+
+    /// The first reason wins; later ones are ignored.
+    pub(crate) fn stop(&self, reason: StopReason) {
+        let _ = self.inner.reason.set(reason);
+        self.inner.stop.cancel();
+    }
+}

@@ -1,0 +1,103 @@
+//! Runs one claimed task: the handler in its own tokio task (so a panic fails only this
+//! attempt), under its per-attempt timeout, watching for the stop signal; then hands the
+//! outcome to the completer.
+
+use crate::context::{StopReason, TaskContext};
+use crate::worker::{Shared, WorkerEvent};
+use std::sync::Arc;
+use std::time::Duration;
+use tasktable_core::outcome::FinishPlan;
+use tasktable_core::{HandlerOutcome, Task};
+use tokio::sync::OwnedSemaphorePermit;
+
+enum Ending {
+    Returned(HandlerOutcome),
+    Stopped(StopReason),
+}
+
+pub(crate) async fn execute(shared: Arc<Shared>, task: Task, permits: Vec<OwnedSemaphorePermit>) {
+    let ctx = TaskContext::new(task.clone(), shared.store.clone());
+    shared.activate(&ctx);
+    shared.emit(WorkerEvent::Claimed {
+        task_id: task.id,
+        attempt: task.attempt,
+    });
+    let handler = shared.handlers.get(&task.kind).cloned();
+    let ending = match handler {
+        Some(handler) => run_handler(&shared, handler.call(ctx.clone(), task.payload.clone()), &ctx, task.timeout).await,
+        // The claim asks only for registered kinds, so this is a bug elsewhere; failing
+        // the attempt keeps it visible rather than silently looping.
+        None => Ending::Returned(HandlerOutcome::Failed {
+            message: format!("no handler for kind {:?} on this worker", task.kind),
+        }),
+    };
+    let plan = match ending {
+        Ending::Returned(outcome) => Some(FinishPlan::for_handler(outcome, task.attempt, &task.backoff, rand::random())),
+        Ending::Stopped(StopReason::Shutdown) => Some(FinishPlan::interrupted()),
+        Ending::Stopped(_) => None,
+    };
+    if let Some(plan) = plan {
+        let outcome = plan.outcome;
+        let applied = shared.completer.finish(task.lease(), plan).await;
+        if !applied {
+            tracing::warn!(task_id = task.id, %outcome, "result dropped: the lease was lost before it was recorded");
+        }
+        shared.emit(WorkerEvent::Finished {
+            task_id: task.id,
+            outcome,
+            applied,
+        });
+    }
+    shared.deactivate(task.id);
+    drop(permits);
+    shared.capacity_freed.notify_one();
+}
+
+async fn run_handler(
+    shared: &Shared,
+    future: futures::future::BoxFuture<'static, HandlerOutcome>,
+    ctx: &TaskContext,
+    timeout: Option<Duration>,
+) -> Ending {
+    let mut join = tokio::spawn(future);
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    let ending = tokio::select! {
+        res = &mut join => match res {
+            Ok(outcome) => return Ending::Returned(outcome),
+            Err(e) if e.is_panic() => return Ending::Returned(HandlerOutcome::Panicked { message: panic_message(e.into_panic()) }),
+            Err(_) => return Ending::Stopped(StopReason::Shutdown),
+        },
+        _ = deadline => Ending::Returned(HandlerOutcome::TimedOut),
+        reason = ctx.stopped() => Ending::Stopped(reason),
+    };
+    match ending {
+        // Told to stop by an operator or a lost lease: the handler may wind down for a
+        // moment, but nothing it returns is recorded.
+        Ending::Stopped(reason) if reason != StopReason::Shutdown => {
+            shared.emit(WorkerEvent::Stopped {
+                task_id: ctx.task_id(),
+                reason,
+            });
+            if tokio::time::timeout(shared.config.stop_grace, &mut join).await.is_err() {
+                join.abort();
+            }
+        }
+        _ => join.abort(),
+    }
+    ending
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}

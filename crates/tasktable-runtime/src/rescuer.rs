@@ -1,0 +1,107 @@
+//! Takes back running tasks whose lease ran out: the worker died, froze, or lost the
+//! database. Safe to run on every node at once: each take-back is fenced by the lease
+//! token and applies only if the lease is still expired, so two rescuers cannot both
+//! apply and a worker that renewed in time keeps its task.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use chrono::{DateTime, Utc};
+use tasktable_core::outcome::FinishPlan;
+use tasktable_store::{ExpiredParams, FinishItem, FinishParams, Store, StoreResult};
+
+/// Settings of the [`Rescuer`].
+#[derive(Debug, Clone)]
+pub struct RescuerConfig {
+    /// Time between scans. Default 5 s.
+    pub interval: Duration,
+    /// Tasks taken back per store call. Default 500.
+    pub batch: u32,
+}
+
+impl Default for RescuerConfig {
+    fn default() -> Self {
+        RescuerConfig {
+            interval: Duration::from_secs(5),
+            batch: 500,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Rescuer {
+    store: Arc<dyn Store>,
+    config: RescuerConfig,
+}
+
+impl Rescuer {
+    pub fn new(store: Arc<dyn Store>, config: RescuerConfig) -> Self {
+        Rescuer { store, config }
+    }
+
+    /// One scan: takes back every task expired at `now` (`None`: the database's clock)
+    /// and returns how many it took.
+    ///
+    /// The attempt counts. A task whose per-attempt deadline passed is recorded as timed
+    /// out, any other as "lease expired"; either goes back to `pending` after its backoff,
+    /// or to `failed` when it has no attempts left.
+    pub async fn run_once(&self, now: Option<DateTime<Utc>>) -> StoreResult<usize> {
+        let mut total = 0;
+        loop {
+            let expired = self
+                .store
+                .task_list_expired(ExpiredParams {
+                    limit: self.config.batch,
+                    now,
+                })
+                .await?;
+            if expired.is_empty() {
+                return Ok(total);
+            }
+            let full = expired.len() as u32 >= self.config.batch;
+            let items = expired
+                .iter()
+                .map(|t| {
+                    let unit = rand::random::<f64>();
+                    let timed_out = matches!((t.deadline_at, t.lease_expires_at), (Some(d), Some(l)) if d <= l);
+                    let plan = if timed_out {
+                        FinishPlan::timed_out(t.attempt, &t.backoff, unit)
+                    } else {
+                        FinishPlan::lease_expired(t.attempt, &t.backoff, unit)
+                    };
+                    FinishItem { lease: t.lease(), plan }
+                })
+                .collect();
+            let applied = self
+                .store
+                .task_finish(FinishParams {
+                    items,
+                    only_if_expired: true,
+                    now,
+                })
+                .await?;
+            let n = applied.iter().filter(|a| **a).count();
+            if n > 0 {
+                tracing::info!(tasks = n, "rescued tasks with expired leases");
+            }
+            total += n;
+            if !full {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Scans every `interval` until `stop` resolves.
+    pub async fn run(self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            if let Err(e) = self.run_once(None).await {
+                tracing::warn!(error = %e, "rescue scan failed");
+            }
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(self.config.interval) => {}
+            }
+        }
+    }
+}

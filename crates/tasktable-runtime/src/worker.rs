@@ -1,0 +1,371 @@
+//! The worker: configuration, the claim loop, and shutdown.
+
+use crate::completer::{self, CompleterHandle};
+use crate::context::{StopReason, TaskContext};
+use crate::handler::{ErasedHandler, Handler, Typed};
+use crate::identity::WorkerIdentity;
+use crate::rescuer::{Rescuer, RescuerConfig};
+use crate::{executor, lease_keeper};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tasktable_core::{AttemptOutcome, TaskId};
+use tasktable_store::{ClaimParams, Store, Wake};
+use tokio::sync::{broadcast, Notify, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// A queue a worker takes tasks from, with its own limit.
+#[derive(Debug, Clone)]
+pub struct QueueConfig {
+    pub name: String,
+    /// Most tasks of this queue running at once on this worker.
+    pub concurrency: usize,
+}
+
+/// How a worker behaves. Every field has a documented default.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Default: host name, pid and a short random suffix.
+    pub identity: WorkerIdentity,
+    /// Most tasks running at once, over all queues. Default 10.
+    pub concurrency: usize,
+    /// Default: the `default` queue, limited only by `concurrency`.
+    pub queues: Vec<QueueConfig>,
+    /// Lease length; renewed every third of it. Default 30 s.
+    pub lease_for: Duration,
+    /// Time between polls when no notification arrives (±20 % jitter). Default 1 s.
+    pub poll_interval: Duration,
+    /// How long running handlers may go on after a shutdown signal before their tasks are
+    /// released as interrupted. Default 10 s.
+    pub shutdown_grace: Duration,
+    /// How long a handler told to stop (lease lost, cancelled) may wind down before it is
+    /// aborted. Default 5 s.
+    pub stop_grace: Duration,
+    /// Run a [`Rescuer`] in this worker, scanning at this interval. Default 5 s; `None`
+    /// leaves rescue to other processes.
+    pub rescue_interval: Option<Duration>,
+    /// Most attempt ends written in one store call. Default 200.
+    pub finish_batch: usize,
+    /// Most tasks claimed in one store call. Default 100.
+    pub claim_batch: u32,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            identity: WorkerIdentity::generate(),
+            concurrency: 10,
+            queues: Vec::new(),
+            lease_for: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(10),
+            stop_grace: Duration::from_secs(5),
+            rescue_interval: Some(Duration::from_secs(5)),
+            finish_batch: 200,
+            claim_batch: 100,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
+}
+
+/// What a worker did, for tests and instrumentation. Subscribe with
+/// [`Worker::subscribe`] before [`Worker::run`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerEvent {
+    Claimed { task_id: TaskId, attempt: u32 },
+    /// The attempt ended; `applied` is false when the lease was lost before the end was
+    /// recorded, so the outcome was dropped.
+    Finished { task_id: TaskId, outcome: AttemptOutcome, applied: bool },
+    /// The handler was told to stop and its outcome will not be recorded.
+    Stopped { task_id: TaskId, reason: StopReason },
+}
+
+/// Builds a [`Worker`].
+pub struct WorkerBuilder {
+    store: Arc<dyn Store>,
+    config: WorkerConfig,
+    handlers: HashMap<String, Arc<dyn ErasedHandler>>,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    pub fn config(mut self, config: WorkerConfig) -> Self {
+        self.config = config;
+        self
+    }
+    pub fn identity(mut self, identity: WorkerIdentity) -> Self {
+        self.config.identity = identity;
+        self
+    }
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config.concurrency = n;
+        self
+    }
+    /// Takes tasks from `name`, at most `concurrency` at once.
+    pub fn queue(mut self, name: impl Into<String>, concurrency: usize) -> Self {
+        self.config.queues.push(QueueConfig { name: name.into(), concurrency });
+        self
+    }
+    pub fn lease_for(mut self, d: Duration) -> Self {
+        self.config.lease_for = d;
+        self
+    }
+    pub fn poll_interval(mut self, d: Duration) -> Self {
+        self.config.poll_interval = d;
+        self
+    }
+    pub fn shutdown_grace(mut self, d: Duration) -> Self {
+        self.config.shutdown_grace = d;
+        self
+    }
+    pub fn rescue_interval(mut self, d: Option<Duration>) -> Self {
+        self.config.rescue_interval = d;
+        self
+    }
+    /// Runs tasks of `H::KIND` with `handler`.
+    pub fn register<H: Handler>(mut self, handler: H) -> Self {
+        self.handlers.insert(H::KIND.to_owned(), Arc::new(Typed(handler)));
+        self
+    }
+
+    pub fn build(mut self) -> Result<Worker, WorkerError> {
+        let c = &mut self.config;
+        if c.queues.is_empty() {
+            c.queues.push(QueueConfig { name: tasktable_core::task::DEFAULT_QUEUE.into(), concurrency: c.concurrency });
+        }
+        let bad = |m: String| Err(WorkerError::Config(m));
+        if c.concurrency == 0 {
+            return bad("concurrency must be at least 1".into());
+        }
+        if let Some(q) = c.queues.iter().find(|q| q.concurrency == 0) {
+            return bad(format!("queue {:?} has concurrency 0", q.name));
+        }
+        if c.lease_for < Duration::from_millis(300) {
+            return bad(format!("lease_for must be at least 300 ms, got {:?}", c.lease_for));
+        }
+        if c.poll_interval.is_zero() || c.finish_batch == 0 || c.claim_batch == 0 {
+            return bad("poll_interval, finish_batch and claim_batch must be greater than zero".into());
+        }
+        if self.handlers.is_empty() {
+            return bad("register at least one handler".into());
+        }
+        let (events, _) = broadcast::channel(4096);
+        Ok(Worker { store: self.store, config: self.config, handlers: self.handlers, events })
+    }
+}
+
+/// Claims tasks from its queues and runs them with the registered handlers.
+pub struct Worker {
+    store: Arc<dyn Store>,
+    config: WorkerConfig,
+    handlers: HashMap<String, Arc<dyn ErasedHandler>>,
+    events: broadcast::Sender<WorkerEvent>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// State the claim loop, executors and lease keeper share.
+pub(crate) struct Shared {
+    pub store: Arc<dyn Store>,
+    pub config: WorkerConfig,
+    pub handlers: HashMap<String, Arc<dyn ErasedHandler>>,
+    pub completer: CompleterHandle,
+    pub capacity_freed: Notify,
+    events: broadcast::Sender<WorkerEvent>,
+    active: Mutex<HashMap<TaskId, (TaskContext, Instant)>>,
+}
+
+impl Shared {
+    pub fn emit(&self, event: WorkerEvent) {
+        let _ = self.events.send(event);
+    }
+    pub fn activate(&self, ctx: &TaskContext) {
+        self.active.lock().expect("active").insert(ctx.task_id(), (ctx.clone(), Instant::now()));
+    }
+    pub fn deactivate(&self, id: TaskId) {
+        self.active.lock().expect("active").remove(&id);
+    }
+    pub fn mark_renewed(&self, id: TaskId, at: Instant) {
+        if let Some(entry) = self.active.lock().expect("active").get_mut(&id) {
+            entry.1 = entry.1.max(at);
+        }
+    }
+    pub fn active_snapshot(&self) -> Vec<(TaskContext, Instant)> {
+        self.active.lock().expect("active").values().cloned().collect()
+    }
+    fn active_count(&self) -> usize {
+        self.active.lock().expect("active").len()
+    }
+}
+
+impl Worker {
+    pub fn builder(store: Arc<dyn Store>) -> WorkerBuilder {
+        WorkerBuilder { store, config: WorkerConfig::default(), handlers: HashMap::new() }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.config.identity.id
+    }
+
+    /// Events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<WorkerEvent> {
+        self.events.subscribe()
+    }
+
+    /// Runs until `shutdown` resolves, then shuts down gracefully: stops claiming, lets
+    /// running handlers finish within `shutdown_grace`, and releases the rest as
+    /// interrupted (no attempt spent, checkpoint kept).
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        let lease_for = self.config.lease_for;
+        let (completer, completer_task) = completer::start(self.store.clone(), self.config.finish_batch, lease_for);
+        let shared = Arc::new(Shared {
+            store: self.store.clone(),
+            config: self.config,
+            handlers: self.handlers,
+            completer,
+            capacity_freed: Notify::new(),
+            events: self.events,
+            active: Mutex::new(HashMap::new()),
+        });
+        let stop_services = CancellationToken::new();
+        let keeper = tokio::spawn(lease_keeper::run(shared.clone(), stop_services.clone()));
+        let rescuer = shared.config.rescue_interval.map(|interval| {
+            let r = Rescuer::new(shared.store.clone(), RescuerConfig { interval, ..Default::default() });
+            tokio::spawn(r.run(stop_services.clone().cancelled_owned()))
+        });
+        let tracker = TaskTracker::new();
+        tracing::info!(worker = %shared.config.identity.id, "worker started");
+
+        claim_loop(&shared, &tracker, shutdown).await;
+
+        // Graceful shutdown.
+        let deadline = Instant::now() + shared.config.shutdown_grace;
+        while shared.active_count() > 0 {
+            tokio::select! {
+                _ = shared.capacity_freed.notified() => {}
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        for (ctx, _) in shared.active_snapshot() {
+            ctx.stop(StopReason::Shutdown);
+        }
+        tracker.close();
+        tracker.wait().await;
+        stop_services.cancel();
+        let _ = keeper.await;
+        if let Some(r) = rescuer {
+            let _ = r.await;
+        }
+        let id = shared.config.identity.id.clone();
+        drop(shared);
+        let _ = completer_task.await;
+        tracing::info!(worker = %id, "worker stopped");
+    }
+}
+
+async fn claim_loop(shared: &Arc<Shared>, tracker: &TaskTracker, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    let total = Arc::new(Semaphore::new(shared.config.concurrency));
+    let queues: Vec<(QueueConfig, Arc<Semaphore>)> = shared
+        .config
+        .queues
+        .iter()
+        .map(|q| (q.clone(), Arc::new(Semaphore::new(q.concurrency))))
+        .collect();
+    let kinds: Vec<String> = shared.handlers.keys().cloned().collect();
+    let mut wake = match shared.store.subscribe().await {
+        Ok(rx) => Some(rx),
+        Err(e) => {
+            tracing::warn!(error = %e, "no wake-up notifications; polling only");
+            None
+        }
+    };
+    let mut start = 0usize;
+    loop {
+        let mut want_more = false;
+        // Rotate the first queue so one busy queue cannot starve the others of capacity.
+        start = (start + 1) % queues.len();
+        for i in 0..queues.len() {
+            let (queue, limit) = &queues[(start + i) % queues.len()];
+            let free = total.available_permits().min(limit.available_permits()).min(shared.config.claim_batch as usize);
+            if free == 0 {
+                want_more = true;
+                continue;
+            }
+            let claimed = shared
+                .store
+                .task_claim(ClaimParams {
+                    queue: queue.name.clone(),
+                    kinds: kinds.clone(),
+                    limit: free as u32,
+                    worker_id: shared.config.identity.id.clone(),
+                    worker_host: shared.config.identity.host.clone(),
+                    lease_for: shared.config.lease_for,
+                    now: None,
+                })
+                .await;
+            let tasks = match claimed {
+                Ok(tasks) => tasks,
+                Err(e) => {
+                    tracing::warn!(error = %e, queue = %queue.name, "claim failed");
+                    continue;
+                }
+            };
+            want_more |= tasks.len() == free;
+            for task in tasks {
+                // Only this loop takes permits, and it asked for no more than were free.
+                let permits = vec![
+                    total.clone().try_acquire_owned().expect("free capacity"),
+                    limit.clone().try_acquire_owned().expect("free queue capacity"),
+                ];
+                tracker.spawn(executor::execute(shared.clone(), task, permits));
+            }
+        }
+        let poll = jittered(shared.config.poll_interval);
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = shared.capacity_freed.notified(), if want_more => {}
+            _ = next_wake(&mut wake, &queues) => {}
+            _ = tokio::time::sleep(poll) => {}
+        }
+    }
+}
+
+/// Resolves when a notification names one of our queues; never, without notifications.
+async fn next_wake(wake: &mut Option<broadcast::Receiver<Wake>>, queues: &[(QueueConfig, Arc<Semaphore>)]) {
+    let Some(rx) = wake else {
+        return std::future::pending().await;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(w) if queues.iter().any(|(q, _)| q.name == w.queue) => return,
+            Ok(_) => continue,
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => {
+                *wake = None;
+                return std::future::pending().await;
+            }
+        }
+    }
+}
+
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(0.8 + 0.4 * rand::random::<f64>())
+}
