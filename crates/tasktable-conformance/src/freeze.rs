@@ -16,7 +16,10 @@ pub struct Freezable {
 
 impl Freezable {
     pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(Freezable { inner, frozen: watch::Sender::new(false) })
+        Arc::new(Freezable {
+            inner,
+            frozen: watch::Sender::new(false),
+        })
     }
 
     /// From now on renewals, checkpoints and finishes wait until [`Freezable::thaw`].

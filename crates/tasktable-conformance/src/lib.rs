@@ -28,7 +28,11 @@ pub trait Backend: Send + Sync + Sized + 'static {
 
     /// Opens a transaction on a connection of its own, submits `tasks` inside it, then
     /// commits (`commit`) or rolls back.
-    async fn submit_in_transaction(&self, tasks: Vec<NewTask>, commit: bool) -> StoreResult<Vec<Submitted>>;
+    async fn submit_in_transaction(
+        &self,
+        tasks: Vec<NewTask>,
+        commit: bool,
+    ) -> StoreResult<Vec<Submitted>>;
 }
 
 /// Decides what to do when a test's database server is unreachable.

@@ -19,7 +19,12 @@ use tokio_util::sync::CancellationToken;
 const PATIENCE: Duration = Duration::from_secs(90);
 
 fn instant_retry() -> Backoff {
-    Backoff { initial: Duration::ZERO, multiplier: 1.0, max: Duration::ZERO, jitter: 0.0 }
+    Backoff {
+        initial: Duration::ZERO,
+        multiplier: 1.0,
+        max: Duration::ZERO,
+        jitter: 0.0,
+    }
 }
 
 struct Running {
@@ -30,7 +35,10 @@ struct Running {
 impl Running {
     async fn shutdown(self) {
         self.stop.cancel();
-        tokio::time::timeout(PATIENCE, self.join).await.expect("worker shuts down").expect("worker task");
+        tokio::time::timeout(PATIENCE, self.join)
+            .await
+            .expect("worker shuts down")
+            .expect("worker task");
     }
 }
 
@@ -41,10 +49,16 @@ fn start(worker: Worker) -> Running {
 }
 
 fn fast(store: Arc<dyn Store>) -> WorkerBuilder {
-    Worker::builder(store).poll_interval(Duration::from_millis(50)).rescue_interval(None)
+    Worker::builder(store)
+        .poll_interval(Duration::from_millis(50))
+        .rescue_interval(None)
 }
 
-async fn wait_event(rx: &mut broadcast::Receiver<WorkerEvent>, what: &str, pred: impl Fn(&WorkerEvent) -> bool) -> WorkerEvent {
+async fn wait_event(
+    rx: &mut broadcast::Receiver<WorkerEvent>,
+    what: &str,
+    pred: impl Fn(&WorkerEvent) -> bool,
+) -> WorkerEvent {
     tokio::time::timeout(PATIENCE, async {
         loop {
             match rx.recv().await {
@@ -63,7 +77,14 @@ fn finished(id: i64) -> impl Fn(&WorkerEvent) -> bool {
 }
 
 async fn submit(store: &dyn Store, task: NewTask) -> i64 {
-    store.task_submit(SubmitParams { tasks: vec![task], now: None }).await.expect("submit")[0].id
+    store
+        .task_submit(SubmitParams {
+            tasks: vec![task],
+            now: None,
+        })
+        .await
+        .expect("submit")[0]
+        .id
 }
 
 async fn get(store: &dyn Store, id: i64) -> tasktable_core::Task {
@@ -71,7 +92,13 @@ async fn get(store: &dyn Store, id: i64) -> tasktable_core::Task {
 }
 
 async fn outcomes(store: &dyn Store, id: i64) -> Vec<AttemptOutcome> {
-    store.attempt_list(id).await.unwrap().iter().map(|a| a.outcome).collect()
+    store
+        .attempt_list(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|a| a.outcome)
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -100,15 +127,26 @@ pub async fn four_workers_run_each_of_2000_tasks_exactly_once(db: &impl Backend)
     const N: usize = 2000;
     let submitter = db.store().await;
     for chunk in (0..N as u32).collect::<Vec<_>>().chunks(500) {
-        let tasks = chunk.iter().map(|i| NewTask::new("count", json!(i))).collect();
-        submitter.task_submit(SubmitParams { tasks, now: None }).await.unwrap();
+        let tasks = chunk
+            .iter()
+            .map(|i| NewTask::new("count", json!(i)))
+            .collect();
+        submitter
+            .task_submit(SubmitParams { tasks, now: None })
+            .await
+            .unwrap();
     }
     let runs = Arc::new(Mutex::new(HashMap::new()));
     let total = Arc::new(AtomicUsize::new(0));
     let all_done = Arc::new(Notify::new());
     let mut workers = Vec::new();
     for w in 0..4 {
-        let handler = Count { runs: runs.clone(), total: total.clone(), target: N, all_done: all_done.clone() };
+        let handler = Count {
+            runs: runs.clone(),
+            total: total.clone(),
+            target: N,
+            all_done: all_done.clone(),
+        };
         let worker = fast(db.store().await)
             .identity(WorkerIdentity::named(format!("drain-{w}")))
             .concurrency(8)
@@ -117,19 +155,32 @@ pub async fn four_workers_run_each_of_2000_tasks_exactly_once(db: &impl Backend)
             .unwrap();
         workers.push(start(worker));
     }
-    tokio::time::timeout(PATIENCE * 2, all_done.notified()).await.expect("all tasks ran");
+    tokio::time::timeout(PATIENCE * 2, all_done.notified())
+        .await
+        .expect("all tasks ran");
     for w in workers {
         w.shutdown().await;
     }
-    let runs = runs.lock().unwrap();
+    let runs = runs.lock().unwrap().clone();
     assert_eq!(runs.len(), N, "every task ran");
-    assert!(runs.values().all(|n| *n == 1), "no task ran twice: {:?}", runs.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>());
+    assert!(
+        runs.values().all(|n| *n == 1),
+        "no task ran twice: {:?}",
+        runs.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
+    );
     let queues = submitter.queue_list().await.unwrap();
     assert_eq!(queues[0].counts, vec![(TaskState::Succeeded, N as u64)]);
     let mut by_worker: HashMap<String, usize> = HashMap::new();
     let mut after = None;
     loop {
-        let page = submitter.task_list(ListParams { filter: TaskFilter::default(), after, limit: MAX_PAGE_SIZE }).await.unwrap();
+        let page = submitter
+            .task_list(ListParams {
+                filter: TaskFilter::default(),
+                after,
+                limit: MAX_PAGE_SIZE,
+            })
+            .await
+            .unwrap();
         for t in &page.tasks {
             assert_eq!(t.attempt, 1);
             *by_worker.entry(t.worker_id.clone().unwrap()).or_default() += 1;
@@ -182,24 +233,39 @@ impl Handler for Resumable {
     }
 }
 
-pub async fn frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoint(db: &impl Backend) {
+pub async fn frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoint(
+    db: &impl Backend,
+) {
     let store = db.store().await;
-    let id = submit(&*store, NewTask::new("resumable", json!({"steps": 10})).backoff(instant_retry())).await;
+    let id = submit(
+        &*store,
+        NewTask::new("resumable", json!({"steps": 10})).backoff(instant_retry()),
+    )
+    .await;
 
     let frozen_store = Freezable::new(db.store().await);
     let (cp_tx, mut cp_rx) = mpsc::unbounded_channel();
     let (late_tx, mut late_rx) = mpsc::unbounded_channel();
     let go_on = Arc::new(Notify::new());
-    let role = FrozenRole { checkpointed: cp_tx, go_on: go_on.clone(), late_write: late_tx };
+    let role = FrozenRole {
+        checkpointed: cp_tx,
+        go_on: go_on.clone(),
+        late_write: late_tx,
+    };
     let a = fast(frozen_store.clone())
         .identity(WorkerIdentity::named("frozen"))
         .lease_for(Duration::from_secs(1))
-        .register(Resumable { frozen_role: Some(role) })
+        .register(Resumable {
+            frozen_role: Some(role),
+        })
         .build()
         .unwrap();
     let mut a_events = a.subscribe();
     let a = start(a);
-    tokio::time::timeout(PATIENCE, cp_rx.recv()).await.expect("first checkpoint").unwrap();
+    tokio::time::timeout(PATIENCE, cp_rx.recv())
+        .await
+        .expect("first checkpoint")
+        .unwrap();
     frozen_store.freeze();
 
     let b = fast(db.store().await)
@@ -211,7 +277,14 @@ pub async fn frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoin
     let mut b_events = b.subscribe();
     let b = start(b);
     let done = wait_event(&mut b_events, "the healthy worker to finish", finished(id)).await;
-    assert_eq!(done, WorkerEvent::Finished { task_id: id, outcome: AttemptOutcome::Succeeded, applied: true });
+    assert_eq!(
+        done,
+        WorkerEvent::Finished {
+            task_id: id,
+            outcome: AttemptOutcome::Succeeded,
+            applied: true
+        }
+    );
 
     frozen_store.thaw();
     wait_event(&mut a_events, "the frozen worker to learn it lost the lease", |e| {
@@ -219,28 +292,63 @@ pub async fn frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoin
     })
     .await;
     go_on.notify_one();
-    let late = tokio::time::timeout(PATIENCE, late_rx.recv()).await.unwrap().unwrap();
-    assert!(late.contains("Stopped(LeaseLost)"), "the late checkpoint is refused: {late}");
+    let late = tokio::time::timeout(PATIENCE, late_rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        late.contains("Stopped(LeaseLost)"),
+        "the late checkpoint is refused: {late}"
+    );
     a.shutdown().await;
     b.shutdown().await;
 
     let t = get(&*store, id).await;
     assert_eq!(t.state, TaskState::Succeeded);
-    assert_eq!(t.result, Some(json!({"resumed_from": 5, "by": "healthy"})), "resumed from the frozen worker's checkpoint");
-    assert_eq!(t.checkpoint, Some(json!(10)), "the late checkpoint changed nothing");
+    assert_eq!(
+        t.result,
+        Some(json!({"resumed_from": 5, "by": "healthy"})),
+        "resumed from the frozen worker's checkpoint"
+    );
+    assert_eq!(
+        t.checkpoint,
+        Some(json!(10)),
+        "the late checkpoint changed nothing"
+    );
     assert_eq!(t.attempt, 2);
     let history = store.attempt_list(id).await.unwrap();
-    let summary: Vec<_> = history.iter().map(|a| (a.worker_id.clone().unwrap(), a.outcome)).collect();
-    assert_eq!(summary, vec![("frozen".to_string(), AttemptOutcome::LeaseExpired), ("healthy".to_string(), AttemptOutcome::Succeeded)]);
+    let summary: Vec<_> = history
+        .iter()
+        .map(|a| (a.worker_id.clone().unwrap(), a.outcome))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("frozen".to_string(), AttemptOutcome::LeaseExpired),
+            ("healthy".to_string(), AttemptOutcome::Succeeded)
+        ]
+    );
     // The frozen worker's complete, had it sent one, is refused too.
-    let stale = tasktable_core::Lease { task_id: id, token: 1 };
+    let stale = tasktable_core::Lease {
+        task_id: id,
+        token: 1,
+    };
     let plan = tasktable_core::outcome::FinishPlan::for_handler(
-        tasktable_core::HandlerOutcome::Succeeded { result: Some(json!("stale")) },
+        tasktable_core::HandlerOutcome::Succeeded {
+            result: Some(json!("stale")),
+        },
         1,
         &Backoff::default(),
         0.5,
     );
-    let applied = store.task_finish(FinishParams { items: vec![FinishItem { lease: stale, plan }], only_if_expired: false, now: None }).await.unwrap();
+    let applied = store
+        .task_finish(FinishParams {
+            items: vec![FinishItem { lease: stale, plan }],
+            only_if_expired: false,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(applied, vec![false]);
     assert_eq!(get(&*store, id).await.result, t.result);
 }
@@ -270,32 +378,66 @@ pub async fn timeouts_count_attempts_and_end_failed(db: &impl Backend) {
     let store = db.store().await;
     let id = submit(
         &*store,
-        NewTask::new("hang", json!({})).timeout(Duration::from_millis(200)).max_attempts(2).backoff(instant_retry()),
+        NewTask::new("hang", json!({}))
+            .timeout(Duration::from_millis(200))
+            .max_attempts(2)
+            .backoff(instant_retry()),
     )
     .await;
     let (tx, _rx) = mpsc::unbounded_channel();
-    let w = fast(db.store().await).register(Hang { started: tx }).build().unwrap();
+    let w = fast(db.store().await)
+        .register(Hang { started: tx })
+        .build()
+        .unwrap();
     let mut events = w.subscribe();
     let w = start(w);
     for attempt in 1..=2 {
         let e = wait_event(&mut events, "a timed-out attempt", finished(id)).await;
-        assert_eq!(e, WorkerEvent::Finished { task_id: id, outcome: AttemptOutcome::TimedOut, applied: true }, "attempt {attempt}");
+        assert_eq!(
+            e,
+            WorkerEvent::Finished {
+                task_id: id,
+                outcome: AttemptOutcome::TimedOut,
+                applied: true
+            },
+            "attempt {attempt}"
+        );
     }
     w.shutdown().await;
     let t = get(&*store, id).await;
-    assert_eq!((t.state, t.attempt), (TaskState::Failed, 2), "never an endless loop");
+    assert_eq!(
+        (t.state, t.attempt),
+        (TaskState::Failed, 2),
+        "never an endless loop"
+    );
     assert_eq!(t.last_error.as_deref(), Some("timed out"));
-    assert_eq!(outcomes(&*store, id).await, vec![AttemptOutcome::TimedOut, AttemptOutcome::TimedOut]);
+    assert_eq!(
+        outcomes(&*store, id).await,
+        vec![AttemptOutcome::TimedOut, AttemptOutcome::TimedOut]
+    );
 }
 
 pub async fn lease_expiry_is_rescued_with_the_attempt_counted(db: &impl Backend) {
     let store = db.store().await;
-    let id = submit(&*store, NewTask::new("hang", json!({})).backoff(instant_retry()).max_attempts(1)).await;
+    let id = submit(
+        &*store,
+        NewTask::new("hang", json!({}))
+            .backoff(instant_retry())
+            .max_attempts(1),
+    )
+    .await;
     let frozen = Freezable::new(db.store().await);
     let (tx, mut started) = mpsc::unbounded_channel();
-    let w = fast(frozen.clone()).lease_for(Duration::from_millis(600)).register(Hang { started: tx }).build().unwrap();
+    let w = fast(frozen.clone())
+        .lease_for(Duration::from_millis(600))
+        .register(Hang { started: tx })
+        .build()
+        .unwrap();
     let w = start(w);
-    tokio::time::timeout(PATIENCE, started.recv()).await.unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, started.recv())
+        .await
+        .unwrap()
+        .unwrap();
     frozen.freeze();
     let rescuer = Rescuer::new(store.clone(), RescuerConfig::default());
     let mut rescued = 0;
@@ -304,31 +446,70 @@ pub async fn lease_expiry_is_rescued_with_the_attempt_counted(db: &impl Backend)
         tokio::time::sleep(Duration::from_millis(100)).await;
         rescued = rescuer.run_once(None).await.unwrap();
     }
-    assert_eq!(rescuer.run_once(None).await.unwrap(), 0, "a second rescuer finds nothing");
+    assert_eq!(
+        rescuer.run_once(None).await.unwrap(),
+        0,
+        "a second rescuer finds nothing"
+    );
     frozen.thaw();
     w.shutdown().await;
     let t = get(&*store, id).await;
-    assert_eq!((t.state, t.attempt), (TaskState::Failed, 1), "the only attempt was spent on the expired lease");
+    assert_eq!(
+        (t.state, t.attempt),
+        (TaskState::Failed, 1),
+        "the only attempt was spent on the expired lease"
+    );
     assert_eq!(t.last_error.as_deref(), Some("lease expired"));
-    assert_eq!(outcomes(&*store, id).await, vec![AttemptOutcome::LeaseExpired]);
+    assert_eq!(
+        outcomes(&*store, id).await,
+        vec![AttemptOutcome::LeaseExpired]
+    );
 }
 
 pub async fn graceful_shutdown_releases_without_spending_an_attempt(db: &impl Backend) {
     let store = db.store().await;
-    let id = submit(&*store, NewTask::new("hang", json!({"checkpoint": {"row": 42}}))).await;
+    let id = submit(
+        &*store,
+        NewTask::new("hang", json!({"checkpoint": {"row": 42}})),
+    )
+    .await;
     let (tx, mut started) = mpsc::unbounded_channel();
-    let w = fast(db.store().await).shutdown_grace(Duration::from_millis(100)).register(Hang { started: tx }).build().unwrap();
+    let w = fast(db.store().await)
+        .shutdown_grace(Duration::from_millis(100))
+        .register(Hang { started: tx })
+        .build()
+        .unwrap();
     let mut events = w.subscribe();
     let w = start(w);
-    tokio::time::timeout(PATIENCE, started.recv()).await.unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, started.recv())
+        .await
+        .unwrap()
+        .unwrap();
     w.shutdown().await;
     let e = wait_event(&mut events, "the release", finished(id)).await;
-    assert_eq!(e, WorkerEvent::Finished { task_id: id, outcome: AttemptOutcome::Interrupted, applied: true });
+    assert_eq!(
+        e,
+        WorkerEvent::Finished {
+            task_id: id,
+            outcome: AttemptOutcome::Interrupted,
+            applied: true
+        }
+    );
     let t = get(&*store, id).await;
-    assert_eq!((t.state, t.attempt), (TaskState::Pending, 0), "no attempt spent");
+    assert_eq!(
+        (t.state, t.attempt),
+        (TaskState::Pending, 0),
+        "no attempt spent"
+    );
     assert_eq!(t.checkpoint, Some(json!({"row": 42})), "checkpoint kept");
-    assert!(t.run_at <= store.db_now().await.unwrap(), "due again at once");
-    assert_eq!(outcomes(&*store, id).await, vec![AttemptOutcome::Interrupted]);
+    assert!(
+        t.run_at <= store.db_now().await.unwrap(),
+        "due again at once"
+    );
+    assert_eq!(
+        outcomes(&*store, id).await,
+        vec![AttemptOutcome::Interrupted]
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -350,7 +531,11 @@ impl Handler for Scripted {
     const KIND: &'static str = "scripted";
     type Payload = Script;
     type Output = serde_json::Value;
-    async fn run(&self, ctx: TaskContext, script: Script) -> Result<serde_json::Value, HandlerError> {
+    async fn run(
+        &self,
+        ctx: TaskContext,
+        script: Script,
+    ) -> Result<serde_json::Value, HandlerError> {
         match script {
             Script::Ok => Ok(json!({"attempt": ctx.attempt()})),
             Script::Permanent => Err(HandlerError::permanent("invalid address")),
@@ -369,7 +554,13 @@ impl Handler for Scripted {
 
 async fn run_scripted(db: &impl Backend, tasks: Vec<NewTask>) -> (Arc<dyn Store>, Vec<i64>) {
     let store = db.store().await;
-    let ids: Vec<i64> = store.task_submit(SubmitParams { tasks, now: None }).await.unwrap().iter().map(|s| s.id).collect();
+    let ids: Vec<i64> = store
+        .task_submit(SubmitParams { tasks, now: None })
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
     let w = fast(db.store().await).register(Scripted).build().unwrap();
     let mut events = w.subscribe();
     let w = start(w);
@@ -392,7 +583,15 @@ pub async fn panicking_handler_fails_only_its_attempt(db: &impl Backend) {
     assert_eq!((panicky.state, panicky.attempt), (TaskState::Succeeded, 2));
     let history = store.attempt_list(ids[0]).await.unwrap();
     assert_eq!(history[0].outcome, AttemptOutcome::Error);
-    assert!(history[0].error.as_deref().unwrap().contains("handler panicked: index out of bounds"), "{:?}", history[0].error);
+    assert!(
+        history[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("handler panicked: index out of bounds"),
+        "{:?}",
+        history[0].error
+    );
     assert_eq!(get(&*store, ids[1]).await.state, TaskState::Succeeded);
 }
 
@@ -403,23 +602,48 @@ pub async fn handler_outcomes_move_tasks_as_documented(db: &impl Backend) {
         NewTask::new("scripted", json!("snooze_once")),
         NewTask::new("scripted", json!("cancel")),
         NewTask::new("scripted", json!({"not": "a script"})),
-        NewTask::new("scripted", json!("retry")).max_attempts(3).backoff(instant_retry()),
+        NewTask::new("scripted", json!("retry"))
+            .max_attempts(3)
+            .backoff(instant_retry()),
     ];
     let (store, ids) = run_scripted(db, tasks).await;
     let t = get(&*store, ids[0]).await;
-    assert_eq!((t.state, t.result), (TaskState::Succeeded, Some(json!({"attempt": 1}))));
+    assert_eq!(
+        (t.state, t.result),
+        (TaskState::Succeeded, Some(json!({"attempt": 1})))
+    );
     let t = get(&*store, ids[1]).await;
-    assert_eq!((t.state, t.attempt, t.last_error.as_deref()), (TaskState::Failed, 1, Some("invalid address")), "permanent: no retry");
+    assert_eq!(
+        (t.state, t.attempt, t.last_error.as_deref()),
+        (TaskState::Failed, 1, Some("invalid address")),
+        "permanent: no retry"
+    );
     let t = get(&*store, ids[2]).await;
-    assert_eq!((t.state, t.result), (TaskState::Succeeded, Some(json!({"attempt": 1}))), "snooze spent no attempt");
-    assert_eq!(outcomes(&*store, ids[2]).await, vec![AttemptOutcome::Snoozed, AttemptOutcome::Succeeded]);
+    assert_eq!(
+        (t.state, t.result),
+        (TaskState::Succeeded, Some(json!({"attempt": 1}))),
+        "snooze spent no attempt"
+    );
+    assert_eq!(
+        outcomes(&*store, ids[2]).await,
+        vec![AttemptOutcome::Snoozed, AttemptOutcome::Succeeded]
+    );
     let t = get(&*store, ids[3]).await;
-    assert_eq!((t.state, t.last_error.as_deref()), (TaskState::Cancelled, Some("order was withdrawn")));
+    assert_eq!(
+        (t.state, t.last_error.as_deref()),
+        (TaskState::Cancelled, Some("order was withdrawn"))
+    );
     let t = get(&*store, ids[4]).await;
     assert_eq!(t.state, TaskState::Failed);
-    assert!(t.last_error.unwrap().contains("payload does not fit handler scripted"));
+    assert!(t
+        .last_error
+        .unwrap()
+        .contains("payload does not fit handler scripted"));
     let t = get(&*store, ids[5]).await;
-    assert_eq!((t.state, t.attempt, t.last_error.as_deref()), (TaskState::Failed, 3, Some("connection reset")));
+    assert_eq!(
+        (t.state, t.attempt, t.last_error.as_deref()),
+        (TaskState::Failed, 3, Some("connection reset"))
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -448,18 +672,43 @@ pub async fn cancelling_a_running_task_signals_its_handler(db: &impl Backend) {
     let (stopped_tx, mut stopped) = mpsc::unbounded_channel();
     let w = fast(db.store().await)
         .lease_for(Duration::from_millis(600))
-        .register(WaitForStop { started: started_tx, stopped: stopped_tx })
+        .register(WaitForStop {
+            started: started_tx,
+            stopped: stopped_tx,
+        })
         .build()
         .unwrap();
     let mut events = w.subscribe();
     let w = start(w);
-    tokio::time::timeout(PATIENCE, started.recv()).await.unwrap().unwrap();
-    let changed = store.task_update(UpdateParams { target: Target::Id(id), change: Change::Cancel, now: None }).await.unwrap();
+    tokio::time::timeout(PATIENCE, started.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let changed = store
+        .task_update(UpdateParams {
+            target: Target::Id(id),
+            change: Change::Cancel,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(changed, 1);
-    let reason = tokio::time::timeout(PATIENCE, stopped.recv()).await.expect("handler signalled").unwrap();
+    let reason = tokio::time::timeout(PATIENCE, stopped.recv())
+        .await
+        .expect("handler signalled")
+        .unwrap();
     assert_eq!(reason, StopReason::Cancelled);
-    let e = wait_event(&mut events, "the stop", |e| matches!(e, WorkerEvent::Stopped { .. })).await;
-    assert_eq!(e, WorkerEvent::Stopped { task_id: id, reason: StopReason::Cancelled });
+    let e = wait_event(&mut events, "the stop", |e| {
+        matches!(e, WorkerEvent::Stopped { .. })
+    })
+    .await;
+    assert_eq!(
+        e,
+        WorkerEvent::Stopped {
+            task_id: id,
+            reason: StopReason::Cancelled
+        }
+    );
     w.shutdown().await;
     let t = get(&*store, id).await;
     assert_eq!(t.state, TaskState::Cancelled);
@@ -516,41 +765,85 @@ impl Handler for Busy {
 
 pub async fn concurrency_limits_are_never_exceeded(db: &impl Backend) {
     let store = db.store().await;
-    let tasks = (0..60).map(|i| NewTask::new("busy", json!(null)).queue(if i % 2 == 0 { "narrow" } else { "wide" })).collect();
-    store.task_submit(SubmitParams { tasks, now: None }).await.unwrap();
+    let tasks = (0..60)
+        .map(|i| {
+            NewTask::new("busy", json!(null)).queue(if i % 2 == 0 { "narrow" } else { "wide" })
+        })
+        .collect();
+    store
+        .task_submit(SubmitParams { tasks, now: None })
+        .await
+        .unwrap();
     let gauges = Arc::new(Mutex::new(Gauges::default()));
     let all_done = Arc::new(Notify::new());
     let w = fast(db.store().await)
         .concurrency(5)
         .queue("narrow", 2)
         .queue("wide", 10)
-        .register(Busy { gauges: gauges.clone(), all_done: all_done.clone(), target: 60 })
+        .register(Busy {
+            gauges: gauges.clone(),
+            all_done: all_done.clone(),
+            target: 60,
+        })
         .build()
         .unwrap();
     let w = start(w);
-    tokio::time::timeout(PATIENCE, all_done.notified()).await.expect("all ran");
+    tokio::time::timeout(PATIENCE, all_done.notified())
+        .await
+        .expect("all ran");
     w.shutdown().await;
     let g = gauges.lock().unwrap();
-    assert!(g.max["narrow"] <= 2, "narrow queue ran {} at once", g.max["narrow"]);
+    assert!(
+        g.max["narrow"] <= 2,
+        "narrow queue ran {} at once",
+        g.max["narrow"]
+    );
     assert!(g.total_max <= 5, "worker ran {} at once", g.total_max);
     assert!(g.total_max >= 2, "tasks did run side by side");
 }
 
 pub async fn paused_queue_stops_workers_and_resume_restarts_them(db: &impl Backend) {
     let store = db.store().await;
-    store.queue_set_paused(QueuePauseParams { queue: "paused".into(), paused: true }).await.unwrap();
-    let held_back = submit(&*store, NewTask::new("scripted", json!("ok")).queue("paused")).await;
+    store
+        .queue_set_paused(QueuePauseParams {
+            queue: "paused".into(),
+            paused: true,
+        })
+        .await
+        .unwrap();
+    let held_back = submit(
+        &*store,
+        NewTask::new("scripted", json!("ok")).queue("paused"),
+    )
+    .await;
     let other = submit(&*store, NewTask::new("scripted", json!("ok")).queue("open")).await;
-    let w = fast(store.clone()).queue("paused", 1).queue("open", 1).register(Scripted).build().unwrap();
+    let w = fast(store.clone())
+        .queue("paused", 1)
+        .queue("open", 1)
+        .register(Scripted)
+        .build()
+        .unwrap();
     let mut events = w.subscribe();
     let w = start(w);
     // Each claim round asks every queue, so once `other` ran, `paused` was asked too.
     wait_event(&mut events, "the open queue's task", finished(other)).await;
     let t = get(&*store, held_back).await;
     assert_eq!((t.state, t.attempt), (TaskState::Pending, 0));
-    store.queue_set_paused(QueuePauseParams { queue: "paused".into(), paused: false }).await.unwrap();
+    store
+        .queue_set_paused(QueuePauseParams {
+            queue: "paused".into(),
+            paused: false,
+        })
+        .await
+        .unwrap();
     let e = wait_event(&mut events, "the resumed queue's task", finished(held_back)).await;
-    assert!(matches!(e, WorkerEvent::Finished { outcome: AttemptOutcome::Succeeded, .. }));
+    assert!(matches!(
+        e,
+        WorkerEvent::Finished {
+            outcome: AttemptOutcome::Succeeded,
+            ..
+        }
+    ));
     w.shutdown().await;
 }
 
@@ -568,9 +861,12 @@ pub async fn idle_worker_wakes_on_submit_without_waiting_for_a_poll(db: &impl Ba
     wait_event(&mut events, "the first task", finished(first)).await;
     // The worker is idle now, with an hour until its next poll.
     let second = submit(&*store, NewTask::new("scripted", json!("ok"))).await;
-    let e = tokio::time::timeout(Duration::from_secs(20), wait_event(&mut events, "the second task", finished(second)))
-        .await
-        .expect("a notification woke the worker");
+    let e = tokio::time::timeout(
+        Duration::from_secs(20),
+        wait_event(&mut events, "the second task", finished(second)),
+    )
+    .await
+    .expect("a notification woke the worker");
     assert!(matches!(e, WorkerEvent::Finished { applied: true, .. }));
     w.shutdown().await;
 }

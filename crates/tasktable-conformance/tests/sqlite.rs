@@ -25,10 +25,19 @@ impl tasktable_conformance::Backend for Sqlite {
         Arc::new(SqliteStore::open(&self.url).await.expect("open sqlite"))
     }
 
-    async fn submit_in_transaction(&self, tasks: Vec<NewTask>, commit: bool) -> StoreResult<Vec<Submitted>> {
-        let pool = sqlx::SqlitePool::connect(&self.url).await.expect("own pool");
+    async fn submit_in_transaction(
+        &self,
+        tasks: Vec<NewTask>,
+        commit: bool,
+    ) -> StoreResult<Vec<Submitted>> {
+        let pool = sqlx::SqlitePool::connect(&self.url)
+            .await
+            .expect("own pool");
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.expect("begin");
-        sqlx::query("CREATE TABLE IF NOT EXISTS business (note TEXT)").execute(&mut *tx).await.expect("own write");
+        sqlx::query("CREATE TABLE IF NOT EXISTS business (note TEXT)")
+            .execute(&mut *tx)
+            .await
+            .expect("own write");
         let out = SqliteStore::submit_in(&mut tx, tasks).await?;
         if commit {
             tx.commit().await.expect("commit");

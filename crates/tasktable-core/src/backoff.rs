@@ -142,11 +142,32 @@ mod tests {
     fn rejects_nonsense() {
         let ok = Backoff::default();
         assert!(ok.validate().is_ok());
-        assert!(Backoff { multiplier: 0.5, ..ok }.validate().is_err());
-        assert!(Backoff { multiplier: f64::NAN, ..ok }.validate().is_err());
+        assert!(Backoff {
+            multiplier: 0.5,
+            ..ok
+        }
+        .validate()
+        .is_err());
+        assert!(Backoff {
+            multiplier: f64::NAN,
+            ..ok
+        }
+        .validate()
+        .is_err());
         assert!(Backoff { jitter: 1.5, ..ok }.validate().is_err());
-        assert!(Backoff { initial: Duration::from_secs(7200), ..ok }.validate().is_err());
-        assert!(Backoff { max: MAX_BACKOFF * 2, initial: Duration::ZERO, ..ok }.validate().is_err());
+        assert!(Backoff {
+            initial: Duration::from_secs(7200),
+            ..ok
+        }
+        .validate()
+        .is_err());
+        assert!(Backoff {
+            max: MAX_BACKOFF * 2,
+            initial: Duration::ZERO,
+            ..ok
+        }
+        .validate()
+        .is_err());
     }
 
     fn valid_backoff() -> impl Strategy<Value = Backoff> {

@@ -124,7 +124,12 @@ pub struct FinishPlan {
 impl FinishPlan {
     /// The plan for a handler's answer to attempt number `attempt` (1-based); `unit` is a
     /// random number in `[0, 1)` for the backoff's jitter.
-    pub fn for_handler(outcome: HandlerOutcome, attempt: u32, backoff: &Backoff, unit: f64) -> Self {
+    pub fn for_handler(
+        outcome: HandlerOutcome,
+        attempt: u32,
+        backoff: &Backoff,
+        unit: f64,
+    ) -> Self {
         let retry = |explicit: Option<Duration>| FinishAction::Retry {
             delay: explicit.unwrap_or_else(|| backoff.delay(attempt, unit)),
         };
@@ -254,8 +259,14 @@ mod tests {
 
     #[test]
     fn permanent_error_fails_at_once() {
-        let plan =
-            FinishPlan::for_handler(HandlerOutcome::Failed { message: "bad input".into() }, 1, &backoff(), 0.0);
+        let plan = FinishPlan::for_handler(
+            HandlerOutcome::Failed {
+                message: "bad input".into(),
+            },
+            1,
+            &backoff(),
+            0.0,
+        );
         assert_eq!(plan.action, FinishAction::Fail);
         assert_eq!(plan.outcome, AttemptOutcome::Failed);
     }
@@ -270,15 +281,27 @@ mod tests {
             &backoff(),
             0.0,
         );
-        assert!(matches!(snooze.action, FinishAction::Requeue { delay } if delay == Duration::from_secs(9)));
-        assert!(matches!(FinishPlan::interrupted().action, FinishAction::Requeue { .. }));
+        assert!(
+            matches!(snooze.action, FinishAction::Requeue { delay } if delay == Duration::from_secs(9))
+        );
+        assert!(matches!(
+            FinishPlan::interrupted().action,
+            FinishAction::Requeue { .. }
+        ));
     }
 
     #[test]
     fn timeouts_panics_and_expiry_spend_an_attempt() {
         for plan in [
             FinishPlan::for_handler(HandlerOutcome::TimedOut, 2, &backoff(), 0.0),
-            FinishPlan::for_handler(HandlerOutcome::Panicked { message: "x".into() }, 2, &backoff(), 0.0),
+            FinishPlan::for_handler(
+                HandlerOutcome::Panicked {
+                    message: "x".into(),
+                },
+                2,
+                &backoff(),
+                0.0,
+            ),
             FinishPlan::lease_expired(2, &backoff(), 0.0),
         ] {
             assert_eq!(

@@ -233,7 +233,11 @@ mod tests {
     fn leads_to_is_empty_exactly_when_not_allowed() {
         for op in Operation::ALL {
             for from in TaskState::ALL {
-                assert_eq!(op.can_apply(from), !op.leads_to(from).is_empty(), "{op} {from}");
+                assert_eq!(
+                    op.can_apply(from),
+                    !op.leads_to(from).is_empty(),
+                    "{op} {from}"
+                );
             }
         }
     }

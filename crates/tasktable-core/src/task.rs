@@ -250,7 +250,9 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        NewTask::new("email", json!({"to": "a@b"})).validate().unwrap();
+        NewTask::new("email", json!({"to": "a@b"}))
+            .validate()
+            .unwrap();
     }
 
     #[test]
@@ -261,9 +263,18 @@ mod tests {
             (t().queue(" "), "queue must not be empty"),
             (t().max_attempts(0), "max_attempts must be between"),
             (t().key("x".repeat(300)), "key is 300 bytes long"),
-            (t().kind_with_newline(), "kind must not contain control characters"),
-            (t().delay(Duration::from_secs(1)).run_at(Utc::now()), "either run_at or delay"),
-            (t().timeout(Duration::ZERO), "timeout must be greater than zero"),
+            (
+                t().kind_with_newline(),
+                "kind must not contain control characters",
+            ),
+            (
+                t().delay(Duration::from_secs(1)).run_at(Utc::now()),
+                "either run_at or delay",
+            ),
+            (
+                t().timeout(Duration::ZERO),
+                "timeout must be greater than zero",
+            ),
         ];
         for (task, want) in cases {
             let err = task.validate().unwrap_err().to_string();

@@ -41,7 +41,12 @@ pub(crate) fn start(
     (CompleterHandle { tx }, task)
 }
 
-async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Completion>, max_batch: usize, give_up_after: Duration) {
+async fn run(
+    store: Arc<dyn Store>,
+    mut rx: mpsc::Receiver<Completion>,
+    max_batch: usize,
+    give_up_after: Duration,
+) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < max_batch {

@@ -91,7 +91,12 @@ impl TaskContext {
     /// The last checkpoint saved for this task, by this attempt or an earlier one on any
     /// worker; `None` when there is none.
     pub fn checkpoint<T: DeserializeOwned>(&self) -> Result<Option<T>, serde_json::Error> {
-        let value = self.inner.checkpoint.lock().expect("checkpoint lock").clone();
+        let value = self
+            .inner
+            .checkpoint
+            .lock()
+            .expect("checkpoint lock")
+            .clone();
         value.map(serde_json::from_value).transpose()
     }
 
@@ -111,7 +116,11 @@ impl TaskContext {
         self.write(None, Some(value)).await
     }
 
-    async fn write(&self, checkpoint: Option<Value>, progress: Option<Value>) -> Result<(), ContextError> {
+    async fn write(
+        &self,
+        checkpoint: Option<Value>,
+        progress: Option<Value>,
+    ) -> Result<(), ContextError> {
         if let Some(reason) = self.stop_reason() {
             return Err(ContextError::Stopped(reason));
         }

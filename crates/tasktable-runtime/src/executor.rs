@@ -24,7 +24,15 @@ pub(crate) async fn execute(shared: Arc<Shared>, task: Task, permits: Vec<OwnedS
     });
     let handler = shared.handlers.get(&task.kind).cloned();
     let ending = match handler {
-        Some(handler) => run_handler(&shared, handler.call(ctx.clone(), task.payload.clone()), &ctx, task.timeout).await,
+        Some(handler) => {
+            run_handler(
+                &shared,
+                handler.call(ctx.clone(), task.payload.clone()),
+                &ctx,
+                task.timeout,
+            )
+            .await
+        }
         // The claim asks only for registered kinds, so this is a bug elsewhere; failing
         // the attempt keeps it visible rather than silently looping.
         None => Ending::Returned(HandlerOutcome::Failed {
@@ -32,7 +40,12 @@ pub(crate) async fn execute(shared: Arc<Shared>, task: Task, permits: Vec<OwnedS
         }),
     };
     let plan = match ending {
-        Ending::Returned(outcome) => Some(FinishPlan::for_handler(outcome, task.attempt, &task.backoff, rand::random())),
+        Ending::Returned(outcome) => Some(FinishPlan::for_handler(
+            outcome,
+            task.attempt,
+            &task.backoff,
+            rand::random(),
+        )),
         Ending::Stopped(StopReason::Shutdown) => Some(FinishPlan::interrupted()),
         Ending::Stopped(_) => None,
     };
@@ -83,7 +96,10 @@ async fn run_handler(
                 task_id: ctx.task_id(),
                 reason,
             });
-            if tokio::time::timeout(shared.config.stop_grace, &mut join).await.is_err() {
+            if tokio::time::timeout(shared.config.stop_grace, &mut join)
+                .await
+                .is_err()
+            {
                 join.abort();
             }
         }

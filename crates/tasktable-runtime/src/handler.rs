@@ -129,13 +129,21 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
 
 /// A handler with its types erased, so the worker can hold handlers of every kind.
 pub(crate) trait ErasedHandler: Send + Sync {
-    fn call(self: Arc<Self>, ctx: TaskContext, payload: Value) -> BoxFuture<'static, HandlerOutcome>;
+    fn call(
+        self: Arc<Self>,
+        ctx: TaskContext,
+        payload: Value,
+    ) -> BoxFuture<'static, HandlerOutcome>;
 }
 
 pub(crate) struct Typed<H>(pub H);
 
 impl<H: Handler> ErasedHandler for Typed<H> {
-    fn call(self: Arc<Self>, ctx: TaskContext, payload: Value) -> BoxFuture<'static, HandlerOutcome> {
+    fn call(
+        self: Arc<Self>,
+        ctx: TaskContext,
+        payload: Value,
+    ) -> BoxFuture<'static, HandlerOutcome> {
         Box::pin(async move {
             let payload: H::Payload = match serde_json::from_value(payload) {
                 Ok(p) => p,

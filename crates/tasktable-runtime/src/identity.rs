@@ -12,7 +12,9 @@ impl WorkerIdentity {
     /// restarted process that reuses a pid) never share an id.
     pub fn generate() -> Self {
         let host = gethostname::gethostname().to_string_lossy().into_owned();
-        let suffix = Alphanumeric.sample_string(&mut rand::rng(), 6).to_lowercase();
+        let suffix = Alphanumeric
+            .sample_string(&mut rand::rng(), 6)
+            .to_lowercase();
         WorkerIdentity {
             id: format!("{host}-{}-{suffix}", std::process::id()),
             host,
@@ -36,7 +38,9 @@ mod tests {
     fn generated_ids_name_the_host_and_pid_and_differ() {
         let a = WorkerIdentity::generate();
         let b = WorkerIdentity::generate();
-        assert!(a.id.starts_with(&format!("{}-{}-", a.host, std::process::id())));
+        assert!(a
+            .id
+            .starts_with(&format!("{}-{}-", a.host, std::process::id())));
         assert_ne!(a.id, b.id);
     }
 }

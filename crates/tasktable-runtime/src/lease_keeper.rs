@@ -52,7 +52,10 @@ pub(crate) async fn renew_once(shared: &Shared) {
     let now = Instant::now();
     for (ctx, renewed) in shared.active_snapshot() {
         if now.duration_since(renewed) >= shared.config.lease_for {
-            tracing::warn!(task_id = ctx.task_id(), "lease not confirmed for a whole lease length; stopping the handler");
+            tracing::warn!(
+                task_id = ctx.task_id(),
+                "lease not confirmed for a whole lease length; stopping the handler"
+            );
             ctx.stop(StopReason::LeaseLost);
         }
     }

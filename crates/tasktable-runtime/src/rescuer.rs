@@ -3,10 +3,10 @@
 //! token and applies only if the lease is still expired, so two rescuers cannot both
 //! apply and a worker that renewed in time keeps its task.
 
+use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use chrono::{DateTime, Utc};
 use tasktable_core::outcome::FinishPlan;
 use tasktable_store::{ExpiredParams, FinishItem, FinishParams, Store, StoreResult};
 
@@ -63,13 +63,17 @@ impl Rescuer {
                 .iter()
                 .map(|t| {
                     let unit = rand::random::<f64>();
-                    let timed_out = matches!((t.deadline_at, t.lease_expires_at), (Some(d), Some(l)) if d <= l);
+                    let timed_out =
+                        matches!((t.deadline_at, t.lease_expires_at), (Some(d), Some(l)) if d <= l);
                     let plan = if timed_out {
                         FinishPlan::timed_out(t.attempt, &t.backoff, unit)
                     } else {
                         FinishPlan::lease_expired(t.attempt, &t.backoff, unit)
                     };
-                    FinishItem { lease: t.lease(), plan }
+                    FinishItem {
+                        lease: t.lease(),
+                        plan,
+                    }
                 })
                 .collect();
             let applied = self

@@ -80,12 +80,22 @@ pub enum WorkerError {
 /// [`Worker::subscribe`] before [`Worker::run`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkerEvent {
-    Claimed { task_id: TaskId, attempt: u32 },
+    Claimed {
+        task_id: TaskId,
+        attempt: u32,
+    },
     /// The attempt ended; `applied` is false when the lease was lost before the end was
     /// recorded, so the outcome was dropped.
-    Finished { task_id: TaskId, outcome: AttemptOutcome, applied: bool },
+    Finished {
+        task_id: TaskId,
+        outcome: AttemptOutcome,
+        applied: bool,
+    },
     /// The handler was told to stop and its outcome will not be recorded.
-    Stopped { task_id: TaskId, reason: StopReason },
+    Stopped {
+        task_id: TaskId,
+        reason: StopReason,
+    },
 }
 
 /// Builds a [`Worker`].
@@ -97,7 +107,9 @@ pub struct WorkerBuilder {
 
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkerBuilder").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("WorkerBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -116,7 +128,10 @@ impl WorkerBuilder {
     }
     /// Takes tasks from `name`, at most `concurrency` at once.
     pub fn queue(mut self, name: impl Into<String>, concurrency: usize) -> Self {
-        self.config.queues.push(QueueConfig { name: name.into(), concurrency });
+        self.config.queues.push(QueueConfig {
+            name: name.into(),
+            concurrency,
+        });
         self
     }
     pub fn lease_for(mut self, d: Duration) -> Self {
@@ -137,14 +152,18 @@ impl WorkerBuilder {
     }
     /// Runs tasks of `H::KIND` with `handler`.
     pub fn register<H: Handler>(mut self, handler: H) -> Self {
-        self.handlers.insert(H::KIND.to_owned(), Arc::new(Typed(handler)));
+        self.handlers
+            .insert(H::KIND.to_owned(), Arc::new(Typed(handler)));
         self
     }
 
     pub fn build(mut self) -> Result<Worker, WorkerError> {
         let c = &mut self.config;
         if c.queues.is_empty() {
-            c.queues.push(QueueConfig { name: tasktable_core::task::DEFAULT_QUEUE.into(), concurrency: c.concurrency });
+            c.queues.push(QueueConfig {
+                name: tasktable_core::task::DEFAULT_QUEUE.into(),
+                concurrency: c.concurrency,
+            });
         }
         let bad = |m: String| Err(WorkerError::Config(m));
         if c.concurrency == 0 {
@@ -154,16 +173,26 @@ impl WorkerBuilder {
             return bad(format!("queue {:?} has concurrency 0", q.name));
         }
         if c.lease_for < Duration::from_millis(300) {
-            return bad(format!("lease_for must be at least 300 ms, got {:?}", c.lease_for));
+            return bad(format!(
+                "lease_for must be at least 300 ms, got {:?}",
+                c.lease_for
+            ));
         }
         if c.poll_interval.is_zero() || c.finish_batch == 0 || c.claim_batch == 0 {
-            return bad("poll_interval, finish_batch and claim_batch must be greater than zero".into());
+            return bad(
+                "poll_interval, finish_batch and claim_batch must be greater than zero".into(),
+            );
         }
         if self.handlers.is_empty() {
             return bad("register at least one handler".into());
         }
         let (events, _) = broadcast::channel(4096);
-        Ok(Worker { store: self.store, config: self.config, handlers: self.handlers, events })
+        Ok(Worker {
+            store: self.store,
+            config: self.config,
+            handlers: self.handlers,
+            events,
+        })
     }
 }
 
@@ -177,7 +206,9 @@ pub struct Worker {
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("Worker")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -197,7 +228,10 @@ impl Shared {
         let _ = self.events.send(event);
     }
     pub fn activate(&self, ctx: &TaskContext) {
-        self.active.lock().expect("active").insert(ctx.task_id(), (ctx.clone(), Instant::now()));
+        self.active
+            .lock()
+            .expect("active")
+            .insert(ctx.task_id(), (ctx.clone(), Instant::now()));
     }
     pub fn deactivate(&self, id: TaskId) {
         self.active.lock().expect("active").remove(&id);
@@ -208,7 +242,12 @@ impl Shared {
         }
     }
     pub fn active_snapshot(&self) -> Vec<(TaskContext, Instant)> {
-        self.active.lock().expect("active").values().cloned().collect()
+        self.active
+            .lock()
+            .expect("active")
+            .values()
+            .cloned()
+            .collect()
     }
     fn active_count(&self) -> usize {
         self.active.lock().expect("active").len()
@@ -217,7 +256,11 @@ impl Shared {
 
 impl Worker {
     pub fn builder(store: Arc<dyn Store>) -> WorkerBuilder {
-        WorkerBuilder { store, config: WorkerConfig::default(), handlers: HashMap::new() }
+        WorkerBuilder {
+            store,
+            config: WorkerConfig::default(),
+            handlers: HashMap::new(),
+        }
     }
 
     pub fn id(&self) -> &str {
@@ -234,7 +277,8 @@ impl Worker {
     /// interrupted (no attempt spent, checkpoint kept).
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let lease_for = self.config.lease_for;
-        let (completer, completer_task) = completer::start(self.store.clone(), self.config.finish_batch, lease_for);
+        let (completer, completer_task) =
+            completer::start(self.store.clone(), self.config.finish_batch, lease_for);
         let shared = Arc::new(Shared {
             store: self.store.clone(),
             config: self.config,
@@ -247,7 +291,13 @@ impl Worker {
         let stop_services = CancellationToken::new();
         let keeper = tokio::spawn(lease_keeper::run(shared.clone(), stop_services.clone()));
         let rescuer = shared.config.rescue_interval.map(|interval| {
-            let r = Rescuer::new(shared.store.clone(), RescuerConfig { interval, ..Default::default() });
+            let r = Rescuer::new(
+                shared.store.clone(),
+                RescuerConfig {
+                    interval,
+                    ..Default::default()
+                },
+            );
             tokio::spawn(r.run(stop_services.clone().cancelled_owned()))
         });
         let tracker = TaskTracker::new();
@@ -280,7 +330,11 @@ impl Worker {
     }
 }
 
-async fn claim_loop(shared: &Arc<Shared>, tracker: &TaskTracker, shutdown: impl Future<Output = ()>) {
+async fn claim_loop(
+    shared: &Arc<Shared>,
+    tracker: &TaskTracker,
+    shutdown: impl Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
     let total = Arc::new(Semaphore::new(shared.config.concurrency));
     let queues: Vec<(QueueConfig, Arc<Semaphore>)> = shared
@@ -304,7 +358,10 @@ async fn claim_loop(shared: &Arc<Shared>, tracker: &TaskTracker, shutdown: impl 
         start = (start + 1) % queues.len();
         for i in 0..queues.len() {
             let (queue, limit) = &queues[(start + i) % queues.len()];
-            let free = total.available_permits().min(limit.available_permits()).min(shared.config.claim_batch as usize);
+            let free = total
+                .available_permits()
+                .min(limit.available_permits())
+                .min(shared.config.claim_batch as usize);
             if free == 0 {
                 want_more = true;
                 continue;
@@ -333,7 +390,10 @@ async fn claim_loop(shared: &Arc<Shared>, tracker: &TaskTracker, shutdown: impl 
                 // Only this loop takes permits, and it asked for no more than were free.
                 let permits = vec![
                     total.clone().try_acquire_owned().expect("free capacity"),
-                    limit.clone().try_acquire_owned().expect("free queue capacity"),
+                    limit
+                        .clone()
+                        .try_acquire_owned()
+                        .expect("free queue capacity"),
                 ];
                 tracker.spawn(executor::execute(shared.clone(), task, permits));
             }
@@ -349,7 +409,10 @@ async fn claim_loop(shared: &Arc<Shared>, tracker: &TaskTracker, shutdown: impl 
 }
 
 /// Resolves when a notification names one of our queues; never, without notifications.
-async fn next_wake(wake: &mut Option<broadcast::Receiver<Wake>>, queues: &[(QueueConfig, Arc<Semaphore>)]) {
+async fn next_wake(
+    wake: &mut Option<broadcast::Receiver<Wake>>,
+    queues: &[(QueueConfig, Arc<Semaphore>)],
+) {
     let Some(rx) = wake else {
         return std::future::pending().await;
     };

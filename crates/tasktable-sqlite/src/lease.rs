@@ -19,7 +19,8 @@ pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>
     if p.limit == 0 || p.kinds.is_empty() {
         return Ok(Vec::new());
     }
-    let kinds = serde_json::to_string(&p.kinds).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+    let kinds =
+        serde_json::to_string(&p.kinds).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
     let mut tx = store.begin_write().await?;
     let now = now_or_db(&mut tx, p.now).await?;
     let now_text = to_text(now);
@@ -34,7 +35,8 @@ pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let ids_json = serde_json::to_string(&ids).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+    let ids_json =
+        serde_json::to_string(&ids).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
     let rows = sqlx::query(CLAIM)
         .bind(ids_json)
         .bind(&now_text)
@@ -45,7 +47,10 @@ pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>
         .await
         .map_err(db)?;
     tx.commit().await.map_err(db)?;
-    let mut tasks = rows.iter().map(task_from_row).collect::<StoreResult<Vec<_>>>()?;
+    let mut tasks = rows
+        .iter()
+        .map(task_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
     tasks.sort_by(|a, b| {
         b.priority
             .cmp(&a.priority)
@@ -160,7 +165,10 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
             .bind(r.task_id)
             .bind(row.try_get::<i64, _>("attempt").map_err(db)?)
             .bind(row.try_get::<Option<String>, _>("worker_id").map_err(db)?)
-            .bind(row.try_get::<Option<String>, _>("worker_host").map_err(db)?)
+            .bind(
+                row.try_get::<Option<String>, _>("worker_host")
+                    .map_err(db)?,
+            )
             .bind(row.try_get::<Option<String>, _>("started_at").map_err(db)?)
             .bind(&now_text)
             .bind(r.outcome.as_str())
@@ -178,7 +186,8 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
         // A task given back without delay is due at once: wake idle workers.
         let queues: Vec<String> = {
             let mut conn = store.reader.acquire().await.map_err(db)?;
-            let ids = serde_json::to_string(&requeued).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+            let ids = serde_json::to_string(&requeued)
+                .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
             sqlx::query_scalar(
                 "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
             )

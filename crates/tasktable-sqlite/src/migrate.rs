@@ -5,7 +5,8 @@ use crate::{db, time, SqliteStore};
 use tasktable_store::{StoreError, StoreResult};
 
 /// (version, name, SQL). Versions are the same in every backend.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "tasks", include_str!("../migrations/0001_tasks.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "tasks", include_str!("../migrations/0001_tasks.sql"))];
 
 pub async fn run(store: &SqliteStore) -> StoreResult<()> {
     // One write transaction for all of it: a concurrent migrator waits on the lock and
@@ -38,13 +39,15 @@ pub async fn run(store: &SqliteStore) -> StoreResult<()> {
             .await
             .map_err(|e| StoreError::Migration(format!("{version} {name}: {e}")))?;
         let now = crate::db_now(&mut tx).await?;
-        sqlx::query("INSERT INTO tasktable_migrations (version, name, applied_at) VALUES (?, ?, ?)")
-            .bind(version)
-            .bind(name)
-            .bind(time::to_text(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+        sqlx::query(
+            "INSERT INTO tasktable_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+        )
+        .bind(version)
+        .bind(name)
+        .bind(time::to_text(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
         tracing::info!(version, name, "applied migration");
     }
     tx.commit().await.map_err(db)

@@ -1,15 +1,19 @@
 //! Reads: one task, filtered pages, attempt history, queues.
 
+use crate::db;
 use crate::row::{attempt_from_row, task_from_row, TASK_COLUMNS};
 use crate::time::to_text;
-use crate::db;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 use tasktable_core::{Attempt, Task, TaskId, TaskState};
 use tasktable_store::*;
 
 pub async fn get(conn: &mut SqliteConnection, id: TaskId) -> StoreResult<Option<Task>> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE id = ?");
-    let row = sqlx::query(&sql).bind(id).fetch_optional(conn).await.map_err(db)?;
+    let row = sqlx::query(&sql)
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
     row.as_ref().map(task_from_row).transpose()
 }
 
@@ -49,19 +53,27 @@ pub fn push_filter(qb: &mut QueryBuilder<'_, Sqlite>, f: &TaskFilter) {
     }
     if let Some(v) = &f.error_contains {
         // instr() rather than LIKE: no wildcard escaping, and case-sensitive as documented.
-        qb.push(" AND instr(last_error, ").push_bind(v.clone()).push(") > 0");
+        qb.push(" AND instr(last_error, ")
+            .push_bind(v.clone())
+            .push(") > 0");
     }
 }
 
 pub async fn list(conn: &mut SqliteConnection, p: &ListParams) -> StoreResult<TaskPage> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE 1 = 1"));
+    let mut qb = QueryBuilder::<Sqlite>::new(format!(
+        "SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE 1 = 1"
+    ));
     push_filter(&mut qb, &p.filter);
     if let Some(after) = p.after {
         qb.push(" AND id < ").push_bind(after);
     }
-    qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(p.limit) + 1);
+    qb.push(" ORDER BY id DESC LIMIT ")
+        .push_bind(i64::from(p.limit) + 1);
     let rows = qb.build().fetch_all(conn).await.map_err(db)?;
-    let mut tasks = rows.iter().map(task_from_row).collect::<StoreResult<Vec<_>>>()?;
+    let mut tasks = rows
+        .iter()
+        .map(task_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
     let next = if tasks.len() > p.limit as usize {
         tasks.truncate(p.limit as usize);
         tasks.last().map(|t| t.id)
@@ -81,10 +93,11 @@ pub async fn attempts(conn: &mut SqliteConnection, task_id: TaskId) -> StoreResu
 }
 
 pub async fn queues(conn: &mut SqliteConnection) -> StoreResult<Vec<QueueInfo>> {
-    let counts = sqlx::query("SELECT queue, state, count(*) FROM tasktable_tasks GROUP BY queue, state")
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?;
+    let counts =
+        sqlx::query("SELECT queue, state, count(*) FROM tasktable_tasks GROUP BY queue, state")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db)?;
     let paused = sqlx::query("SELECT name, paused FROM tasktable_queues")
         .fetch_all(&mut *conn)
         .await

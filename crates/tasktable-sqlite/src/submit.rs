@@ -51,11 +51,12 @@ pub async fn insert(
             None => {
                 // The idempotency key exists: hand back the first task. SQLite has one
                 // writer and we hold the write lock, so the row cannot vanish meanwhile.
-                let id: i64 = sqlx::query_scalar("SELECT id FROM tasktable_tasks WHERE idempotency_key = ?")
-                    .bind(&t.idempotency_key)
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(db)?;
+                let id: i64 =
+                    sqlx::query_scalar("SELECT id FROM tasktable_tasks WHERE idempotency_key = ?")
+                        .bind(&t.idempotency_key)
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(db)?;
                 Submitted { id, created: false }
             }
         };

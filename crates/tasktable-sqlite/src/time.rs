@@ -43,7 +43,10 @@ mod tests {
         let t = Utc.timestamp_opt(1_700_000_000, 123_456_789).unwrap();
         let s = to_text(t);
         assert_eq!(s, "2023-11-14T22:13:20.123Z");
-        assert_eq!(from_text(&s).unwrap(), Utc.timestamp_opt(1_700_000_000, 123_000_000).unwrap());
+        assert_eq!(
+            from_text(&s).unwrap(),
+            Utc.timestamp_opt(1_700_000_000, 123_000_000).unwrap()
+        );
     }
 
     #[test]

@@ -14,7 +14,8 @@ pub async fn apply(store: &SqliteStore, p: UpdateParams) -> StoreResult<u64> {
     let now = now_or_db(&mut tx, p.now).await?;
     let now_text = to_text(now);
 
-    let mut select = QueryBuilder::<Sqlite>::new("SELECT id, state, queue FROM tasktable_tasks WHERE ");
+    let mut select =
+        QueryBuilder::<Sqlite>::new("SELECT id, state, queue FROM tasktable_tasks WHERE ");
     match &p.target {
         Target::Id(id) => {
             select.push("id = ").push_bind(*id);
@@ -53,11 +54,13 @@ pub async fn apply(store: &SqliteStore, p: UpdateParams) -> StoreResult<u64> {
     if ids.is_empty() {
         return Ok(0);
     }
-    let ids_json = serde_json::to_string(&ids).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+    let ids_json =
+        serde_json::to_string(&ids).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
 
     if matches!(p.change, Change::Cancel) && !running.is_empty() {
         // The running attempt ends here; its worker learns at its next fenced write.
-        let running_json = serde_json::to_string(&running).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+        let running_json =
+            serde_json::to_string(&running).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
         sqlx::query(
             "INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error) \
              SELECT id, attempt, worker_id, worker_host, started_at, ?, 'cancelled', 'cancelled by operator' \
@@ -78,9 +81,11 @@ pub async fn apply(store: &SqliteStore, p: UpdateParams) -> StoreResult<u64> {
                 .push_bind(now_text.clone());
         }
         Change::Retry => {
-            qb.push(", attempt = CASE WHEN state IN ('failed', 'cancelled') THEN 0 ELSE attempt END")
-                .push(", state = 'pending', finished_at = NULL, run_at = ")
-                .push_bind(now_text.clone());
+            qb.push(
+                ", attempt = CASE WHEN state IN ('failed', 'cancelled') THEN 0 ELSE attempt END",
+            )
+            .push(", state = 'pending', finished_at = NULL, run_at = ")
+            .push_bind(now_text.clone());
         }
         Change::Reschedule { run_at } => {
             qb.push(", run_at = ").push_bind(to_text(*run_at));
@@ -89,7 +94,8 @@ pub async fn apply(store: &SqliteStore, p: UpdateParams) -> StoreResult<u64> {
             qb.push(", priority = ").push_bind(*priority);
         }
         Change::SetMaxAttempts { max_attempts } => {
-            qb.push(", max_attempts = ").push_bind(i64::from(*max_attempts));
+            qb.push(", max_attempts = ")
+                .push_bind(i64::from(*max_attempts));
         }
         Change::EditPayload { payload } => {
             qb.push(", payload = ").push_bind(payload.to_string());
@@ -104,7 +110,12 @@ pub async fn apply(store: &SqliteStore, p: UpdateParams) -> StoreResult<u64> {
     qb.push(" WHERE id IN (SELECT value FROM json_each(")
         .push_bind(ids_json)
         .push("))");
-    let changed = qb.build().execute(&mut *tx).await.map_err(db)?.rows_affected();
+    let changed = qb
+        .build()
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?
+        .rows_affected();
     tx.commit().await.map_err(db)?;
     if p.change.may_make_due() {
         queues.sort();

@@ -74,6 +74,9 @@ mod tests {
     #[test]
     fn illegal_transition_says_what_would_be_allowed() {
         let msg = StoreError::illegal(7, Operation::Release, TaskState::Pending).to_string();
-        assert_eq!(msg, "cannot release task 7: it is pending; release applies to held");
+        assert_eq!(
+            msg,
+            "cannot release task 7: it is pending; release applies to held"
+        );
     }
 }

@@ -15,7 +15,7 @@ mod filter;
 mod params;
 
 pub use error::{StoreError, StoreResult};
-pub use filter::{TaskFilter, Target};
+pub use filter::{Target, TaskFilter};
 pub use params::*;
 
 use async_trait::async_trait;

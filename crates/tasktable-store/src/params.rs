@@ -1,6 +1,6 @@
 //! One parameter struct per store call, and the results that are not core types.
 
-use crate::filter::{TaskFilter, Target};
+use crate::filter::{Target, TaskFilter};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -117,10 +117,18 @@ pub enum Change {
     Cancel,
     /// Makes the task due now; a failed or cancelled one gets a fresh set of attempts.
     Retry,
-    Reschedule { run_at: DateTime<Utc> },
-    SetPriority { priority: i32 },
-    SetMaxAttempts { max_attempts: u32 },
-    EditPayload { payload: Value },
+    Reschedule {
+        run_at: DateTime<Utc>,
+    },
+    SetPriority {
+        priority: i32,
+    },
+    SetMaxAttempts {
+        max_attempts: u32,
+    },
+    EditPayload {
+        payload: Value,
+    },
     Hold,
     Release,
 }
@@ -181,7 +189,9 @@ pub fn validate_submit(tasks: &[NewTask], max_payload_bytes: usize) -> crate::St
     for (index, task) in tasks.iter().enumerate() {
         task.validate()
             .map_err(|source| crate::StoreError::InvalidTask { index, source })?;
-        let size = serde_json::to_vec(&task.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+        let size = serde_json::to_vec(&task.payload)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
         if size > max_payload_bytes {
             return Err(crate::StoreError::PayloadTooLarge {
                 index,
@@ -208,11 +218,17 @@ pub fn validate_list(params: &ListParams) -> crate::StoreResult<()> {
 pub fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::StoreResult<()> {
     use tasktable_core::task::{InvalidTask, MAX_ATTEMPTS_LIMIT};
     match change {
-        Change::SetMaxAttempts { max_attempts } if *max_attempts == 0 || *max_attempts > MAX_ATTEMPTS_LIMIT => {
-            Err(crate::StoreError::InvalidInput(InvalidTask::MaxAttempts(*max_attempts).to_string()))
+        Change::SetMaxAttempts { max_attempts }
+            if *max_attempts == 0 || *max_attempts > MAX_ATTEMPTS_LIMIT =>
+        {
+            Err(crate::StoreError::InvalidInput(
+                InvalidTask::MaxAttempts(*max_attempts).to_string(),
+            ))
         }
         Change::EditPayload { payload } => {
-            let size = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(usize::MAX);
+            let size = serde_json::to_vec(payload)
+                .map(|v| v.len())
+                .unwrap_or(usize::MAX);
             if size > max_payload_bytes {
                 return Err(crate::StoreError::PayloadTooLarge {
                     index: 0,
@@ -226,7 +242,7 @@ pub fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::Stor
     }
 }
 
-/// Default largest payload, checkpoint or result: 1 MiB of JSON.
+/// Default largest payload or checkpoint: 1 MiB of JSON.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
 /// A [`FinishItem`] as the columns a store writes, so every backend reads a plan the same
@@ -252,7 +268,12 @@ impl FinishItem {
     pub fn row(&self) -> FinishRow {
         use tasktable_core::FinishAction;
         let (new_state, delay, refund_attempt, result) = match &self.plan.action {
-            FinishAction::Complete { result } => (Some(TaskState::Succeeded), Duration::ZERO, false, result.clone()),
+            FinishAction::Complete { result } => (
+                Some(TaskState::Succeeded),
+                Duration::ZERO,
+                false,
+                result.clone(),
+            ),
             FinishAction::Retry { delay } => (None, *delay, false, None),
             FinishAction::Fail => (Some(TaskState::Failed), Duration::ZERO, false, None),
             FinishAction::Cancel => (Some(TaskState::Cancelled), Duration::ZERO, false, None),

@@ -1,0 +1,39 @@
+-- Leases up to $4 due tasks of queue $1 in one statement.
+-- $1 queue, $2 now (NULL: the database's now()), $3 kinds, $4 limit, $5 lease in µs,
+-- $6 worker id, $7 worker host.
+--
+-- The CTE is an optimisation fence around SKIP LOCKED: the ids are chosen (and locked)
+-- once, in index order, and only those rows are updated. Inlined into the UPDATE, the
+-- planner could pick and lock rows in another order or more than LIMIT of them. Rows
+-- another claimer holds are skipped, so concurrent workers never wait on each other.
+-- After the lock, Postgres re-checks the WHERE on the newest row version, so a row
+-- claimed by a transaction that committed meanwhile is left out.
+WITH clock AS (
+    SELECT coalesce($2::timestamptz, now()) AS now
+), picked AS MATERIALIZED (
+    SELECT t.id
+    FROM tasktable_tasks t, clock
+    WHERE t.state = 'pending' AND t.queue = $1 AND t.run_at <= clock.now
+      AND t.kind = ANY($3::text[])
+      AND NOT EXISTS (SELECT 1 FROM tasktable_queues q WHERE q.name = $1 AND q.paused)
+    ORDER BY t.priority DESC, t.run_at, t.id
+    LIMIT $4
+    FOR UPDATE OF t SKIP LOCKED
+)
+UPDATE tasktable_tasks t SET
+    state = 'running',
+    attempt = t.attempt + 1,
+    lease_token = t.lease_token + 1,
+    -- NULL when the task has no timeout.
+    deadline_at = clock.now + t.timeout_ms * interval '1 millisecond',
+    -- least() ignores NULLs: without a deadline the lease is simply now + lease.
+    lease_expires_at = least(clock.now + $5 * interval '1 microsecond',
+                             clock.now + t.timeout_ms * interval '1 millisecond'),
+    worker_id = $6,
+    worker_host = $7,
+    started_at = clock.now,
+    finished_at = NULL,
+    updated_at = clock.now
+FROM picked, clock
+WHERE t.id = picked.id
+RETURNING t.*

@@ -1,0 +1,47 @@
+-- Ends a batch of attempts in one statement: moves each task out of 'running' and
+-- records the attempt in the history. One input row per FinishRow:
+-- $1 ids, $2 tokens, $3 new states (NULL: pending, or failed when no attempts are left),
+-- $4 delays in µs (run_at = now + delay if the task goes back to pending), $5 give the
+-- attempt back, $6 results, $7 errors, $8 outcomes; $9 now (NULL: now()), $10 apply only
+-- if the lease (which never outlasts the deadline) has passed.
+-- Returns the input positions that applied; the others lost their lease.
+WITH clock AS (
+    SELECT coalesce($9::timestamptz, now()) AS now
+), input AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[],
+                         $6::jsonb[], $7::text[], $8::text[])
+        WITH ORDINALITY AS i(id, token, new_state, delay_us, refund, result, error, outcome, ord)
+), done AS (
+    -- Two items for the same task cannot both apply: the row is updated once.
+    -- The retry decision reads the row's current max_attempts, so an operator's change
+    -- made while the task ran is honoured. SET expressions see the row before the update.
+    UPDATE tasktable_tasks t SET
+        state = coalesce(input.new_state, CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END),
+        run_at = CASE WHEN coalesce(input.new_state, CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END) = 'pending'
+                      THEN clock.now + input.delay_us * interval '1 microsecond' ELSE t.run_at END,
+        finished_at = CASE WHEN coalesce(input.new_state, CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END) = 'pending'
+                      THEN NULL ELSE clock.now END,
+        attempt = t.attempt - CASE WHEN input.refund THEN 1 ELSE 0 END,
+        result = coalesce(input.result, t.result),
+        last_error = coalesce(input.error, t.last_error),
+        lease_expires_at = NULL,
+        deadline_at = NULL,
+        updated_at = clock.now
+    FROM input, clock
+    WHERE t.id = input.id AND t.lease_token = input.token AND t.state = 'running'
+      AND (NOT $10 OR t.lease_expires_at <= clock.now)
+    -- RETURNING sees the row after the update: add the refunded attempt back so the
+    -- history names the attempt that just ended.
+    RETURNING t.id, t.queue, t.state, t.attempt + CASE WHEN input.refund THEN 1 ELSE 0 END AS attempt,
+              t.worker_id, t.worker_host, t.started_at, clock.now AS finished_at,
+              input.outcome, input.error, input.delay_us, input.ord
+), history AS (
+    INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error)
+    SELECT id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error FROM done
+    ORDER BY ord
+)
+-- A task given back without delay is due at once: wake idle workers when this commits
+-- (Postgres sends one notification per distinct queue).
+SELECT ord, queue, (state = 'pending' AND delay_us = 0) AS due,
+       CASE WHEN state = 'pending' AND delay_us = 0 THEN pg_notify('tasktable_wake', queue) END AS woke
+FROM done

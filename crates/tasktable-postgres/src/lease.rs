@@ -1,0 +1,201 @@
+//! The worker's side of a task: claim, renew, checkpoint, finish, and the rescuer's scan.
+//! Every write after the claim is fenced by `(id, lease_token, state = 'running')`.
+//! Each call is one statement (plus, for leases that did not match, one read to tell
+//! `Cancelled` from `Lost`), so none needs an explicit transaction.
+
+use crate::row::{state, task_from_row, TASK_COLUMNS};
+use crate::{db, micros};
+use chrono::{DateTime, Utc};
+use sqlx::{PgPool, Row};
+use std::collections::HashMap;
+use tasktable_core::{Lease, Task, TaskId};
+use tasktable_store::*;
+
+const CLAIM: &str = include_str!("../queries/task_claim.sql");
+const RENEW: &str = include_str!("../queries/task_renew.sql");
+const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
+const FINISH: &str = include_str!("../queries/task_finish.sql");
+
+pub async fn claim(pool: &PgPool, p: ClaimParams) -> StoreResult<Vec<Task>> {
+    if p.limit == 0 || p.kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(CLAIM)
+        .bind(&p.queue)
+        .bind(p.now)
+        .bind(&p.kinds)
+        .bind(i64::from(p.limit))
+        .bind(micros(p.lease_for))
+        .bind(&p.worker_id)
+        .bind(&p.worker_host)
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
+    let mut tasks = rows
+        .iter()
+        .map(task_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    // UPDATE ... RETURNING has no order of its own.
+    tasks.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.run_at.cmp(&b.run_at))
+            .then(a.id.cmp(&b.id))
+    });
+    Ok(tasks)
+}
+
+/// The statuses of leases a fenced write did not match, read in one query.
+async fn lost_statuses(pool: &PgPool, leases: &[Lease]) -> StoreResult<Vec<LeaseStatus>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<TaskId> = leases.iter().map(|l| l.task_id).collect();
+    let rows = sqlx::query("SELECT id, state, lease_token FROM tasktable_tasks WHERE id = ANY($1)")
+        .bind(&ids)
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
+    let mut found = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let id: TaskId = r.try_get("id").map_err(db)?;
+        found.insert(
+            id,
+            (
+                state(r.try_get("state").map_err(db)?)?,
+                r.try_get::<i64, _>("lease_token").map_err(db)?,
+            ),
+        );
+    }
+    Ok(leases
+        .iter()
+        .map(|l| lost_lease_status(*l, found.get(&l.task_id).copied()))
+        .collect())
+}
+
+pub async fn renew(pool: &PgPool, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+    if p.leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(RENEW)
+        .bind(p.leases.iter().map(|l| l.task_id).collect::<Vec<_>>())
+        .bind(p.leases.iter().map(|l| l.token).collect::<Vec<_>>())
+        .bind(p.now)
+        .bind(micros(p.lease_for))
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
+    // Keyed by the lease, not by position: the same lease given twice is renewed once
+    // and reported held twice.
+    let mut held: HashMap<Lease, DateTime<Utc>> = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let lease = Lease {
+            task_id: r.try_get("id").map_err(db)?,
+            token: r.try_get("lease_token").map_err(db)?,
+        };
+        held.insert(lease, r.try_get("lease_expires_at").map_err(db)?);
+    }
+    let lost: Vec<Lease> = p
+        .leases
+        .iter()
+        .filter(|l| !held.contains_key(l))
+        .copied()
+        .collect();
+    let mut lost = lost_statuses(pool, &lost).await?.into_iter();
+    Ok(p.leases
+        .iter()
+        .map(|l| match held.get(l) {
+            Some(t) => LeaseStatus::Held {
+                expires_at: Some(*t),
+            },
+            None => lost.next().unwrap_or(LeaseStatus::Lost),
+        })
+        .collect())
+}
+
+pub async fn checkpoint(
+    pool: &PgPool,
+    p: CheckpointParams,
+    max_payload_bytes: usize,
+) -> StoreResult<LeaseStatus> {
+    for value in [&p.checkpoint, &p.progress].into_iter().flatten() {
+        let size = value.to_string().len();
+        if size > max_payload_bytes {
+            return Err(StoreError::PayloadTooLarge {
+                index: 0,
+                size,
+                limit: max_payload_bytes,
+            });
+        }
+    }
+    let done = sqlx::query(CHECKPOINT)
+        .bind(&p.checkpoint)
+        .bind(&p.progress)
+        .bind(p.lease.task_id)
+        .bind(p.lease.token)
+        .execute(pool)
+        .await
+        .map_err(db)?;
+    if done.rows_affected() == 1 {
+        return Ok(LeaseStatus::Held { expires_at: None });
+    }
+    Ok(lost_statuses(pool, &[p.lease]).await?.remove(0))
+}
+
+/// Returns one flag per item, and the queues that got a task due at once.
+pub async fn finish(pool: &PgPool, p: FinishParams) -> StoreResult<(Vec<bool>, Vec<String>)> {
+    if p.items.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let rows: Vec<FinishRow> = p.items.iter().map(FinishItem::row).collect();
+    let done = sqlx::query(FINISH)
+        .bind(rows.iter().map(|r| r.task_id).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.token).collect::<Vec<_>>())
+        .bind(
+            rows.iter()
+                .map(|r| r.new_state.map(|s| s.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(rows.iter().map(|r| micros(r.delay)).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.refund_attempt).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.result.clone()).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.error.clone()).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>())
+        .bind(p.now)
+        .bind(p.only_if_expired)
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
+    let mut applied = vec![false; rows.len()];
+    let mut due_queues = Vec::new();
+    for r in &done {
+        let ord: i64 = r.try_get("ord").map_err(db)?;
+        if let Some(flag) = usize::try_from(ord - 1)
+            .ok()
+            .and_then(|i| applied.get_mut(i))
+        {
+            *flag = true;
+        }
+        if r.try_get::<bool, _>("due").map_err(db)? {
+            due_queues.push(r.try_get("queue").map_err(db)?);
+        }
+    }
+    Ok((applied, due_queues))
+}
+
+pub async fn list_expired(pool: &PgPool, p: ExpiredParams) -> StoreResult<Vec<Task>> {
+    // The lease never outlasts the deadline, so an expired lease covers both. Reads the
+    // partial index tasktable_tasks_lease.
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasktable_tasks \
+         WHERE state = 'running' AND lease_expires_at <= coalesce($1::timestamptz, now()) \
+         ORDER BY lease_expires_at, id LIMIT $2"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(p.now)
+        .bind(i64::from(p.limit))
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
+    rows.iter().map(task_from_row).collect()
+}

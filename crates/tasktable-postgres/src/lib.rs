@@ -1,0 +1,228 @@
+//! tasktable's PostgreSQL store, for many workers in many processes on one database.
+//!
+//! Owns: the PostgreSQL schema and its migrations, the SQL that makes each
+//! [`Store`](tasktable_store::Store) transition atomic on Postgres (one statement wherever
+//! the transition allows it), and the `tasktable_wake` LISTEN/NOTIFY channel that wakes
+//! idle workers when work becomes due.
+//!
+//! Must not know: workers, handlers, HTTP, retry rules. It applies the plans the runtime
+//! hands it, with the same semantics as the SQLite store (the conformance suite checks).
+//!
+//! Concurrency: claims pick rows with `FOR UPDATE SKIP LOCKED`, so workers never wait for
+//! each other; every worker write is fenced by `(id, lease_token, state = 'running')`;
+//! every time decision uses the database's clock (`now()`) unless the caller pins one.
+
+mod lease;
+mod migrate;
+mod query;
+mod row;
+mod submit;
+mod update;
+mod wake;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::PgConnection;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use tasktable_core::{Attempt, NewTask, Task, TaskId};
+use tasktable_store::*;
+use tokio::sync::broadcast;
+
+pub use migrate::migrations;
+pub use sqlx::postgres::PgConnection as Connection;
+
+/// The NOTIFY channel; the payload is the queue that may have due work.
+pub const WAKE_CHANNEL: &str = "tasktable_wake";
+
+/// How to connect to the database.
+#[derive(Debug, Clone)]
+pub struct PgConfig {
+    /// `postgres://user:password@host:port/database`
+    pub url: String,
+    /// Pool size (the wake listener uses one more connection of its own).
+    pub max_connections: u32,
+    pub max_payload_bytes: usize,
+}
+
+impl PgConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        PgConfig {
+            url: url.into(),
+            max_connections: 10,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+}
+
+/// The PostgreSQL [`Store`]. Clones share the pool and the wake listener.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    wake: Arc<wake::Waker>,
+    max_payload_bytes: usize,
+}
+
+pub(crate) fn db(e: sqlx::Error) -> StoreError {
+    StoreError::database(e)
+}
+
+/// Longest duration sent to SQL, in µs (100 years): far inside the range of a timestamp,
+/// so `now + duration` cannot overflow whatever the caller asks for.
+const MAX_MICROS: i64 = 100 * 366 * 24 * 3600 * 1_000_000;
+
+/// A duration as whole microseconds, for `$n * interval '1 microsecond'`.
+pub(crate) fn micros(d: Duration) -> i64 {
+    d.as_micros().min(MAX_MICROS as u128) as i64
+}
+
+impl PgStore {
+    /// Connects, so an unreachable server fails here. Does not migrate.
+    pub async fn connect(config: PgConfig) -> StoreResult<Self> {
+        let options = PgConnectOptions::from_str(&config.url)
+            .map_err(|e| StoreError::InvalidInput(format!("bad PostgreSQL URL: {e}")))?
+            .application_name("tasktable");
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections.max(1))
+            .connect_with(options.clone())
+            .await
+            .map_err(db)?;
+        Ok(PgStore {
+            pool,
+            wake: Arc::new(wake::Waker::new(options)),
+            max_payload_bytes: config.max_payload_bytes,
+        })
+    }
+
+    /// Connects by URL with the default settings.
+    pub async fn open(url: &str) -> StoreResult<Self> {
+        Self::connect(PgConfig::new(url)).await
+    }
+
+    /// Submits tasks inside a transaction the caller holds (a `Transaction<Postgres>`
+    /// derefs to a `PgConnection`), so they commit or roll back with the caller's own
+    /// writes. Idle workers are notified when that transaction commits.
+    pub async fn submit_in(
+        conn: &mut PgConnection,
+        tasks: Vec<NewTask>,
+    ) -> StoreResult<Vec<Submitted>> {
+        validate_submit(&tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        Ok(submit::insert(conn, &tasks, None).await?.submitted)
+    }
+
+    /// The pool, for callers that want to run their own queries next to tasktable's.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Wakes idle workers of this process at once; other processes learn through NOTIFY.
+    /// Duplicates are harmless: a woken worker just polls.
+    pub(crate) fn wake_local<'a>(&self, queues: impl IntoIterator<Item = &'a str>) {
+        let mut queues: Vec<&str> = queues.into_iter().collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for q in queues {
+            self.wake.send_local(q);
+        }
+    }
+
+    /// Stops the wake listener and closes the pool.
+    pub async fn close(&self) {
+        self.wake.stop();
+        self.pool.close().await;
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        migrate::run(&self.pool).await
+    }
+
+    async fn db_now(&self) -> StoreResult<DateTime<Utc>> {
+        // clock_timestamp(): outside a transaction now() would do too, but say what we mean.
+        sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)
+    }
+
+    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        validate_submit(&params.tasks, self.max_payload_bytes)?;
+        // No explicit transaction: the insert is one statement, so all or nothing, and
+        // the follow-up lookup of existing keys only reads committed rows.
+        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let out = submit::insert(&mut conn, &params.tasks, params.now).await?;
+        self.wake_local(out.due_queues.iter().map(String::as_str));
+        Ok(out.submitted)
+    }
+
+    async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+        lease::claim(&self.pool, params).await
+    }
+
+    async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+        lease::renew(&self.pool, params).await
+    }
+
+    async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
+        lease::checkpoint(&self.pool, params, self.max_payload_bytes).await
+    }
+
+    async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
+        let (applied, due_queues) = lease::finish(&self.pool, params).await?;
+        self.wake_local(due_queues.iter().map(String::as_str));
+        Ok(applied)
+    }
+
+    async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
+        lease::list_expired(&self.pool, params).await
+    }
+
+    async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
+        query::get(&self.pool, id).await
+    }
+
+    async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
+        validate_list(&params)?;
+        query::list(&self.pool, &params).await
+    }
+
+    async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
+        query::attempts(&self.pool, task_id).await
+    }
+
+    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
+        validate_change(&params.change, self.max_payload_bytes)?;
+        let (changed, due_queues) = update::apply(&self.pool, params).await?;
+        self.wake_local(due_queues.iter().map(String::as_str));
+        Ok(changed)
+    }
+
+    async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
+        sqlx::query(include_str!("../queries/queue_pause.sql"))
+            .bind(&params.queue)
+            .bind(params.paused)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        if !params.paused {
+            self.wake_local([params.queue.as_str()]);
+        }
+        Ok(())
+    }
+
+    async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
+        query::queues(&self.pool).await
+    }
+
+    async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
+        Ok(self.wake.subscribe().await)
+    }
+}

@@ -1,0 +1,88 @@
+//! Decoding rows into core types.
+
+use crate::db;
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::Row;
+use std::time::Duration;
+use tasktable_core::{Attempt, Backoff, Task, TaskState};
+use tasktable_store::{StoreError, StoreResult};
+
+/// Every column of `tasktable_tasks`, all of which `task_from_row` reads by name.
+pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpoint, progress, \
+    task_key, idempotency_key, priority, run_at, attempt, max_attempts, backoff_initial_ms, \
+    backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
+    lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
+    started_at, finished_at";
+
+/// Every column of `tasktable_attempts`.
+pub const ATTEMPT_COLUMNS: &str =
+    "id, task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error";
+
+fn millis(v: i64) -> Duration {
+    Duration::from_millis(v.max(0) as u64)
+}
+
+fn count(v: i32) -> u32 {
+    v.max(0) as u32
+}
+
+pub fn state(s: &str) -> StoreResult<TaskState> {
+    s.parse().map_err(|e| StoreError::Database(Box::new(e)))
+}
+
+pub fn task_from_row(row: &PgRow) -> StoreResult<Task> {
+    Ok(Task {
+        id: row.try_get("id").map_err(db)?,
+        kind: row.try_get("kind").map_err(db)?,
+        queue: row.try_get("queue").map_err(db)?,
+        state: state(row.try_get("state").map_err(db)?)?,
+        payload: row.try_get::<Value, _>("payload").map_err(db)?,
+        result: row.try_get("result").map_err(db)?,
+        checkpoint: row.try_get("checkpoint").map_err(db)?,
+        progress: row.try_get("progress").map_err(db)?,
+        key: row.try_get("task_key").map_err(db)?,
+        idempotency_key: row.try_get("idempotency_key").map_err(db)?,
+        priority: row.try_get("priority").map_err(db)?,
+        run_at: row.try_get("run_at").map_err(db)?,
+        attempt: count(row.try_get("attempt").map_err(db)?),
+        max_attempts: count(row.try_get("max_attempts").map_err(db)?),
+        backoff: Backoff {
+            initial: millis(row.try_get("backoff_initial_ms").map_err(db)?),
+            multiplier: row.try_get("backoff_multiplier").map_err(db)?,
+            max: millis(row.try_get("backoff_max_ms").map_err(db)?),
+            jitter: row.try_get("backoff_jitter").map_err(db)?,
+        },
+        timeout: row
+            .try_get::<Option<i64>, _>("timeout_ms")
+            .map_err(db)?
+            .map(millis),
+        lease_token: row.try_get("lease_token").map_err(db)?,
+        lease_expires_at: row.try_get("lease_expires_at").map_err(db)?,
+        deadline_at: row.try_get("deadline_at").map_err(db)?,
+        worker_id: row.try_get("worker_id").map_err(db)?,
+        worker_host: row.try_get("worker_host").map_err(db)?,
+        last_error: row.try_get("last_error").map_err(db)?,
+        created_at: row.try_get("created_at").map_err(db)?,
+        updated_at: row.try_get("updated_at").map_err(db)?,
+        started_at: row.try_get("started_at").map_err(db)?,
+        finished_at: row.try_get("finished_at").map_err(db)?,
+    })
+}
+
+pub fn attempt_from_row(row: &PgRow) -> StoreResult<Attempt> {
+    let outcome: &str = row.try_get("outcome").map_err(db)?;
+    Ok(Attempt {
+        id: row.try_get("id").map_err(db)?,
+        task_id: row.try_get("task_id").map_err(db)?,
+        attempt: count(row.try_get("attempt").map_err(db)?),
+        worker_id: row.try_get("worker_id").map_err(db)?,
+        worker_host: row.try_get("worker_host").map_err(db)?,
+        started_at: row.try_get("started_at").map_err(db)?,
+        finished_at: row.try_get("finished_at").map_err(db)?,
+        outcome: outcome
+            .parse()
+            .map_err(|e| StoreError::Database(Box::new(e)))?,
+        error: row.try_get("error").map_err(db)?,
+    })
+}

@@ -1,0 +1,152 @@
+//! Wakes idle workers: one background task per store LISTENs on [`WAKE_CHANNEL`] and
+//! forwards every notification into a broadcast channel that `subscribe` hands out.
+//! Writers call `pg_notify` inside their own transaction, so a wake is sent only if, and
+//! only when, the write commits. Delivery is best effort: workers poll as well.
+
+use crate::WAKE_CHANNEL;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use std::sync::Mutex;
+use std::time::Duration;
+use tasktable_store::Wake;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+
+/// How long `subscribe` waits for LISTEN to be in place before returning anyway.
+const LISTEN_WAIT: Duration = Duration::from_secs(2);
+const RETRY_MIN: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+pub struct Waker {
+    sender: broadcast::Sender<Wake>,
+    options: PgConnectOptions,
+    listener: Mutex<Option<Listener>>,
+}
+
+#[derive(Debug)]
+struct Listener {
+    task: JoinHandle<()>,
+    /// `true` while LISTEN is in place.
+    ready: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for Waker {
+    /// Leaves out the connect options: their Debug shows the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waker")
+            .field("receivers", &self.sender.receiver_count())
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Waker {
+    pub fn new(options: PgConnectOptions) -> Self {
+        let (sender, _) = broadcast::channel(1024);
+        Waker {
+            sender,
+            options,
+            listener: Mutex::new(None),
+        }
+    }
+
+    pub fn send_local(&self, queue: &str) {
+        // No receivers is fine: nobody is idle in this process.
+        let _ = self.sender.send(Wake {
+            queue: queue.to_owned(),
+        });
+    }
+
+    /// A new receiver; starts the listener on first use (and again if it was stopped).
+    pub async fn subscribe(&self) -> broadcast::Receiver<Wake> {
+        let rx = self.sender.subscribe();
+        let mut ready = {
+            let mut guard = self.listener.lock().unwrap_or_else(|e| e.into_inner());
+            match guard.as_ref() {
+                Some(l) if !l.task.is_finished() => l.ready.clone(),
+                _ => {
+                    let (ready_tx, ready_rx) = watch::channel(false);
+                    let task =
+                        tokio::spawn(listen(self.options.clone(), self.sender.clone(), ready_tx));
+                    *guard = Some(Listener {
+                        task,
+                        ready: ready_rx.clone(),
+                    });
+                    ready_rx
+                }
+            }
+        };
+        // Wait (briefly) until LISTEN is in place, so a write committed after subscribe
+        // returns is heard. If the server is unreachable, polling still finds the work.
+        let _ = tokio::time::timeout(LISTEN_WAIT, ready.wait_for(|listening| *listening)).await;
+        rx
+    }
+
+    pub fn stop(&self) {
+        if let Some(l) = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            l.task.abort();
+        }
+    }
+}
+
+impl Drop for Waker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs until aborted: listens, and after any failure reconnects with a growing pause.
+async fn listen(
+    options: PgConnectOptions,
+    sender: broadcast::Sender<Wake>,
+    ready: watch::Sender<bool>,
+) {
+    let mut pause = RETRY_MIN;
+    loop {
+        let err = listen_once(&options, &sender, &ready, &mut pause).await;
+        ready.send_replace(false);
+        tracing::warn!(error = %err, retry_in = ?pause, "tasktable: wake listener lost its connection");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RETRY_MAX);
+    }
+}
+
+/// Listens until an error the listener cannot recover from by itself.
+async fn listen_once(
+    options: &PgConnectOptions,
+    sender: &broadcast::Sender<Wake>,
+    ready: &watch::Sender<bool>,
+    pause: &mut Duration,
+) -> sqlx::Error {
+    // A pool of one, used only so PgListener can reconnect (and re-LISTEN) by itself when
+    // the connection drops; notifications sent while it is down are lost, which polling
+    // covers.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with(options.clone());
+    let mut listener = match PgListener::connect_with(&pool).await {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
+    if let Err(e) = listener.listen(WAKE_CHANNEL).await {
+        return e;
+    }
+    ready.send_replace(true);
+    *pause = RETRY_MIN;
+    loop {
+        match listener.recv().await {
+            Ok(n) => {
+                let _ = sender.send(Wake {
+                    queue: n.payload().to_owned(),
+                });
+            }
+            Err(e) => return e,
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! tasktable: a durable, distributed task system in which every task is a row in a SQL
+//! table.
+//!
+//! This facade is what Rust users depend on. It owns only the wiring: choosing a backend
+//! from a URL ([`connect`]) and a [`Client`] for submitting, querying and intervening.
+//! Everything else is re-exported from the crates that own it: the domain
+//! ([`tasktable_core`]), the storage contract ([`store`]), the backends, and the worker
+//! runtime ([`Worker`], [`Handler`], [`Rescuer`]).
+//!
+//! It must not grow logic of its own: a rule belongs in core, a transition in the store,
+//! and a behaviour of workers in the runtime.
+
+mod client;
+
+pub use client::Client;
+pub use tasktable_core::{
+    outcome, state, Attempt, AttemptOutcome, Backoff, Lease, NewTask, Operation, Task, TaskId,
+    TaskState,
+};
+pub use tasktable_runtime::{
+    shutdown_signal, ContextError, Handler, HandlerError, QueueConfig, Rescuer, RescuerConfig,
+    StopReason, TaskContext, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerEvent,
+    WorkerIdentity,
+};
+pub use tasktable_store as store;
+pub use tasktable_store::{Change, Store, StoreError, StoreResult, Submitted, Target, TaskFilter};
+
+#[cfg(feature = "postgres")]
+pub use tasktable_postgres as postgres;
+#[cfg(feature = "sqlite")]
+pub use tasktable_sqlite as sqlite;
+
+use std::sync::Arc;
+
+/// Opens the store a URL names: `sqlite://file.db` (or a plain path) or
+/// `postgres://user@host/db`. Does not migrate; call [`Store::migrate`] when you want to.
+pub async fn connect(url: &str) -> StoreResult<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        return Ok(Arc::new(tasktable_postgres::PgStore::open(url).await?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(StoreError::InvalidInput(
+            "this build has no PostgreSQL support (feature `postgres`)".into(),
+        ));
+    }
+    if url.contains("://") && !url.starts_with("sqlite:") {
+        return Err(StoreError::InvalidInput(format!(
+            "unsupported database URL {url:?}: use sqlite://path or postgres://user@host/db"
+        )));
+    }
+    #[cfg(feature = "sqlite")]
+    return Ok(Arc::new(tasktable_sqlite::SqliteStore::open(url).await?));
+    #[cfg(not(feature = "sqlite"))]
+    Err(StoreError::InvalidInput(
+        "this build has no SQLite support (feature `sqlite`)".into(),
+    ))
+}
