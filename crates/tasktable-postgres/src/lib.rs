@@ -103,7 +103,9 @@ impl PgStore {
 
     /// Submits tasks inside a transaction the caller holds (a `Transaction<Postgres>`
     /// derefs to a `PgConnection`), so they commit or roll back with the caller's own
-    /// writes. Idle workers are notified when that transaction commits.
+    /// writes. Idle workers are notified when that transaction commits. Keep the default
+    /// READ COMMITTED isolation: under REPEATABLE READ a concurrent submit of the same
+    /// idempotency key surfaces as an error instead of as `created: false`.
     pub async fn submit_in(
         conn: &mut PgConnection,
         tasks: Vec<NewTask>,
