@@ -219,6 +219,14 @@ impl Task {
             token: self.lease_token,
         }
     }
+
+    /// Claim order: higher priority first, then earlier `run_at`, then lower id.
+    pub fn claim_order(a: &Task, b: &Task) -> std::cmp::Ordering {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.run_at.cmp(&b.run_at))
+            .then(a.id.cmp(&b.id))
+    }
 }
 
 /// Proof of a claim: a worker's writes about a task are applied only while the task is

@@ -36,12 +36,7 @@ pub async fn claim(pool: &PgPool, p: ClaimParams) -> StoreResult<Vec<Task>> {
         .map(task_from_row)
         .collect::<StoreResult<Vec<_>>>()?;
     // UPDATE ... RETURNING has no order of its own.
-    tasks.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.run_at.cmp(&b.run_at))
-            .then(a.id.cmp(&b.id))
-    });
+    tasks.sort_by(Task::claim_order);
     Ok(tasks)
 }
 

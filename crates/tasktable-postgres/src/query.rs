@@ -65,17 +65,11 @@ pub async fn list(pool: &PgPool, p: &ListParams) -> StoreResult<TaskPage> {
     qb.push(" ORDER BY id DESC LIMIT ")
         .push_bind(i64::from(p.limit) + 1);
     let rows = qb.build().fetch_all(pool).await.map_err(db)?;
-    let mut tasks = rows
+    let tasks = rows
         .iter()
         .map(task_from_row)
         .collect::<StoreResult<Vec<_>>>()?;
-    let next = if tasks.len() > p.limit as usize {
-        tasks.truncate(p.limit as usize);
-        tasks.last().map(|t| t.id)
-    } else {
-        None
-    };
-    Ok(TaskPage { tasks, next })
+    Ok(TaskPage::from_overfetch(tasks, p.limit))
 }
 
 pub async fn attempts(pool: &PgPool, task_id: TaskId) -> StoreResult<Vec<Attempt>> {

@@ -51,12 +51,7 @@ pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>
         .iter()
         .map(task_from_row)
         .collect::<StoreResult<Vec<_>>>()?;
-    tasks.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.run_at.cmp(&b.run_at))
-            .then(a.id.cmp(&b.id))
-    });
+    tasks.sort_by(Task::claim_order);
     Ok(tasks)
 }
 

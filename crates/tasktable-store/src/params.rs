@@ -108,6 +108,20 @@ pub struct TaskPage {
     pub next: Option<TaskId>,
 }
 
+impl TaskPage {
+    /// A page from a query that fetched `limit + 1` rows, newest first: the extra row only
+    /// tells that another page follows.
+    pub fn from_overfetch(mut tasks: Vec<Task>, limit: u32) -> Self {
+        let next = if tasks.len() > limit as usize {
+            tasks.truncate(limit as usize);
+            tasks.last().map(|t| t.id)
+        } else {
+            None
+        };
+        TaskPage { tasks, next }
+    }
+}
+
 /// An operator's change. Each may start only from the states
 /// [`Operation::allowed_from`](tasktable_core::Operation::allowed_from) lists.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
