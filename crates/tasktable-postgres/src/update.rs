@@ -36,25 +36,16 @@ pub async fn apply(pool: &PgPool, p: UpdateParams) -> StoreResult<(u64, Vec<Stri
     }
     select.push(" ORDER BY id FOR UPDATE");
     let rows = select.build().fetch_all(&mut *tx).await.map_err(db)?;
-    let mut ids: Vec<TaskId> = Vec::new();
-    let mut running: Vec<TaskId> = Vec::new();
-    for r in &rows {
-        let id: TaskId = r.try_get("id").map_err(db)?;
-        let state = state(r.try_get("state").map_err(db)?)?;
-        if !op.can_apply(state) {
-            if let Target::Id(_) = p.target {
-                return Err(StoreError::illegal(id, op, state));
-            }
-            continue;
-        }
-        if state == TaskState::Running {
-            running.push(id);
-        }
-        ids.push(id);
-    }
-    if let (Target::Id(id), true) = (&p.target, rows.is_empty()) {
-        return Err(StoreError::NotFound(*id));
-    }
+    let rows = rows
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get("id").map_err(db)?,
+                state(r.try_get("state").map_err(db)?)?,
+            ))
+        })
+        .collect::<StoreResult<Vec<(TaskId, TaskState)>>>()?;
+    let UpdateSelection { ids, running } = select_for_update(&p.target, op, &rows)?;
     if ids.is_empty() {
         return Ok((0, Vec::new()));
     }

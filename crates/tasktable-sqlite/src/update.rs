@@ -26,9 +26,8 @@ pub async fn apply(store: &SqliteStore, p: UpdateParams) -> StoreResult<u64> {
         }
     }
     let rows = select.build().fetch_all(&mut *tx).await.map_err(db)?;
-    let mut ids = Vec::new();
-    let mut running = Vec::new();
-    let mut queues = Vec::new();
+    let mut matched = Vec::with_capacity(rows.len());
+    let mut queue_of = std::collections::HashMap::new();
     for r in &rows {
         let id: i64 = r.try_get(0).map_err(db)?;
         let state: TaskState = r
@@ -36,21 +35,11 @@ pub async fn apply(store: &SqliteStore, p: UpdateParams) -> StoreResult<u64> {
             .map_err(db)?
             .parse()
             .map_err(|e| StoreError::Database(Box::new(e)))?;
-        if !op.can_apply(state) {
-            if let Target::Id(_) = p.target {
-                return Err(StoreError::illegal(id, op, state));
-            }
-            continue;
-        }
-        if state == TaskState::Running {
-            running.push(id);
-        }
-        ids.push(id);
-        queues.push(r.try_get::<String, _>(2).map_err(db)?);
+        queue_of.insert(id, r.try_get::<String, _>(2).map_err(db)?);
+        matched.push((id, state));
     }
-    if let (Target::Id(id), true) = (&p.target, rows.is_empty()) {
-        return Err(StoreError::NotFound(*id));
-    }
+    let UpdateSelection { ids, running } = select_for_update(&p.target, op, &matched)?;
+    let mut queues: Vec<String> = ids.iter().filter_map(|id| queue_of.remove(id)).collect();
     if ids.is_empty() {
         return Ok(0);
     }

@@ -314,3 +314,38 @@ pub fn lost_lease_status(lease: Lease, row: Option<(TaskState, i64)>) -> LeaseSt
         _ => LeaseStatus::Lost,
     }
 }
+
+/// The rows an operator's change applies to, chosen from the rows its target matched.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateSelection {
+    /// Rows in a state the change may start from.
+    pub ids: Vec<TaskId>,
+    /// Those of them that are running (a cancel ends their attempt).
+    pub running: Vec<TaskId>,
+}
+
+/// Applies the state machine to the `(id, state)` rows a target matched: a single task in
+/// the wrong state (or missing) is an error; a filter skips such rows.
+pub fn select_for_update(
+    target: &Target,
+    op: tasktable_core::Operation,
+    rows: &[(TaskId, TaskState)],
+) -> crate::StoreResult<UpdateSelection> {
+    if let (Target::Id(id), true) = (target, rows.is_empty()) {
+        return Err(crate::StoreError::NotFound(*id));
+    }
+    let mut selection = UpdateSelection::default();
+    for &(id, state) in rows {
+        if !op.can_apply(state) {
+            if let Target::Id(_) = target {
+                return Err(crate::StoreError::illegal(id, op, state));
+            }
+            continue;
+        }
+        if state == TaskState::Running {
+            selection.running.push(id);
+        }
+        selection.ids.push(id);
+    }
+    Ok(selection)
+}
