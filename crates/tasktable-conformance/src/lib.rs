@@ -35,13 +35,7 @@ pub trait Backend: Send + Sync + Sized + 'static {
     ) -> StoreResult<Vec<Submitted>>;
 }
 
-/// Decides what to do when a test's database server is unreachable.
-pub fn unreachable(backend: &str, reason: &str) {
-    if std::env::var_os("CI").is_some() {
-        panic!("{backend} is required in CI but unreachable: {reason}");
-    }
-    eprintln!("SKIPPED: {backend} unreachable ({reason}); set up the server or run with CI=1 to make this fail");
-}
+pub use tasktable_testdb::unreachable;
 
 /// Expands to one `#[tokio::test]` per case for the backend type `$backend`.
 #[macro_export]

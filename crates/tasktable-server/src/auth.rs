@@ -1,0 +1,279 @@
+//! Bearer tokens with roles. Tokens are kept only as SHA-256 digests and a presented token
+//! is compared against every digest in constant time, so neither the configuration nor the
+//! timing of a refusal gives a token away. Tokens never reach a log: [`TokenSet`]'s
+//! `Debug` shows names and roles only.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::str::FromStr;
+use subtle::ConstantTimeEq;
+
+/// What a token may do. Each endpoint needs one [`Access`]; see [`Role::allows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Everything.
+    Admin,
+    /// Read, submit, and intervene: cancel, retry, edit, hold, pause.
+    Operator,
+    /// The pull protocol only: claim, renew, checkpoint, complete, fail.
+    Worker,
+    /// Read only.
+    Reader,
+}
+
+/// What an endpoint needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    /// Submit and intervene.
+    Operate,
+    /// The pull protocol.
+    Work,
+    /// Maintenance such as migrations.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Admin, Role::Operator, Role::Worker, Role::Reader];
+
+    pub fn allows(self, access: Access) -> bool {
+        match self {
+            Role::Admin => true,
+            Role::Operator => matches!(access, Access::Read | Access::Operate),
+            Role::Worker => access == Access::Work,
+            Role::Reader => access == Access::Read,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Operator => "operator",
+            Role::Worker => "worker",
+            Role::Reader => "reader",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = TokenConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| {
+                TokenConfigError(format!(
+                    "unknown role {s:?}: use admin, operator, worker or reader"
+                ))
+            })
+    }
+}
+
+/// Shortest token accepted, so a guessable word cannot become a credential.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// A token configuration that cannot be used; the message says which line and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TokenConfigError(pub String);
+
+#[derive(Clone)]
+struct Entry {
+    name: String,
+    role: Role,
+    digest: [u8; 32],
+}
+
+/// Who a request authenticated as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub role: Role,
+}
+
+/// The configured tokens. Empty means authentication is off, which the binary allows only
+/// on a loopback address.
+#[derive(Clone, Default)]
+pub struct TokenSet {
+    entries: Vec<Entry>,
+}
+
+impl fmt::Debug for TokenSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|e| (&e.name, e.role)))
+            .finish()
+    }
+}
+
+/// The SHA-256 digest of a token, as stored in a tokens file (`sha256:<hex>`).
+pub fn token_digest(token: &str) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(token.as_bytes())))
+}
+
+impl TokenSet {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Adds a token given in plain text (from the environment or a test).
+    pub fn add_plain(
+        &mut self,
+        name: &str,
+        role: Role,
+        token: &str,
+    ) -> Result<(), TokenConfigError> {
+        if token.len() < MIN_TOKEN_LEN {
+            return Err(TokenConfigError(format!(
+                "token {name:?} is shorter than {MIN_TOKEN_LEN} characters; generate one with `tasktable token new`"
+            )));
+        }
+        self.push(name, role, Sha256::digest(token.as_bytes()).into())
+    }
+
+    fn push(&mut self, name: &str, role: Role, digest: [u8; 32]) -> Result<(), TokenConfigError> {
+        if self.entries.iter().any(|e| e.name == name) {
+            return Err(TokenConfigError(format!(
+                "token name {name:?} is used twice"
+            )));
+        }
+        self.entries.push(Entry {
+            name: name.to_owned(),
+            role,
+            digest,
+        });
+        Ok(())
+    }
+
+    /// Reads a tokens file: one token per line, `<role> <name> sha256:<hex digest>`;
+    /// blank lines and lines starting with `#` are ignored. Plain-text tokens are refused
+    /// so the file is not itself a secret.
+    pub fn add_file_contents(&mut self, text: &str) -> Result<(), TokenConfigError> {
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = |why: &str| TokenConfigError(format!("tokens file line {}: {why}", n + 1));
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [role, name, digest] = fields[..] else {
+                return Err(bad("expected `<role> <name> sha256:<hex>`"));
+            };
+            let role: Role = role.parse().map_err(|e: TokenConfigError| bad(&e.0))?;
+            let hex_digest = digest
+                .strip_prefix("sha256:")
+                .ok_or_else(|| bad("the token must be given as sha256:<hex>; `tasktable token new` prints such a line"))?;
+            let bytes = hex::decode(hex_digest)
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .ok_or_else(|| bad("sha256 digest must be 64 hex digits"))?;
+            self.push(name, role, bytes).map_err(|e| bad(&e.0))?;
+        }
+        Ok(())
+    }
+
+    /// Reads `TASKTABLE_TOKENS`-style text: comma-separated `<role>:<token>` pairs.
+    pub fn add_env_value(&mut self, value: &str) -> Result<(), TokenConfigError> {
+        for (n, pair) in value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .enumerate()
+        {
+            let (role, token) = pair.split_once(':').ok_or_else(|| {
+                TokenConfigError(format!(
+                    "TASKTABLE_TOKENS entry {}: expected <role>:<token>",
+                    n + 1
+                ))
+            })?;
+            let role: Role = role.trim().parse()?;
+            self.add_plain(&format!("env-{}", n + 1), role, token.trim())?;
+        }
+        Ok(())
+    }
+
+    /// The principal a presented token belongs to. Every digest is compared, in constant
+    /// time, whether or not an earlier one matched.
+    pub fn authenticate(&self, token: &str) -> Option<Principal> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for entry in &self.entries {
+            if bool::from(entry.digest.ct_eq(&digest)) {
+                found = Some(entry);
+            }
+        }
+        found.map(|e| Principal {
+            name: e.name.clone(),
+            role: e.role,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_allow_exactly_their_access() {
+        use Access::*;
+        let table = [
+            (Role::Admin, [true, true, true, true]),
+            (Role::Operator, [true, true, false, false]),
+            (Role::Worker, [false, false, true, false]),
+            (Role::Reader, [true, false, false, false]),
+        ];
+        for (role, expected) in table {
+            let got = [Read, Operate, Work, Admin].map(|a| role.allows(a));
+            assert_eq!(got, expected, "{role}");
+        }
+    }
+
+    #[test]
+    fn file_tokens_are_digests_and_authenticate() {
+        let token = "a-long-enough-secret-token";
+        let mut set = TokenSet::default();
+        let file = format!("# ops\n\nworker ci {}\n", token_digest(token));
+        set.add_file_contents(&file).unwrap();
+        assert_eq!(set.authenticate(token).unwrap().role, Role::Worker);
+        assert_eq!(set.authenticate("a-long-enough-secret-tokeN"), None);
+        let debug = format!("{set:?}");
+        assert!(!debug.contains(token) && !debug.contains(&token_digest(token)[7..]));
+    }
+
+    #[test]
+    fn bad_configuration_says_what_is_wrong() {
+        let mut set = TokenSet::default();
+        let err = set
+            .add_file_contents("worker ci plaintext-token-here-x")
+            .unwrap_err();
+        assert!(
+            err.0.contains("line 1") && err.0.contains("sha256:"),
+            "{err}"
+        );
+        let err = set.add_env_value("boss:0123456789abcdefxyz").unwrap_err();
+        assert!(err.0.contains("unknown role \"boss\""), "{err}");
+        let err = set.add_env_value("reader:short").unwrap_err();
+        assert!(err.0.contains("shorter than 16"), "{err}");
+        let err = set.add_file_contents("reader r sha256:abcd").unwrap_err();
+        assert!(err.0.contains("64 hex digits"), "{err}");
+        set.add_env_value("reader:0123456789abcdef, admin:fedcba9876543210")
+            .unwrap();
+        assert_eq!(set.len(), 2);
+        assert_eq!(
+            set.authenticate("fedcba9876543210").unwrap().role,
+            Role::Admin
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! Every error the API returns: `{"error": {"code": ..., "message": ...}}` with a status
+//! that says whose fault it was. Client mistakes are 4xx with a message that names what is
+//! wrong; database failures are 5xx whose details go to the log, not to the client.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tasktable_store::StoreError;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable, machine-readable; documented in docs/api.md.
+    pub code: &'static str,
+    pub message: String,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The request's values are wrong (the JSON itself parsed).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// The lease this call names is no longer held.
+    pub fn lease_lost(id: i64) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "lease_lost",
+            format!("task {id} is no longer held under this token: its lease expired and it was taken back, or it was claimed again; stop working on it"),
+        )
+    }
+
+    /// An operator cancelled the task this lease is for.
+    pub fn task_cancelled(id: i64) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "task_cancelled",
+            format!("task {id} was cancelled by an operator; stop working on it"),
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"tasktable\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        let message = err.to_string();
+        match err {
+            StoreError::NotFound(_) => ApiError::not_found(message),
+            StoreError::IllegalTransition { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "illegal_transition", message)
+            }
+            StoreError::InvalidTask { .. } | StoreError::InvalidInput(_) => {
+                ApiError::invalid(message)
+            }
+            StoreError::PayloadTooLarge { .. } => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+            }
+            StoreError::Migration(_) | StoreError::Database(_) => {
+                tracing::error!(error = %message, "store call failed");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "database_unavailable",
+                    "the database could not complete the request; retry it (a submit with an idempotency key is safe to repeat)",
+                )
+            }
+        }
+    }
+}

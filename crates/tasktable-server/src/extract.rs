@@ -1,0 +1,96 @@
+//! Extractors that turn every malformed request into an [`ApiError`] that says what is
+//! wrong, instead of axum's plain-text rejections.
+
+use crate::error::ApiError;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+/// A JSON body.
+#[derive(Debug)]
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(Body(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    match rejection {
+        JsonRejection::JsonDataError(e) => ApiError::invalid(format!(
+            "request body does not match the expected shape: {}",
+            source_text(&e)
+        )),
+        JsonRejection::JsonSyntaxError(e) => ApiError::bad_request(
+            "malformed_json",
+            format!("request body is not valid JSON: {}", source_text(&e)),
+        ),
+        JsonRejection::MissingJsonContentType(_) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as JSON with Content-Type: application/json",
+        ),
+        JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "request body is larger than the server's limit (--max-body-bytes)",
+            )
+        }
+        other => ApiError::bad_request("bad_body", other.body_text()),
+    }
+}
+
+/// The innermost message of an error chain: serde's own words, with line and column.
+fn source_text(err: &dyn std::error::Error) -> String {
+    let mut inner = err;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    inner.to_string()
+}
+
+/// Query-string parameters.
+#[derive(Debug)]
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Query(q.0))
+            .map_err(|e: QueryRejection| {
+                ApiError::bad_request(
+                    "invalid_query",
+                    format!("bad query parameters: {}", source_text(&e)),
+                )
+            })
+    }
+}
+
+/// Path parameters.
+#[derive(Debug)]
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Path(p.0))
+            .map_err(|e: PathRejection| {
+                ApiError::bad_request("invalid_path", format!("bad path: {}", e.body_text()))
+            })
+    }
+}

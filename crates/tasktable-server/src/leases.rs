@@ -1,0 +1,360 @@
+//! The pull protocol: workers in any language claim tasks over HTTP and then renew,
+//! checkpoint and end them under the lease's fencing token, exactly as in-process workers
+//! do through the store. A call under a token that no longer holds the task is refused
+//! with 409 `lease_lost` (or `task_cancelled`) and changes nothing.
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Body, Path};
+use crate::wire::{contains_nul, ClaimedTask};
+use crate::AppState;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
+use tasktable_core::task::{DEFAULT_QUEUE, MAX_DELAY};
+use tasktable_core::{Lease, TaskId};
+use tasktable_store::{
+    lost_lease_status, CheckpointParams, ClaimParams, FinishItem, FinishParams, LeaseStatus,
+    RenewParams, DEFAULT_MAX_PAYLOAD_BYTES,
+};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+/// How long a lease lasts when a request does not say.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+const MIN_LEASE: Duration = Duration::from_secs(1);
+const MAX_LEASE: Duration = Duration::from_secs(3600);
+/// How often a waiting claim looks again when no wake arrives (tasks also become due by
+/// the clock, which sends no wake).
+const CLAIM_POLL: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    #[serde(default)]
+    queue: Option<String>,
+    kinds: Vec<String>,
+    worker_id: String,
+    #[serde(default)]
+    worker_host: Option<String>,
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    lease_ms: Option<u64>,
+    #[serde(default)]
+    wait_ms: Option<u64>,
+}
+
+fn lease_duration(ms: Option<u64>) -> ApiResult<Duration> {
+    let lease = ms.map_or(DEFAULT_LEASE, Duration::from_millis);
+    if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
+        return Err(ApiError::invalid(format!(
+            "lease_ms must be between {} and {}, got {}",
+            MIN_LEASE.as_millis(),
+            MAX_LEASE.as_millis(),
+            lease.as_millis()
+        )));
+    }
+    Ok(lease)
+}
+
+/// A delay a worker asks for, at most [`MAX_DELAY`] (10 years).
+fn bounded_delay(field: &str, ms: Option<u64>) -> ApiResult<Option<Duration>> {
+    match ms.map(Duration::from_millis) {
+        Some(d) if d > MAX_DELAY => Err(ApiError::invalid(format!(
+            "{field} must be at most {} (10 years), got {}",
+            MAX_DELAY.as_millis(),
+            d.as_millis()
+        ))),
+        other => Ok(other),
+    }
+}
+
+fn check_name(field: &str, value: &str) -> ApiResult<()> {
+    if value.trim().is_empty() || value.len() > 255 || value.chars().any(char::is_control) {
+        return Err(ApiError::invalid(format!(
+            "{field} must be 1 to 255 bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+pub async fn claim(
+    State(state): State<AppState>,
+    Body(req): Body<ClaimRequest>,
+) -> ApiResult<Response> {
+    let queue = req.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_owned());
+    check_name("queue", &queue)?;
+    check_name("worker_id", &req.worker_id)?;
+    if req.kinds.is_empty() {
+        return Err(ApiError::invalid(
+            "kinds must name at least one task kind the worker runs",
+        ));
+    }
+    for kind in &req.kinds {
+        check_name("each of kinds", kind)?;
+    }
+    let limit = req.limit.unwrap_or(1);
+    if limit == 0 || limit > state.limits.max_claim {
+        return Err(ApiError::invalid(format!(
+            "limit must be between 1 and {}, got {limit}",
+            state.limits.max_claim
+        )));
+    }
+    let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
+    if wait > state.limits.max_claim_wait {
+        return Err(ApiError::invalid(format!(
+            "wait_ms must be at most {}, got {}",
+            state.limits.max_claim_wait.as_millis(),
+            wait.as_millis()
+        )));
+    }
+    let params = ClaimParams {
+        worker_host: req.worker_host.unwrap_or_else(|| "remote".to_owned()),
+        queue,
+        kinds: req.kinds,
+        limit,
+        worker_id: req.worker_id,
+        lease_for: lease_duration(req.lease_ms)?,
+        now: None,
+    };
+    check_name("worker_host", &params.worker_host)?;
+    // Subscribe before the first claim so a submit between the two is not missed.
+    let mut wakes = state.store.subscribe().await?;
+    let deadline = Instant::now() + wait;
+    loop {
+        let tasks = state.store.task_claim(params.clone()).await?;
+        let now = Instant::now();
+        if !tasks.is_empty() || now >= deadline {
+            let tasks: Vec<ClaimedTask> = tasks.into_iter().map(ClaimedTask::from).collect();
+            return Ok(Json(json!({ "tasks": tasks })).into_response());
+        }
+        let nap = (deadline - now).min(CLAIM_POLL);
+        tokio::select! {
+            () = wake_for(&mut wakes, &params.queue) => {}
+            () = tokio::time::sleep(nap) => {}
+        }
+    }
+}
+
+/// Resolves on a wake for `queue` (or when wakes were missed); never when the channel is
+/// closed, leaving the poll to the caller's timer.
+async fn wake_for(wakes: &mut broadcast::Receiver<tasktable_store::Wake>, queue: &str) {
+    loop {
+        match wakes.recv().await {
+            Ok(wake) if wake.queue == queue => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+/// Every lease call names its token; the rest depends on the operation.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    token: i64,
+    #[serde(default)]
+    lease_ms: Option<u64>,
+    #[serde(default)]
+    checkpoint: Option<Value>,
+    #[serde(default)]
+    progress: Option<Value>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    retryable: Option<bool>,
+    #[serde(default)]
+    retry_after_ms: Option<u64>,
+    #[serde(default)]
+    delay_ms: Option<u64>,
+}
+
+/// The lease operations, by the name they have in paths, with the fields each accepts.
+pub const LEASE_OPERATIONS: &[(&str, &[&str])] = &[
+    ("renew", &["lease_ms"]),
+    ("checkpoint", &["checkpoint", "progress"]),
+    ("complete", &["result"]),
+    ("fail", &["error", "retryable", "retry_after_ms"]),
+    ("snooze", &["delay_ms"]),
+    ("release", &[]),
+];
+
+impl LeaseRequest {
+    /// Refuses fields that do not belong to `op`, so a misplaced field is not ignored.
+    fn only(&self, op: &str, allowed: &[&str]) -> ApiResult<()> {
+        let present = [
+            ("lease_ms", self.lease_ms.is_some()),
+            ("checkpoint", self.checkpoint.is_some()),
+            ("progress", self.progress.is_some()),
+            ("result", self.result.is_some()),
+            ("error", self.error.is_some()),
+            ("retryable", self.retryable.is_some()),
+            ("retry_after_ms", self.retry_after_ms.is_some()),
+            ("delay_ms", self.delay_ms.is_some()),
+        ];
+        match present
+            .iter()
+            .find(|(name, set)| *set && !allowed.contains(name))
+        {
+            Some((name, _)) => Err(ApiError::invalid(format!("{op} does not take {name}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+fn status_error(id: TaskId, status: LeaseStatus) -> ApiError {
+    match status {
+        LeaseStatus::Cancelled => ApiError::task_cancelled(id),
+        _ => ApiError::lease_lost(id),
+    }
+}
+
+fn check_value(field: &str, value: &Value) -> ApiResult<()> {
+    if contains_nul(value) {
+        return Err(ApiError::invalid(format!(
+            "{field} contains a NUL character (\\u0000), which tasktable does not store"
+        )));
+    }
+    let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+    if size > DEFAULT_MAX_PAYLOAD_BYTES {
+        return Err(ApiError::new(
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("{field} is {size} bytes; the limit is {DEFAULT_MAX_PAYLOAD_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+pub async fn lease_op(
+    State(state): State<AppState>,
+    Path((id, op)): Path<(TaskId, String)>,
+    Body(req): Body<LeaseRequest>,
+) -> ApiResult<Response> {
+    let Some(&(_, allowed)) = LEASE_OPERATIONS.iter().find(|(name, _)| *name == op) else {
+        let names: Vec<&str> = LEASE_OPERATIONS.iter().map(|(n, _)| *n).collect();
+        return Err(ApiError::not_found(format!(
+            "unknown lease operation {op:?}; operations are {}",
+            names.join(", ")
+        )));
+    };
+    req.only(&op, allowed)?;
+    let lease = Lease {
+        task_id: id,
+        token: req.token,
+    };
+    match op.as_str() {
+        "renew" => {
+            let lease_for = lease_duration(req.lease_ms)?;
+            let status = state
+                .store
+                .task_renew(RenewParams {
+                    leases: vec![lease],
+                    lease_for,
+                    now: None,
+                })
+                .await?
+                .pop()
+                .unwrap_or(LeaseStatus::Lost);
+            match status {
+                LeaseStatus::Held { expires_at } => {
+                    Ok(Json(json!({ "lease_expires_at": expires_at })).into_response())
+                }
+                other => Err(status_error(id, other)),
+            }
+        }
+        "checkpoint" => {
+            if req.checkpoint.is_none() && req.progress.is_none() {
+                return Err(ApiError::invalid(
+                    "checkpoint needs checkpoint, progress or both",
+                ));
+            }
+            for (field, value) in [("checkpoint", &req.checkpoint), ("progress", &req.progress)] {
+                if let Some(v) = value {
+                    check_value(field, v)?;
+                }
+            }
+            let status = state
+                .store
+                .task_checkpoint(CheckpointParams {
+                    lease,
+                    checkpoint: req.checkpoint,
+                    progress: req.progress,
+                })
+                .await?;
+            match status {
+                LeaseStatus::Held { .. } => Ok(Json(json!({ "saved": true })).into_response()),
+                other => Err(status_error(id, other)),
+            }
+        }
+        _ => {
+            let outcome = match op.as_str() {
+                "complete" => {
+                    if let Some(result) = &req.result {
+                        check_value("result", result)?;
+                    }
+                    HandlerOutcome::Succeeded { result: req.result }
+                }
+                "fail" => {
+                    let message = req
+                        .error
+                        .filter(|m| !m.trim().is_empty())
+                        .ok_or_else(|| ApiError::invalid("fail needs an error message"))?;
+                    let retry_after = bounded_delay("retry_after_ms", req.retry_after_ms)?;
+                    match (req.retryable.unwrap_or(true), retry_after) {
+                        (true, retry_after) => HandlerOutcome::Error {
+                            message,
+                            retry_after,
+                        },
+                        (false, None) => HandlerOutcome::Failed { message },
+                        (false, Some(_)) => {
+                            return Err(ApiError::invalid(
+                                "retry_after_ms applies only to a retryable failure",
+                            ))
+                        }
+                    }
+                }
+                "snooze" => HandlerOutcome::Snooze {
+                    after: bounded_delay("delay_ms", req.delay_ms)?.unwrap_or_default(),
+                },
+                _ => return finish(&state, lease, FinishPlan::interrupted()).await,
+            };
+            let task = state
+                .store
+                .task_get(id)
+                .await?
+                .ok_or_else(|| ApiError::lease_lost(id))?;
+            let plan =
+                FinishPlan::for_handler(outcome, task.attempt, &task.backoff, rand::random());
+            finish(&state, lease, plan).await
+        }
+    }
+}
+
+/// Ends the attempt under `lease`; answers with the task's state afterwards.
+async fn finish(state: &AppState, lease: Lease, plan: FinishPlan) -> ApiResult<Response> {
+    let applied = state
+        .store
+        .task_finish(FinishParams {
+            items: vec![FinishItem { lease, plan }],
+            only_if_expired: false,
+            now: None,
+        })
+        .await?;
+    let task = state.store.task_get(lease.task_id).await?;
+    if applied.first() != Some(&true) {
+        let row = task.map(|t| (t.state, t.lease_token));
+        return Err(status_error(lease.task_id, lost_lease_status(lease, row)));
+    }
+    let (state_now, run_at) = task
+        .map(|t| (Some(t.state), Some(t.run_at)))
+        .unwrap_or_default();
+    Ok(Json(json!({ "state": state_now, "run_at": run_at })).into_response())
+}

@@ -1,0 +1,130 @@
+//! tasktable's HTTP API.
+//!
+//! Owns: the REST API for submitting, querying and intervening; the pull protocol that
+//! lets workers in any language claim, renew, checkpoint, complete and fail tasks with the
+//! same leases and fencing tokens as in-process workers; bearer-token roles; request
+//! limits; the JSON error format; and the OpenAPI document describing all of it.
+//!
+//! Must not know: SQL or any backend (it holds an `Arc<dyn Store>`), and how workers run
+//! handlers. It computes retry plans with `tasktable-core` exactly as the runtime does,
+//! so a remote worker's failure is treated like a local one.
+
+pub mod auth;
+mod error;
+mod extract;
+mod guard;
+mod leases;
+mod openapi;
+mod queues;
+mod tasks;
+pub mod wire;
+
+pub use auth::{token_digest, Access, Principal, Role, TokenConfigError, TokenSet};
+pub use error::{ApiError, ApiResult};
+
+use axum::routing::{get, post};
+use axum::Router;
+use std::sync::Arc;
+use std::time::Duration;
+use tasktable_store::Store;
+
+/// Limits on what one request may ask for.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Most tasks in one batch submit.
+    pub max_batch: usize,
+    /// Longest a claim may wait for work.
+    pub max_claim_wait: Duration,
+    /// Most tasks one claim may take.
+    pub max_claim: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 8 << 20,
+            max_batch: 10_000,
+            max_claim_wait: Duration::from_secs(60),
+            max_claim: 100,
+        }
+    }
+}
+
+/// What every request handler shares.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub tokens: Arc<TokenSet>,
+    pub limits: Limits,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, tokens: TokenSet) -> Self {
+        AppState {
+            store,
+            tokens: Arc::new(tokens),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Every route with the access it needs, in one table: the router is built from it and
+/// the tests of roles and of the OpenAPI document walk it.
+pub const ROUTES: &[(&str, &str, Access)] = &[
+    ("GET", "/api/v1/tasks", Access::Read),
+    ("POST", "/api/v1/tasks", Access::Operate),
+    ("POST", "/api/v1/tasks/batch", Access::Operate),
+    ("POST", "/api/v1/tasks/bulk/{op}", Access::Operate),
+    ("GET", "/api/v1/tasks/{id}", Access::Read),
+    ("POST", "/api/v1/tasks/{id}/{op}", Access::Operate),
+    ("GET", "/api/v1/queues", Access::Read),
+    ("POST", "/api/v1/queues/{name}/{op}", Access::Operate),
+    ("GET", "/api/v1/stats", Access::Read),
+    ("POST", "/api/v1/claim", Access::Work),
+    ("POST", "/api/v1/leases/{id}/{op}", Access::Work),
+    ("POST", "/api/v1/admin/migrate", Access::Admin),
+];
+
+/// The API's router. Authentication is on when `state.tokens` is not empty.
+pub fn router(state: AppState) -> Router {
+    let max_body = state.limits.max_body_bytes;
+    let mut api = Router::new();
+    for &(method, path, access) in ROUTES {
+        let handler = match (method, path) {
+            ("GET", "/api/v1/tasks") => get(tasks::list),
+            ("POST", "/api/v1/tasks") => post(tasks::submit),
+            ("POST", "/api/v1/tasks/batch") => post(tasks::submit_batch),
+            ("POST", "/api/v1/tasks/bulk/{op}") => post(tasks::bulk),
+            ("GET", "/api/v1/tasks/{id}") => get(tasks::show),
+            ("POST", "/api/v1/tasks/{id}/{op}") => post(tasks::change),
+            ("GET", "/api/v1/queues") => get(queues::list),
+            ("POST", "/api/v1/queues/{name}/{op}") => post(queues::set_paused),
+            ("GET", "/api/v1/stats") => get(queues::stats),
+            ("POST", "/api/v1/claim") => post(leases::claim),
+            ("POST", "/api/v1/leases/{id}/{op}") => post(leases::lease_op),
+            ("POST", "/api/v1/admin/migrate") => post(queues::migrate),
+            _ => unreachable!("every route in ROUTES has a handler"),
+        };
+        api = api.route(path, guard::require(access, &state, handler));
+    }
+    api.route("/api/v1/openapi.json", get(openapi::document))
+        .route("/healthz", get(|| async { "ok" }))
+        .fallback(guard::not_found)
+        .method_not_allowed_fallback(guard::method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// Serves `router(state)` on `listener` until `shutdown` resolves, then lets requests in
+/// flight finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

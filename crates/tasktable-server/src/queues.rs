@@ -1,0 +1,87 @@
+//! Queues (pause and resume), counts, and maintenance.
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Path;
+use crate::AppState;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+use tasktable_core::TaskState;
+use tasktable_store::{QueueInfo, QueuePauseParams};
+
+fn counts(pairs: &[(TaskState, u64)]) -> Value {
+    let mut map = Map::new();
+    for state in TaskState::ALL {
+        let n = pairs
+            .iter()
+            .find(|(s, _)| *s == state)
+            .map_or(0, |(_, n)| *n);
+        map.insert(state.as_str().to_owned(), json!(n));
+    }
+    Value::Object(map)
+}
+
+fn queue_view(q: &QueueInfo) -> Value {
+    json!({"name": q.name, "paused": q.paused, "counts": counts(&q.counts)})
+}
+
+pub async fn list(State(state): State<AppState>) -> ApiResult<Response> {
+    let queues: Vec<Value> = state
+        .store
+        .queue_list()
+        .await?
+        .iter()
+        .map(queue_view)
+        .collect();
+    Ok(Json(json!({ "queues": queues })).into_response())
+}
+
+pub async fn set_paused(
+    State(state): State<AppState>,
+    Path((name, op)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let paused = match op.as_str() {
+        "pause" => true,
+        "resume" => false,
+        other => {
+            return Err(ApiError::not_found(format!(
+                "unknown queue operation {other:?}; operations are pause, resume"
+            )))
+        }
+    };
+    if name.trim().is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            "queue name must be 1 to 255 bytes without control characters",
+        ));
+    }
+    state
+        .store
+        .queue_set_paused(QueuePauseParams {
+            queue: name.clone(),
+            paused,
+        })
+        .await?;
+    Ok(Json(json!({"name": name, "paused": paused})).into_response())
+}
+
+/// Task counts by state, in total and per queue.
+pub async fn stats(State(state): State<AppState>) -> ApiResult<Response> {
+    let queues = state.store.queue_list().await?;
+    let mut totals: Vec<(TaskState, u64)> = Vec::new();
+    for q in &queues {
+        for &(s, n) in &q.counts {
+            match totals.iter_mut().find(|(t, _)| *t == s) {
+                Some((_, total)) => *total += n,
+                None => totals.push((s, n)),
+            }
+        }
+    }
+    let queues: Vec<Value> = queues.iter().map(queue_view).collect();
+    Ok(Json(json!({"totals": counts(&totals), "queues": queues})).into_response())
+}
+
+pub async fn migrate(State(state): State<AppState>) -> ApiResult<Response> {
+    state.store.migrate().await?;
+    Ok(Json(json!({ "migrated": true })).into_response())
+}

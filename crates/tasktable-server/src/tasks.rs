@@ -1,0 +1,347 @@
+//! Submitting, finding and changing tasks.
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Body, Path, Query};
+use crate::wire::{contains_nul, AttemptView, SubmitBatch, SubmitTask, SubmittedView, TaskView};
+use crate::AppState;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tasktable_core::{TaskId, TaskState};
+use tasktable_store::{Change, ListParams, SubmitParams, Target, TaskFilter, UpdateParams};
+
+fn check_json(field: &str, value: &Value) -> ApiResult<()> {
+    if contains_nul(value) {
+        return Err(ApiError::invalid(format!(
+            "{field} contains a NUL character (\\u0000), which tasktable does not store"
+        )));
+    }
+    Ok(())
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    Body(task): Body<SubmitTask>,
+) -> ApiResult<Response> {
+    check_json("payload", &task.payload)?;
+    let submitted = state
+        .store
+        .task_submit(SubmitParams {
+            tasks: vec![task.into_new_task()],
+            now: None,
+        })
+        .await?;
+    let first = submitted[0];
+    let task = state
+        .store
+        .task_get(first.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("task {} vanished", first.id)))?;
+    let status = if first.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let body = json!({"id": first.id, "created": first.created, "task": TaskView::from(task)});
+    Ok((status, Json(body)).into_response())
+}
+
+pub async fn submit_batch(
+    State(state): State<AppState>,
+    Body(batch): Body<SubmitBatch>,
+) -> ApiResult<Response> {
+    if batch.tasks.is_empty() {
+        return Err(ApiError::invalid("tasks must hold at least one task"));
+    }
+    if batch.tasks.len() > state.limits.max_batch {
+        return Err(ApiError::invalid(format!(
+            "a batch holds at most {} tasks, got {}; split it",
+            state.limits.max_batch,
+            batch.tasks.len()
+        )));
+    }
+    for (index, task) in batch.tasks.iter().enumerate() {
+        check_json(&format!("payload of task #{index}"), &task.payload)?;
+    }
+    let tasks = batch
+        .tasks
+        .into_iter()
+        .map(SubmitTask::into_new_task)
+        .collect();
+    let submitted = state
+        .store
+        .task_submit(SubmitParams { tasks, now: None })
+        .await?;
+    let status = if submitted.iter().any(|s| s.created) {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let views: Vec<SubmittedView> = submitted
+        .into_iter()
+        .map(|s| SubmittedView {
+            id: s.id,
+            created: s.created,
+        })
+        .collect();
+    Ok((status, Json(json!({ "tasks": views }))).into_response())
+}
+
+/// `GET /api/v1/tasks` parameters; `state` is a comma-separated list.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    queue: Option<String>,
+    kind: Option<String>,
+    state: Option<String>,
+    key: Option<String>,
+    idempotency_key: Option<String>,
+    error: Option<String>,
+    created_after: Option<DateTime<Utc>>,
+    created_before: Option<DateTime<Utc>>,
+    updated_after: Option<DateTime<Utc>>,
+    updated_before: Option<DateTime<Utc>>,
+    after: Option<TaskId>,
+    limit: Option<u32>,
+}
+
+/// Default page size.
+const DEFAULT_LIMIT: u32 = 50;
+
+pub fn parse_states(list: &str) -> ApiResult<Vec<TaskState>> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<TaskState>().map_err(|_| {
+                let names: Vec<&str> = TaskState::ALL.iter().map(|s| s.as_str()).collect();
+                ApiError::bad_request(
+                    "invalid_query",
+                    format!("unknown state {s:?}; states are {}", names.join(", ")),
+                )
+            })
+        })
+        .collect()
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Response> {
+    let filter = TaskFilter {
+        queue: q.queue,
+        kind: q.kind,
+        states: q
+            .state
+            .as_deref()
+            .map(parse_states)
+            .transpose()?
+            .unwrap_or_default(),
+        key: q.key,
+        idempotency_key: q.idempotency_key,
+        created_after: q.created_after,
+        created_before: q.created_before,
+        updated_after: q.updated_after,
+        updated_before: q.updated_before,
+        error_contains: q.error,
+    };
+    let page = state
+        .store
+        .task_list(ListParams {
+            filter,
+            after: q.after,
+            limit: q.limit.unwrap_or(DEFAULT_LIMIT),
+        })
+        .await?;
+    let tasks: Vec<TaskView> = page.tasks.into_iter().map(TaskView::from).collect();
+    Ok(Json(json!({"tasks": tasks, "next": page.next})).into_response())
+}
+
+pub async fn show(State(state): State<AppState>, Path(id): Path<TaskId>) -> ApiResult<Response> {
+    let task = state
+        .store
+        .task_get(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("task {id} not found")))?;
+    let attempts: Vec<AttemptView> = state
+        .store
+        .attempt_list(id)
+        .await?
+        .into_iter()
+        .map(AttemptView::from)
+        .collect();
+    Ok(Json(json!({"task": TaskView::from(task), "attempts": attempts})).into_response())
+}
+
+/// The operations, by the name they have in paths.
+pub const OPERATIONS: &[&str] = &[
+    "cancel",
+    "retry",
+    "hold",
+    "release",
+    "reschedule",
+    "set-priority",
+    "set-max-attempts",
+    "edit-payload",
+];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reschedule {
+    run_at: Option<DateTime<Utc>>,
+    delay_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetPriority {
+    priority: i32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetMaxAttempts {
+    max_attempts: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditPayload {
+    payload: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Nothing {}
+
+fn values<T: DeserializeOwned>(op: &str, body: Value) -> ApiResult<T> {
+    serde_json::from_value(body).map_err(|e| ApiError::invalid(format!("bad body for {op}: {e}")))
+}
+
+/// The change an operation names, with its values from `body` (an object; `{}` when the
+/// request had no body).
+async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Change> {
+    Ok(match op {
+        "cancel" | "retry" | "hold" | "release" => {
+            let Nothing {} = values(op, body)?;
+            match op {
+                "cancel" => Change::Cancel,
+                "retry" => Change::Retry,
+                "hold" => Change::Hold,
+                _ => Change::Release,
+            }
+        }
+        "reschedule" => {
+            let r: Reschedule = values(op, body)?;
+            let run_at = match (r.run_at, r.delay_ms) {
+                (Some(at), None) => at,
+                (None, Some(ms)) => {
+                    let delay =
+                        chrono::Duration::try_milliseconds(i64::try_from(ms).unwrap_or(i64::MAX))
+                            .filter(|d| *d <= chrono::Duration::days(3650))
+                            .ok_or_else(|| {
+                                ApiError::invalid("delay_ms must be at most 10 years")
+                            })?;
+                    state.store.db_now().await? + delay
+                }
+                _ => {
+                    return Err(ApiError::invalid(
+                        "reschedule needs exactly one of run_at and delay_ms",
+                    ))
+                }
+            };
+            Change::Reschedule { run_at }
+        }
+        "set-priority" => Change::SetPriority {
+            priority: values::<SetPriority>(op, body)?.priority,
+        },
+        "set-max-attempts" => Change::SetMaxAttempts {
+            max_attempts: values::<SetMaxAttempts>(op, body)?.max_attempts,
+        },
+        "edit-payload" => {
+            let payload = values::<EditPayload>(op, body)?.payload;
+            check_json("payload", &payload)?;
+            Change::EditPayload { payload }
+        }
+        other => {
+            return Err(ApiError::not_found(format!(
+                "unknown operation {other:?}; operations are {}",
+                OPERATIONS.join(", ")
+            )))
+        }
+    })
+}
+
+/// A body that may be empty (for operations without values); otherwise a JSON object.
+fn object_body(bytes: &Bytes) -> ApiResult<Value> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::bad_request(
+            "malformed_json",
+            format!("request body is not valid JSON: {e}"),
+        )
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::invalid("request body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+pub async fn change(
+    State(state): State<AppState>,
+    Path((id, op)): Path<(TaskId, String)>,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    let change = parse_change(&state, &op, object_body(&bytes)?).await?;
+    state
+        .store
+        .task_update(UpdateParams {
+            target: Target::Id(id),
+            change,
+            now: None,
+        })
+        .await?;
+    let task = state
+        .store
+        .task_get(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("task {id} not found")))?;
+    Ok(Json(json!({"task": TaskView::from(task)})).into_response())
+}
+
+pub async fn bulk(
+    State(state): State<AppState>,
+    Path(op): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    let mut body = object_body(&bytes)?;
+    let filter = body
+        .as_object_mut()
+        .and_then(|o| o.remove("filter"))
+        .ok_or_else(|| ApiError::invalid("a bulk change needs a filter: {\"filter\": {...}}"))?;
+    let filter: TaskFilter = serde_json::from_value(filter)
+        .map_err(|e| ApiError::invalid(format!("bad filter: {e}")))?;
+    if filter == TaskFilter::default() {
+        return Err(ApiError::invalid(
+            "the filter is empty and would match every task; name at least one field (for example {\"states\": [\"failed\"]})",
+        ));
+    }
+    let change = parse_change(&state, &op, body).await?;
+    let changed = state
+        .store
+        .task_update(UpdateParams {
+            target: Target::Filter(filter),
+            change,
+            now: None,
+        })
+        .await?;
+    Ok(Json(json!({ "changed": changed })).into_response())
+}

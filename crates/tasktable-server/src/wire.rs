@@ -1,0 +1,244 @@
+//! The JSON the API speaks. Durations are whole milliseconds (`*_ms`), times are RFC 3339
+//! in UTC, and request types refuse unknown fields, so a misspelt option is an error
+//! rather than silently ignored.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+use tasktable_core::{Attempt, Backoff, NewTask, Task, TaskId, TaskState};
+
+/// A task to submit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitTask {
+    pub kind: String,
+    #[serde(default)]
+    pub queue: Option<String>,
+    #[serde(default)]
+    pub payload: Value,
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    #[serde(default)]
+    pub priority: Option<i32>,
+    #[serde(default)]
+    pub run_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    #[serde(default)]
+    pub backoff: Option<BackoffSpec>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub held: Option<bool>,
+}
+
+/// Retry delays: `initial_ms * multiplier^(attempt-1)`, capped at `max_ms`, ± `jitter`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackoffSpec {
+    pub initial_ms: u64,
+    pub multiplier: f64,
+    pub max_ms: u64,
+    pub jitter: f64,
+}
+
+impl From<Backoff> for BackoffSpec {
+    fn from(b: Backoff) -> Self {
+        BackoffSpec {
+            initial_ms: millis(b.initial),
+            multiplier: b.multiplier,
+            max_ms: millis(b.max),
+            jitter: b.jitter,
+        }
+    }
+}
+
+impl From<BackoffSpec> for Backoff {
+    fn from(b: BackoffSpec) -> Self {
+        Backoff {
+            initial: Duration::from_millis(b.initial_ms),
+            multiplier: b.multiplier,
+            max: Duration::from_millis(b.max_ms),
+            jitter: b.jitter,
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl SubmitTask {
+    /// The task to store; values are checked by the store's validation, so the API and the
+    /// library refuse exactly the same things.
+    pub fn into_new_task(self) -> NewTask {
+        let mut task = NewTask::new(self.kind, self.payload);
+        if let Some(queue) = self.queue {
+            task = task.queue(queue);
+        }
+        task.key = self.key;
+        task.idempotency_key = self.idempotency_key;
+        task.priority = self.priority.unwrap_or(task.priority);
+        task.run_at = self.run_at;
+        task.delay = self.delay_ms.map(Duration::from_millis);
+        task.max_attempts = self.max_attempts.unwrap_or(task.max_attempts);
+        task.backoff = self.backoff.map(Backoff::from).unwrap_or(task.backoff);
+        task.timeout = self.timeout_ms.map(Duration::from_millis);
+        task.held = self.held.unwrap_or(false);
+        task
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBatch {
+    pub tasks: Vec<SubmitTask>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SubmittedView {
+    pub id: TaskId,
+    /// `false` when a task with the same idempotency key already existed; it is returned
+    /// as it is and the request's values were not applied.
+    pub created: bool,
+}
+
+/// A task as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskView {
+    pub id: TaskId,
+    pub kind: String,
+    pub queue: String,
+    pub state: TaskState,
+    pub payload: Value,
+    pub result: Option<Value>,
+    pub checkpoint: Option<Value>,
+    pub progress: Option<Value>,
+    pub key: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub priority: i32,
+    pub run_at: DateTime<Utc>,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub backoff: BackoffSpec,
+    pub timeout_ms: Option<u64>,
+    pub lease_token: i64,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub deadline_at: Option<DateTime<Utc>>,
+    pub worker_id: Option<String>,
+    pub worker_host: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<Task> for TaskView {
+    fn from(t: Task) -> Self {
+        TaskView {
+            id: t.id,
+            kind: t.kind,
+            queue: t.queue,
+            state: t.state,
+            payload: t.payload,
+            result: t.result,
+            checkpoint: t.checkpoint,
+            progress: t.progress,
+            key: t.key,
+            idempotency_key: t.idempotency_key,
+            priority: t.priority,
+            run_at: t.run_at,
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            backoff: t.backoff.into(),
+            timeout_ms: t.timeout.map(millis),
+            lease_token: t.lease_token,
+            lease_expires_at: t.lease_expires_at,
+            deadline_at: t.deadline_at,
+            worker_id: t.worker_id,
+            worker_host: t.worker_host,
+            last_error: t.last_error,
+            created_at: t.created_at,
+            updated_at: t.updated_at,
+            started_at: t.started_at,
+            finished_at: t.finished_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptView {
+    pub attempt: u32,
+    pub worker_id: Option<String>,
+    pub worker_host: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: DateTime<Utc>,
+    pub outcome: &'static str,
+    pub error: Option<String>,
+}
+
+impl From<Attempt> for AttemptView {
+    fn from(a: Attempt) -> Self {
+        AttemptView {
+            attempt: a.attempt,
+            worker_id: a.worker_id,
+            worker_host: a.worker_host,
+            started_at: a.started_at,
+            finished_at: a.finished_at,
+            outcome: a.outcome.as_str(),
+            error: a.error,
+        }
+    }
+}
+
+/// A task handed to a remote worker by a claim.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimedTask {
+    pub id: TaskId,
+    /// The fencing token: send it with every renew, checkpoint, complete and fail.
+    pub token: i64,
+    pub kind: String,
+    pub queue: String,
+    pub payload: Value,
+    /// What an earlier attempt saved, to resume from.
+    pub checkpoint: Option<Value>,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// When the attempt times out, if the task has a timeout.
+    pub deadline_at: Option<DateTime<Utc>>,
+}
+
+impl From<Task> for ClaimedTask {
+    fn from(t: Task) -> Self {
+        ClaimedTask {
+            id: t.id,
+            token: t.lease_token,
+            kind: t.kind,
+            queue: t.queue,
+            payload: t.payload,
+            checkpoint: t.checkpoint,
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            lease_expires_at: t.lease_expires_at,
+            deadline_at: t.deadline_at,
+        }
+    }
+}
+
+/// True when a JSON value holds a string with a NUL character, which PostgreSQL's JSONB
+/// cannot store; refused on every backend so tasks move between backends unchanged.
+pub fn contains_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
+        _ => false,
+    }
+}

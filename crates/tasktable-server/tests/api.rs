@@ -1,0 +1,402 @@
+//! The REST API against real databases: submitting, finding and changing tasks.
+
+mod common;
+
+use common::{assert_error, Server};
+use serde_json::{json, Value};
+
+on_every_backend!(
+    submit_applies_defaults_and_options,
+    idempotent_submit_returns_the_existing_task_and_says_so,
+    batch_submit_is_all_or_none,
+    list_filters_and_pages,
+    show_includes_the_attempt_history,
+    every_operation_moves_a_task_as_the_state_machine_says,
+    bulk_changes_count_and_refuse_an_empty_filter,
+    queues_pause_resume_and_stats_count,
+);
+
+async fn submit_applies_defaults_and_options(s: Server) {
+    let (status, body) = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "email", "payload": {"to": "ada"}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["created"], true);
+    let task = &body["task"];
+    assert_eq!(task["id"], body["id"]);
+    assert_eq!(task["state"], "pending");
+    assert_eq!(task["queue"], "default");
+    assert_eq!(task["payload"], json!({"to": "ada"}));
+    assert_eq!(task["max_attempts"], 5);
+    assert_eq!(
+        task["backoff"],
+        json!({"initial_ms": 5000, "multiplier": 2.0, "max_ms": 3_600_000, "jitter": 0.1})
+    );
+
+    let (status, body) = s
+        .post(
+            "/api/v1/tasks",
+            json!({
+                "kind": "report", "queue": "slow", "payload": [1, 2], "key": "user-7",
+                "priority": -3, "delay_ms": 60_000, "max_attempts": 9, "timeout_ms": 1500,
+                "backoff": {"initial_ms": 10, "multiplier": 3.0, "max_ms": 1000, "jitter": 0.0},
+                "held": true
+            }),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let task = &body["task"];
+    assert_eq!(task["state"], "held");
+    assert_eq!(
+        (task["queue"].as_str(), task["key"].as_str()),
+        (Some("slow"), Some("user-7"))
+    );
+    assert_eq!(
+        (task["priority"].as_i64(), task["max_attempts"].as_i64()),
+        (Some(-3), Some(9))
+    );
+    assert_eq!(task["timeout_ms"], 1500);
+    assert_eq!(task["backoff"]["initial_ms"], 10);
+    let created: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(task["created_at"].clone()).unwrap();
+    let run_at: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(task["run_at"].clone()).unwrap();
+    let delay = (run_at - created).num_milliseconds();
+    assert!(
+        (59_000..=61_000).contains(&delay),
+        "run_at is created_at + 60 s, got {delay} ms"
+    );
+}
+
+async fn idempotent_submit_returns_the_existing_task_and_says_so(s: Server) {
+    let task = json!({"kind": "charge", "payload": {"cents": 100}, "idempotency_key": "order-1"});
+    let (first, one) = s.post("/api/v1/tasks", task).await;
+    assert_eq!(first, 201);
+    let repeat = json!({"kind": "charge", "payload": {"cents": 999}, "idempotency_key": "order-1"});
+    let (again, two) = s.post("/api/v1/tasks", repeat).await;
+    assert_eq!(again, 200, "a repeat is not a creation: {two}");
+    assert_eq!(two["created"], false);
+    assert_eq!(two["id"], one["id"]);
+    assert_eq!(
+        two["task"]["payload"],
+        json!({"cents": 100}),
+        "the first task is returned as it was"
+    );
+    assert_eq!(s.task_count().await, 1);
+}
+
+async fn batch_submit_is_all_or_none(s: Server) {
+    let good = json!({"kind": "a", "payload": 1});
+    let bad = json!({"kind": "b", "payload": 2, "max_attempts": 0});
+    let answer = s
+        .post("/api/v1/tasks/batch", json!({"tasks": [good, good, bad]}))
+        .await;
+    assert_error(&answer, 422, "invalid_input");
+    assert!(
+        answer.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("#2"),
+        "names the bad task: {}",
+        answer.1
+    );
+    assert_eq!(
+        s.task_count().await,
+        0,
+        "nothing of a refused batch is written"
+    );
+
+    let tasks: Vec<Value> = (0..3)
+        .map(|i| json!({"kind": "a", "payload": i, "idempotency_key": format!("k{i}")}))
+        .collect();
+    let (status, body) = s.post("/api/v1/tasks/batch", json!({"tasks": tasks})).await;
+    assert_eq!(status, 201, "{body}");
+    let created: Vec<bool> = body["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["created"].as_bool().unwrap())
+        .collect();
+    assert_eq!(created, [true, true, true]);
+    let (status, body) = s.post("/api/v1/tasks/batch", json!({"tasks": tasks})).await;
+    assert_eq!(status, 200, "all repeats: {body}");
+    assert!(body["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["created"] == false));
+    assert_eq!(s.task_count().await, 3);
+}
+
+async fn list_filters_and_pages(s: Server) {
+    for i in 0..7 {
+        let queue = if i % 2 == 0 { "even" } else { "odd" };
+        let body = json!({"kind": "k", "queue": queue, "payload": i, "key": format!("key-{i}")});
+        assert_eq!(s.post("/api/v1/tasks", body).await.0, 201);
+    }
+    s.post(
+        "/api/v1/tasks",
+        json!({"kind": "other", "payload": null, "held": true}),
+    )
+    .await;
+
+    let (_, body) = s.get("/api/v1/tasks?queue=even&kind=k").await;
+    let payloads: Vec<i64> = body["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["payload"].as_i64().unwrap())
+        .collect();
+    assert_eq!(payloads, [6, 4, 2, 0], "newest first");
+    let (_, body) = s.get("/api/v1/tasks?state=held").await;
+    assert_eq!(body["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(body["tasks"][0]["kind"], "other");
+    let (_, body) = s.get("/api/v1/tasks?state=held,pending&key=key-3").await;
+    assert_eq!(body["tasks"][0]["payload"], 3);
+
+    let mut seen = Vec::new();
+    let mut path = "/api/v1/tasks?kind=k&limit=3".to_owned();
+    loop {
+        let (status, page) = s.get(&path).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page["tasks"].as_array().unwrap().len() <= 3);
+        seen.extend(
+            page["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["payload"].as_i64().unwrap()),
+        );
+        match page["next"].as_i64() {
+            Some(next) => path = format!("/api/v1/tasks?kind=k&limit=3&after={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, [6, 5, 4, 3, 2, 1, 0], "pages cover every task once");
+}
+
+async fn show_includes_the_attempt_history(s: Server) {
+    let (_, body) = s
+        .post("/api/v1/tasks", json!({"kind": "k", "payload": 1}))
+        .await;
+    let id = body["id"].as_i64().unwrap();
+    let (_, claimed) = s
+        .post(
+            "/api/v1/claim",
+            json!({"kinds": ["k"], "worker_id": "w1", "worker_host": "box-1"}),
+        )
+        .await;
+    let token = claimed["tasks"][0]["token"].as_i64().unwrap();
+    let (status, _) = s
+        .post(
+            &format!("/api/v1/leases/{id}/fail"),
+            json!({"token": token, "error": "smtp down"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    let (status, body) = s.get(&format!("/api/v1/tasks/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["task"]["state"], "pending");
+    assert_eq!(body["task"]["last_error"], "smtp down");
+    let attempts = body["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["attempt"], 1);
+    assert_eq!(attempts[0]["outcome"], "error");
+    assert_eq!(attempts[0]["worker_id"], "w1");
+    assert_eq!(attempts[0]["worker_host"], "box-1");
+    assert_eq!(attempts[0]["error"], "smtp down");
+
+    assert_error(&s.get("/api/v1/tasks/999999").await, 404, "not_found");
+}
+
+async fn every_operation_moves_a_task_as_the_state_machine_says(s: Server) {
+    let (_, body) = s
+        .post("/api/v1/tasks", json!({"kind": "k", "payload": {"v": 1}}))
+        .await;
+    let id = body["id"].as_i64().unwrap();
+    let op = |name: &str| format!("/api/v1/tasks/{id}/{name}");
+
+    let (status, body) = s.post(&op("hold"), json!({})).await;
+    assert_eq!(
+        (status.as_u16(), body["task"]["state"].as_str()),
+        (200, Some("held"))
+    );
+    assert_error(
+        &s.post(&op("hold"), json!({})).await,
+        409,
+        "illegal_transition",
+    );
+    let (_, body) = s.post(&op("release"), json!({})).await;
+    assert_eq!(body["task"]["state"], "pending");
+    let (_, body) = s.post(&op("set-priority"), json!({"priority": 42})).await;
+    assert_eq!(body["task"]["priority"], 42);
+    let (_, body) = s
+        .post(&op("set-max-attempts"), json!({"max_attempts": 12}))
+        .await;
+    assert_eq!(body["task"]["max_attempts"], 12);
+    let (_, body) = s
+        .post(&op("edit-payload"), json!({"payload": {"v": 2}}))
+        .await;
+    assert_eq!(body["task"]["payload"], json!({"v": 2}));
+    let (_, body) = s
+        .post(&op("reschedule"), json!({"run_at": "2100-01-01T00:00:00Z"}))
+        .await;
+    assert_eq!(body["task"]["run_at"], "2100-01-01T00:00:00Z");
+    let (status, body) = s.post(&op("reschedule"), json!({"delay_ms": 5000})).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = s.post(&op("cancel"), json!({})).await;
+    assert_eq!(body["task"]["state"], "cancelled");
+    let answer = s.post(&op("reschedule"), json!({"delay_ms": 1})).await;
+    assert_error(&answer, 409, "illegal_transition");
+    assert!(
+        answer.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("it is cancelled"),
+        "{}",
+        answer.1
+    );
+    let (_, body) = s.post(&op("edit-payload"), json!({"payload": 3})).await;
+    assert_eq!(
+        body["task"]["payload"], 3,
+        "a cancelled task's payload may be fixed before a retry"
+    );
+    let (_, body) = s.post(&op("retry"), json!({})).await;
+    assert_eq!(body["task"]["state"], "pending");
+    assert_eq!(
+        body["task"]["attempt"], 0,
+        "a retry after cancel gets fresh attempts"
+    );
+
+    assert_error(&s.post(&op("explode"), json!({})).await, 404, "not_found");
+    assert_error(
+        &s.post("/api/v1/tasks/424242/cancel", json!({})).await,
+        404,
+        "not_found",
+    );
+    // An operation without values also takes an empty body.
+    let resp = s
+        .request(reqwest::Method::POST, &op("hold"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+async fn bulk_changes_count_and_refuse_an_empty_filter(s: Server) {
+    for i in 0..5 {
+        let kind = if i < 3 { "mail" } else { "sms" };
+        s.post("/api/v1/tasks", json!({"kind": kind, "payload": i}))
+            .await;
+    }
+    let (status, body) = s
+        .post(
+            "/api/v1/tasks/bulk/hold",
+            json!({"filter": {"kind": "mail"}}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), body["changed"].as_u64()),
+        (200, Some(3)),
+        "{body}"
+    );
+    let (_, body) = s
+        .post(
+            "/api/v1/tasks/bulk/hold",
+            json!({"filter": {"kind": "mail"}}),
+        )
+        .await;
+    assert_eq!(body["changed"], 0, "already held: skipped, not an error");
+    let (_, body) = s
+        .post(
+            "/api/v1/tasks/bulk/set-priority",
+            json!({"filter": {"states": ["held"]}, "priority": 7}),
+        )
+        .await;
+    assert_eq!(body["changed"], 3);
+    let (_, page) = s.get("/api/v1/tasks?state=held").await;
+    assert!(page["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["priority"] == 7));
+
+    assert_error(
+        &s.post("/api/v1/tasks/bulk/cancel", json!({"filter": {}}))
+            .await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post("/api/v1/tasks/bulk/cancel", json!({})).await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post(
+            "/api/v1/tasks/bulk/cancel",
+            json!({"filter": {"colour": "red"}}),
+        )
+        .await,
+        422,
+        "invalid_input",
+    );
+    let (_, page) = s.get("/api/v1/tasks?state=cancelled").await;
+    assert!(
+        page["tasks"].as_array().unwrap().is_empty(),
+        "refused bulk changes changed nothing"
+    );
+}
+
+async fn queues_pause_resume_and_stats_count(s: Server) {
+    s.post(
+        "/api/v1/tasks",
+        json!({"kind": "k", "queue": "q1", "payload": 1}),
+    )
+    .await;
+    s.post(
+        "/api/v1/tasks",
+        json!({"kind": "k", "queue": "q1", "payload": 2, "held": true}),
+    )
+    .await;
+    let (status, body) = s.post("/api/v1/queues/q1/pause", json!({})).await;
+    assert_eq!(
+        (status.as_u16(), &body),
+        (200, &json!({"name": "q1", "paused": true}))
+    );
+    let (_, claimed) = s
+        .post(
+            "/api/v1/claim",
+            json!({"queue": "q1", "kinds": ["k"], "worker_id": "w"}),
+        )
+        .await;
+    assert_eq!(
+        claimed["tasks"],
+        json!([]),
+        "a paused queue hands out nothing"
+    );
+    let (_, queues) = s.get("/api/v1/queues").await;
+    assert_eq!(queues["queues"][0]["paused"], true);
+    assert_eq!(queues["queues"][0]["counts"]["pending"], 1);
+    assert_eq!(queues["queues"][0]["counts"]["held"], 1);
+    s.post("/api/v1/queues/q1/resume", json!({})).await;
+    let (_, claimed) = s
+        .post(
+            "/api/v1/claim",
+            json!({"queue": "q1", "kinds": ["k"], "worker_id": "w"}),
+        )
+        .await;
+    assert_eq!(claimed["tasks"].as_array().unwrap().len(), 1);
+    let (_, stats) = s.get("/api/v1/stats").await;
+    assert_eq!(stats["totals"]["running"], 1);
+    assert_eq!(stats["totals"]["held"], 1);
+    assert_error(
+        &s.post("/api/v1/queues/q1/drain", json!({})).await,
+        404,
+        "not_found",
+    );
+}

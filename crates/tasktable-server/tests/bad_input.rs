@@ -1,0 +1,277 @@
+//! Every kind of bad request gets a 4xx whose JSON says what is wrong, and changes nothing.
+
+mod common;
+
+use common::{assert_error, Server};
+use reqwest::Method;
+use serde_json::json;
+
+on_every_backend!(
+    bad_submits_are_refused_with_a_reason_and_write_nothing,
+    bad_queries_paths_and_methods_are_refused,
+    bad_lease_calls_are_refused,
+    oversized_bodies_are_refused,
+);
+
+async fn bad_submits_are_refused_with_a_reason_and_write_nothing(s: Server) {
+    let cases = [
+        (
+            json!({"kind": "k", "priority": "high"}),
+            422,
+            "invalid_input",
+            "priority",
+        ),
+        (
+            json!({"kind": "k", "delay_ms": -5}),
+            422,
+            "invalid_input",
+            "delay_ms",
+        ),
+        (
+            json!({"kind": "k", "max_attempts": 0}),
+            422,
+            "invalid_input",
+            "max_attempts",
+        ),
+        (
+            json!({"kind": "k", "max_attempts": 4_000_000_000u64}),
+            422,
+            "invalid_input",
+            "max_attempts",
+        ),
+        (
+            json!({"kind": "k", "delay_ms": 999_999_999_999_999u64}),
+            422,
+            "invalid_input",
+            "delay",
+        ),
+        (
+            json!({"kind": "k", "timeout_ms": 0}),
+            422,
+            "invalid_input",
+            "timeout",
+        ),
+        (
+            json!({"kind": "k", "delay_ms": 5, "run_at": "2030-01-01T00:00:00Z"}),
+            422,
+            "invalid_input",
+            "run_at or delay",
+        ),
+        (
+            json!({"kind": "k", "run_at": "tomorrow"}),
+            422,
+            "invalid_input",
+            "run_at",
+        ),
+        (
+            json!({"kind": ""}),
+            422,
+            "invalid_input",
+            "kind must not be empty",
+        ),
+        (
+            json!({"kind": "k", "queue": "a\u{7}b"}),
+            422,
+            "invalid_input",
+            "control",
+        ),
+        (
+            json!({"kind": "k", "priorty": 5}),
+            422,
+            "invalid_input",
+            "unknown field `priorty`",
+        ),
+        (
+            json!({"payload": 1}),
+            422,
+            "invalid_input",
+            "missing field `kind`",
+        ),
+        (
+            json!({"kind": "k", "payload": "a\u{0}b"}),
+            422,
+            "invalid_input",
+            "NUL",
+        ),
+        (
+            json!({"kind": "k", "backoff": {"initial_ms": 10, "multiplier": 0.5, "max_ms": 100, "jitter": 0}}),
+            422,
+            "invalid_input",
+            "multiplier",
+        ),
+        (
+            json!({"kind": "k", "payload": "x".repeat(1_100_000)}),
+            413,
+            "payload_too_large",
+            "limit",
+        ),
+        (json!([{"kind": "k"}]), 422, "invalid_input", "expected"),
+    ];
+    for (body, status, code, says) in cases {
+        let answer = s.post("/api/v1/tasks", body.clone()).await;
+        assert_error(&answer, status, code);
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(says),
+            "{body} -> {message:?} should mention {says:?}"
+        );
+    }
+    let batch = s.post("/api/v1/tasks/batch", json!({"tasks": []})).await;
+    assert_error(&batch, 422, "invalid_input");
+
+    let resp = s
+        .request(Method::POST, "/api/v1/tasks")
+        .header("content-type", "application/json")
+        .body("{\"kind\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "malformed_json");
+    let resp = s
+        .request(Method::POST, "/api/v1/tasks")
+        .body("{\"kind\": \"k\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 415, "a body without a JSON content type");
+
+    assert_eq!(s.task_count().await, 0, "no refused request wrote anything");
+}
+
+async fn bad_queries_paths_and_methods_are_refused(s: Server) {
+    let cases = [
+        ("/api/v1/tasks?limit=0", 422, "invalid_input"),
+        ("/api/v1/tasks?limit=1001", 422, "invalid_input"),
+        ("/api/v1/tasks?limit=-1", 400, "invalid_query"),
+        ("/api/v1/tasks?state=exploded", 400, "invalid_query"),
+        ("/api/v1/tasks?colour=red", 400, "invalid_query"),
+        (
+            "/api/v1/tasks?created_after=yesterday",
+            400,
+            "invalid_query",
+        ),
+        ("/api/v1/tasks/abc", 400, "invalid_path"),
+        ("/api/v1/nothing-here", 404, "not_found"),
+    ];
+    for (path, status, code) in cases {
+        assert_error(&s.get(path).await, status, code);
+    }
+    assert_error(
+        &s.call(Method::DELETE, "/api/v1/tasks", None).await,
+        405,
+        "method_not_allowed",
+    );
+    assert_error(
+        &s.post("/api/v1/tasks/1/set-priority", json!({"priority": "top"}))
+            .await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post("/api/v1/tasks/1/cancel", json!({"reason": "x"}))
+            .await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post("/api/v1/tasks/1/reschedule", json!({})).await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post(
+            "/api/v1/tasks/bulk/retry",
+            json!({"filter": {"states": ["nope"]}}),
+        )
+        .await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post("/api/v1/queues/%20/pause", json!({})).await,
+        422,
+        "invalid_input",
+    );
+}
+
+async fn bad_lease_calls_are_refused(s: Server) {
+    let cases = [
+        (json!({"worker_id": "w"}), "kinds"),
+        (json!({"kinds": [], "worker_id": "w"}), "at least one"),
+        (json!({"kinds": ["k"]}), "worker_id"),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "limit": 0}),
+            "limit",
+        ),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "limit": 5000}),
+            "limit",
+        ),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "lease_ms": 10}),
+            "lease_ms",
+        ),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "wait_ms": 3_600_000}),
+            "wait_ms",
+        ),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "groups": ["g"]}),
+            "unknown field",
+        ),
+    ];
+    for (body, says) in cases {
+        let answer = s.post("/api/v1/claim", body.clone()).await;
+        assert_error(&answer, 422, "invalid_input");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body} -> {message:?}");
+    }
+    assert_error(
+        &s.post("/api/v1/leases/1/renew", json!({})).await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post("/api/v1/leases/1/renew", json!({"token": 1, "result": 2}))
+            .await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post("/api/v1/leases/1/teleport", json!({"token": 1}))
+            .await,
+        404,
+        "not_found",
+    );
+    assert_error(
+        &s.post("/api/v1/leases/1/checkpoint", json!({"token": 1}))
+            .await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &s.post(
+            "/api/v1/leases/1/snooze",
+            json!({"token": 1, "delay_ms": u64::MAX}),
+        )
+        .await,
+        422,
+        "invalid_input",
+    );
+}
+
+async fn oversized_bodies_are_refused(s: Server) {
+    let big = "x".repeat(9 << 20);
+    let answer = s
+        .post("/api/v1/tasks", json!({"kind": "k", "payload": big}))
+        .await;
+    assert_error(&answer, 413, "body_too_large");
+    let tasks: Vec<_> = (0..10_001).map(|_| json!({"kind": "k"})).collect();
+    let answer = s
+        .post("/api/v1/tasks/batch", json!({ "tasks": tasks }))
+        .await;
+    assert_error(&answer, 422, "invalid_input");
+    assert_eq!(s.task_count().await, 0);
+}

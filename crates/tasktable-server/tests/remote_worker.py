@@ -1,0 +1,108 @@
+"""A tasktable worker in Python, using only the standard library.
+
+It speaks the pull protocol: claim (long-polling), renew, checkpoint, complete. It then
+plays a frozen worker: it claims a task with a short lease and never renews it, waits
+until the server has taken the task back, and shows that its stale token is refused.
+
+Environment: TASKTABLE_URL, TASKTABLE_TOKEN (role worker), TASKTABLE_READER_TOKEN.
+Prints one JSON summary line on success; exits non-zero with a message otherwise.
+"""
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+BASE = os.environ["TASKTABLE_URL"]
+TOKEN = os.environ["TASKTABLE_TOKEN"]
+READER = os.environ["TASKTABLE_READER_TOKEN"]
+
+
+def call(method, path, body=None, token=TOKEN):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        BASE + path,
+        data=data,
+        method=method,
+        headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=70) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def expect(condition, what, answer):
+    if not condition:
+        sys.exit(f"{what}: {answer}")
+
+
+def lease(task, op, **fields):
+    return call("POST", f"/api/v1/leases/{task['id']}/{op}", {"token": task["token"], **fields})
+
+
+def work_until_idle():
+    done = 0
+    while True:
+        status, body = call("POST", "/api/v1/claim", {
+            "kinds": ["double"], "worker_id": "py-worker", "worker_host": "python",
+            "limit": 5, "wait_ms": 500,
+        })
+        expect(status == 200, "claim", body)
+        if not body["tasks"]:
+            return done
+        for task in body["tasks"]:
+            status, answer = lease(task, "renew", lease_ms=60000)
+            expect(status == 200, "renew", answer)
+            status, answer = lease(task, "checkpoint", progress={"pct": 50})
+            expect(status == 200, "checkpoint", answer)
+            status, answer = lease(task, "complete", result={"doubled": task["payload"]["n"] * 2})
+            expect(status == 200 and answer["state"] == "succeeded", "complete", answer)
+            done += 1
+
+
+def wait_until_rescued(task_id):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status, shown = call("GET", f"/api/v1/tasks/{task_id}", token=READER)
+        expect(status == 200, "show", shown)
+        attempts = shown["attempts"]
+        if attempts and attempts[-1]["outcome"] == "lease_expired":
+            return
+        time.sleep(0.1)
+    sys.exit(f"task {task_id} was not rescued within 30 s")
+
+
+def main():
+    completed = work_until_idle()
+
+    status, body = call("POST", "/api/v1/claim", {
+        "kinds": ["abandon"], "worker_id": "py-frozen", "lease_ms": 1000,
+    })
+    expect(status == 200 and len(body["tasks"]) == 1, "claim to abandon", body)
+    frozen = body["tasks"][0]
+    wait_until_rescued(frozen["id"])
+    stale_status, stale = lease(frozen, "complete", result="too late")
+
+    status, body = call("POST", "/api/v1/claim", {
+        "kinds": ["abandon"], "worker_id": "py-worker", "wait_ms": 10000,
+    })
+    expect(status == 200 and len(body["tasks"]) == 1, "claim again", body)
+    again = body["tasks"][0]
+    status, answer = lease(again, "complete", result="done by the live worker")
+    expect(status == 200, "complete after rescue", answer)
+
+    print(json.dumps({
+        "completed": completed,
+        "stale_status": stale_status,
+        "stale_code": stale["error"]["code"],
+        "first_token": frozen["token"],
+        "second_token": again["token"],
+    }))
+
+
+if __name__ == "__main__":
+    main()

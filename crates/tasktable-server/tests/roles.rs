@@ -1,0 +1,195 @@
+//! Every endpoint against every role, no token, a malformed header and an unknown token:
+//! each caller gets exactly what its role allows, no more and no less.
+
+mod common;
+
+use common::Server;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tasktable_server::{Role, TokenSet, ROUTES};
+
+/// One row: method, route, a concrete path, a body, and who may call it
+/// (admin, operator, worker, reader).
+type Row = (&'static str, &'static str, String, Option<Value>, [bool; 4]);
+
+/// The expected matrix, written out rather than derived from the code under test:
+/// (method, route, a concrete request path, body, allowed for [admin, operator, worker, reader]).
+fn matrix(id: i64) -> Vec<Row> {
+    let read = [true, true, false, true];
+    let operate = [true, true, false, false];
+    let work = [true, false, true, false];
+    let admin = [true, false, false, false];
+    vec![
+        ("GET", "/api/v1/tasks", "/api/v1/tasks".into(), None, read),
+        (
+            "POST",
+            "/api/v1/tasks",
+            "/api/v1/tasks".into(),
+            Some(json!({"kind": "k"})),
+            operate,
+        ),
+        (
+            "POST",
+            "/api/v1/tasks/batch",
+            "/api/v1/tasks/batch".into(),
+            Some(json!({"tasks": [{"kind": "k"}]})),
+            operate,
+        ),
+        (
+            "POST",
+            "/api/v1/tasks/bulk/{op}",
+            "/api/v1/tasks/bulk/set-priority".into(),
+            Some(json!({"filter": {"kind": "k"}, "priority": 1})),
+            operate,
+        ),
+        (
+            "GET",
+            "/api/v1/tasks/{id}",
+            format!("/api/v1/tasks/{id}"),
+            None,
+            read,
+        ),
+        (
+            "POST",
+            "/api/v1/tasks/{id}/{op}",
+            format!("/api/v1/tasks/{id}/set-priority"),
+            Some(json!({"priority": 2})),
+            operate,
+        ),
+        ("GET", "/api/v1/queues", "/api/v1/queues".into(), None, read),
+        (
+            "POST",
+            "/api/v1/queues/{name}/{op}",
+            "/api/v1/queues/other/resume".into(),
+            Some(json!({})),
+            operate,
+        ),
+        ("GET", "/api/v1/stats", "/api/v1/stats".into(), None, read),
+        (
+            "POST",
+            "/api/v1/claim",
+            "/api/v1/claim".into(),
+            Some(json!({"kinds": ["none"], "worker_id": "w"})),
+            work,
+        ),
+        (
+            "POST",
+            "/api/v1/leases/{id}/{op}",
+            format!("/api/v1/leases/{id}/renew"),
+            Some(json!({"token": 0})),
+            work,
+        ),
+        (
+            "POST",
+            "/api/v1/admin/migrate",
+            "/api/v1/admin/migrate".into(),
+            Some(json!({})),
+            admin,
+        ),
+    ]
+}
+
+on_every_backend!(every_endpoint_answers_each_role_as_it_should);
+
+async fn every_endpoint_answers_each_role_as_it_should(mut s: Server) {
+    let (_, body) = s.post("/api/v1/tasks", json!({"kind": "k"})).await;
+    let id = body["id"].as_i64().unwrap();
+    let rows = matrix(id);
+    let covered: Vec<(&str, &str)> = rows.iter().map(|r| (r.0, r.1)).collect();
+    let routes: Vec<(&str, &str)> = ROUTES.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(
+        covered, routes,
+        "the matrix covers every route of the router"
+    );
+
+    for (method, route, path, body, allowed) in &rows {
+        let method: Method = method.parse().unwrap();
+        for (i, role) in [Role::Admin, Role::Operator, Role::Worker, Role::Reader]
+            .into_iter()
+            .enumerate()
+        {
+            s.as_role(role);
+            let (status, answer) = s.call(method.clone(), path, body.clone()).await;
+            if allowed[i] {
+                assert!(
+                    status.is_success() || status == StatusCode::CONFLICT,
+                    "{role} on {method} {route}: {status} {answer}"
+                );
+            } else {
+                assert_eq!(status, 403, "{role} on {method} {route}: {answer}");
+                assert_eq!(answer["error"]["code"], "forbidden");
+                assert!(answer["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains(role.as_str()));
+            }
+        }
+        let callers: [(&str, Option<&str>); 4] = [
+            ("no token", None),
+            ("malformed header", Some("Basic YWRtaW46YWRtaW4=")),
+            ("empty bearer", Some("Bearer ")),
+            (
+                "unknown token",
+                Some("Bearer not-a-configured-token-at-all"),
+            ),
+        ];
+        for (who, header) in callers {
+            let mut req = s.http.request(method.clone(), format!("{}{path}", s.base));
+            if let Some(h) = header {
+                req = req.header("authorization", h);
+            }
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 401, "{who} on {method} {route}");
+            assert!(resp.headers().contains_key("www-authenticate"));
+            let answer: Value = resp.json().await.unwrap();
+            assert_eq!(
+                answer["error"]["code"], "unauthorized",
+                "{who} on {method} {route}"
+            );
+        }
+    }
+    // The refused calls changed nothing: only the admin's and operator's submits added tasks.
+    let (_, page) = s.call(Method::GET, "/api/v1/tasks?limit=100", None).await;
+    assert_eq!(
+        page["tasks"].as_array().unwrap().len(),
+        5,
+        "1 + one single and one batch submit each by admin and operator"
+    );
+    // Health and the API description need no token.
+    let resp = s
+        .http
+        .get(format!("{}/api/v1/openapi.json", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = s
+        .http
+        .get(format!("{}/healthz", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test]
+async fn without_tokens_every_caller_is_admin() {
+    let Some(s) = Server::start_with("sqlite", TokenSet::default(), |_| {}).await else {
+        return;
+    };
+    let resp = s
+        .http
+        .post(format!("{}/api/v1/admin/migrate", s.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        200,
+        "authentication is off when no token is configured"
+    );
+}
