@@ -1,0 +1,97 @@
+//! `tasktable show`: one task, everything about it, and the history of its attempts.
+
+use crate::client::{field, Api, Attempt, Task};
+use crate::error::CliError;
+use crate::output::{self, Table};
+use serde_json::Value;
+
+pub async fn run(api: &Api, id: i64, json: bool) -> Result<(), CliError> {
+    let answer = api
+        .get(&["api", "v1", "tasks", &id.to_string()], &[])
+        .await?;
+    if json {
+        return output::json(&answer);
+    }
+    let task: Task = field(&answer, "task")?;
+    let attempts: Vec<Attempt> = field(&answer, "attempts")?;
+    output::emit(&render(&task, &attempts))
+}
+
+fn render(task: &Task, attempts: &[Attempt]) -> String {
+    let mut fields: Vec<(&str, String)> = vec![
+        ("state", task.state.clone()),
+        ("kind", task.kind.clone()),
+        ("queue", task.queue.clone()),
+        (
+            "attempt",
+            format!("{} of {}", task.attempt, task.max_attempts),
+        ),
+        ("priority", task.priority.to_string()),
+        ("run at", output::time(task.run_at)),
+        ("created", output::time(task.created_at)),
+        ("updated", output::time(task.updated_at)),
+    ];
+    let mut optional = |name, value: Option<String>| {
+        if let Some(v) = value {
+            fields.push((name, v));
+        }
+    };
+    optional("started", task.started_at.map(output::time));
+    optional("finished", task.finished_at.map(output::time));
+    optional("key", task.key.clone());
+    optional("idempotency", task.idempotency_key.clone());
+    optional("timeout", task.timeout_ms.map(output::millis));
+    optional(
+        "worker",
+        worker(task.worker_host.as_deref(), task.worker_id.as_deref()),
+    );
+    optional("last error", task.last_error.clone());
+    optional("payload", Some(pretty(&task.payload)));
+    optional("result", task.result.as_ref().map(pretty));
+    optional("checkpoint", task.checkpoint.as_ref().map(pretty));
+    optional("progress", task.progress.as_ref().map(pretty));
+
+    let mut text = format!("task {}\n", task.id);
+    for (name, value) in fields {
+        // Multi-line values (pretty JSON) stay aligned under their first line.
+        let value = value.replace('\n', &format!("\n  {:12}", ""));
+        text.push_str(&format!("  {name:<12}{value}\n"));
+    }
+    if attempts.is_empty() {
+        text.push_str("\nno attempt has ended yet\n");
+        return text;
+    }
+    let mut table = Table::new(["#", "OUTCOME", "WORKER", "STARTED", "FINISHED", "ERROR"]);
+    for a in attempts {
+        table.row(vec![
+            a.attempt.to_string(),
+            a.outcome.clone(),
+            worker(a.worker_host.as_deref(), a.worker_id.as_deref()).unwrap_or_else(|| "-".into()),
+            output::opt_time(a.started_at),
+            output::time(a.finished_at),
+            output::one_line(a.error.as_deref().unwrap_or(""), 80),
+        ]);
+    }
+    text.push_str("\nattempts\n");
+    text.push_str(&table.render());
+    text
+}
+
+fn worker(host: Option<&str>, id: Option<&str>) -> Option<String> {
+    match (host, id) {
+        (Some(host), Some(id)) => Some(format!("{id} on {host}")),
+        (None, Some(id)) => Some(id.to_owned()),
+        (Some(host), None) => Some(host.to_owned()),
+        (None, None) => None,
+    }
+}
+
+/// On one line when short, indented otherwise.
+fn pretty(value: &Value) -> String {
+    let compact = value.to_string();
+    if compact.chars().count() <= 80 {
+        compact
+    } else {
+        serde_json::to_string_pretty(value).expect("a JSON value serializes")
+    }
+}

@@ -1,0 +1,61 @@
+//! `tasktable token new`: a random bearer token, and the tokens-file line that lets a
+//! server accept it. The server keeps only the digest, so the token is shown once, here.
+
+use crate::error::CliError;
+use crate::output;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Subcommand};
+use rand::TryRngCore;
+use serde_json::json;
+use tasktable_server::{token_digest, Role};
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Print a new random token and its tokens-file line.
+    New(NewToken),
+}
+
+#[derive(Args, Debug)]
+pub struct NewToken {
+    /// What the token may do: admin (everything), operator (read, submit, change),
+    /// worker (the pull protocol only) or reader (read only).
+    #[arg(long, value_parser = PossibleValuesParser::new(Role::ALL.map(Role::as_str)))]
+    role: String,
+    /// A name for the token, shown in the server's log and errors; default ROLE-<8 hex>.
+    #[arg(long)]
+    name: Option<String>,
+}
+
+pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
+    let TokenCommand::New(args) = command;
+    let role: Role = args
+        .role
+        .parse()
+        .map_err(|e: tasktable_server::TokenConfigError| CliError::usage(e.0))?;
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.try_fill_bytes(&mut bytes).map_err(|e| {
+        CliError::failure(format!("the operating system gave no random bytes: {e}"))
+    })?;
+    let token = URL_SAFE_NO_PAD.encode(bytes);
+    let digest = token_digest(&token);
+    let name = match &args.name {
+        Some(name) if name.is_empty() || name.chars().any(char::is_whitespace) => {
+            return Err(CliError::usage("--name must be one word, without spaces"));
+        }
+        Some(name) => name.clone(),
+        None => format!("{role}-{}", &digest["sha256:".len()..][..8]),
+    };
+    let line = format!("{role} {name} {digest}");
+    if json {
+        return output::json(
+            &json!({"role": role, "name": name, "token": token, "tokens_file_line": line}),
+        );
+    }
+    output::emit(&format!(
+        "token (give it to clients as --token or TASKTABLE_TOKEN; it is not shown again):\n  {token}\n\
+         tokens-file line (add it to the file given to `tasktable serve --tokens-file`):\n  {line}\n\
+         or give the token to the server itself as TASKTABLE_TOKENS={role}:<token>\n"
+    ))
+}

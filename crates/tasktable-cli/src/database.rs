@@ -1,0 +1,43 @@
+//! Opening the store a URL names, for the commands that use a database directly
+//! (`serve`, `worker`, `migrate`), and the `migrate` command itself.
+
+use crate::error::CliError;
+use clap::Args;
+use std::sync::Arc;
+use tasktable::Store;
+
+#[derive(Args, Debug)]
+pub struct DatabaseArgs {
+    /// The database: sqlite://FILE (created if missing) or postgres://USER@HOST/DB.
+    #[arg(
+        long = "database-url",
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL",
+        default_value = "sqlite://tasktable.db"
+    )]
+    pub url: String,
+}
+
+/// The store at `args.url`. Errors never repeat the URL, which may hold a password.
+pub async fn open(args: &DatabaseArgs) -> Result<Arc<dyn Store>, CliError> {
+    tasktable::connect(&args.url)
+        .await
+        .map_err(|e| CliError::failure(format!("cannot open the database: {e}")))
+}
+
+pub async fn migrate(store: &dyn Store) -> Result<(), CliError> {
+    store.migrate().await.map_err(|e| {
+        CliError::failure(format!(
+            "cannot migrate the {} database: {e}",
+            store.backend()
+        ))
+    })
+}
+
+/// `tasktable migrate`.
+pub async fn run_migrate(args: &DatabaseArgs) -> Result<(), CliError> {
+    let store = open(args).await?;
+    migrate(store.as_ref()).await?;
+    crate::output::line(format!("the {} database is up to date", store.backend()))
+}

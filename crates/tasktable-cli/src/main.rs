@@ -1,0 +1,185 @@
+//! The `tasktable` binary: the composition root of tasktable.
+//!
+//! Owns: the command line (its commands, options, exit codes and output for people and
+//! for scripts); wiring a store chosen by URL to the HTTP API, the dashboard, the rescuer
+//! and a worker with the built-in handlers (`serve`, `worker`, `migrate`); and the HTTP client of the
+//! operator commands (`submit`, `ls`, `show`, changes, queues, `stats`), which talk to a
+//! running server and never to a database.
+//!
+//! Must not know: SQL or any backend's types (stores are opened with
+//! `tasktable::connect`), the rules of tasks (the server and the store decide what is
+//! legal; the commands report their answers), or how handlers work inside.
+
+mod client;
+mod commands;
+mod database;
+mod error;
+mod input;
+mod output;
+mod serve;
+mod worker;
+
+use clap::{Args, Parser, Subcommand};
+use client::Api;
+use commands::change::{self, EditArgs, Op, TargetArgs};
+use commands::list::ListArgs;
+use commands::submit::SubmitArgs;
+use commands::token::TokenCommand;
+use database::DatabaseArgs;
+use error::{CliError, EXIT_CODES_HELP};
+use std::process::ExitCode;
+
+/// A durable task system in which every task is a row in a SQL table.
+///
+/// `serve` runs the HTTP API and the dashboard (with a worker for the built-in `http` and
+/// `exec` handlers); the other commands talk to it. Start with `tasktable serve`, then
+/// `tasktable submit http '{"url": "https://example.com/hook"}'` and `tasktable ls`.
+#[derive(Parser, Debug)]
+#[command(name = "tasktable", version, after_long_help = EXIT_CODES_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// How the operator commands reach the server.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Client options")]
+struct ClientArgs {
+    /// URL of a running `tasktable serve`.
+    #[arg(
+        long,
+        global = true,
+        env = "TASKTABLE_SERVER",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    server: String,
+    /// Bearer token (see `tasktable token new`).
+    #[arg(long, global = true, env = "TASKTABLE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Print the server's JSON answer (one document) instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the HTTP API, the dashboard, the rescuer and a worker with the built-in handlers.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Serve(serve::ServeArgs),
+    /// Run the built-in handlers (`http`, and `exec` when allowed) against a database.
+    Worker(worker::WorkerArgs),
+    /// Apply the migrations a database lacks.
+    Migrate(DatabaseArgs),
+    /// Make bearer tokens for `serve`.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Submit a task, or every line of a JSON Lines file.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Submit(SubmitArgs),
+    /// List tasks, newest first.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Ls(ListArgs),
+    /// Show a task and its attempts.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Show { id: i64 },
+    /// Cancel tasks (a running handler is told to stop).
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Cancel(TargetArgs),
+    /// Run failed, cancelled or waiting tasks again now.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Retry(TargetArgs),
+    /// Hold pending tasks: no worker claims them until they are released.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Hold(TargetArgs),
+    /// Release held tasks.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Release(TargetArgs),
+    /// Change the priority, attempts, payload or run time of tasks.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Edit(EditArgs),
+    /// Pause a queue: workers claim none of its tasks; running tasks finish.
+    Pause { queue: String },
+    /// Resume a paused queue.
+    Resume { queue: String },
+    /// Count tasks by queue and state.
+    Stats,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let serves = matches!(
+        cli.command,
+        Command::Serve(_) | Command::Worker(_) | Command::Migrate(_)
+    );
+    init_logging(if serves { "info,sqlx=warn" } else { "warn" });
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` overrides the default level.
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+async fn run(cli: Cli) -> Result<(), CliError> {
+    let ClientArgs {
+        server,
+        token,
+        json,
+    } = cli.client;
+    let api = || Api::new(&server, token.clone());
+    let plain = |name, done| [Op::plain(name, done)];
+    match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Worker(args) => worker::run(args).await,
+        Command::Migrate(args) => database::run_migrate(&args).await,
+        Command::Token { command } => commands::token::run(&command, json),
+        Command::Submit(args) => commands::submit::run(&api()?, &args, json).await,
+        Command::Ls(args) => commands::list::run(&api()?, &args, json).await,
+        Command::Show { id } => commands::show::run(&api()?, id, json).await,
+        Command::Cancel(t) => change::apply(&api()?, &t, &plain("cancel", "cancelled"), json).await,
+        Command::Retry(t) => change::apply(&api()?, &t, &plain("retry", "retried"), json).await,
+        Command::Hold(t) => change::apply(&api()?, &t, &plain("hold", "held"), json).await,
+        Command::Release(t) => {
+            change::apply(&api()?, &t, &plain("release", "released"), json).await
+        }
+        Command::Edit(args) => change::edit(&api()?, &args, json).await,
+        Command::Pause { queue } => commands::queue::set_paused(&api()?, &queue, true, json).await,
+        Command::Resume { queue } => {
+            commands::queue::set_paused(&api()?, &queue, false, json).await
+        }
+        Command::Stats => commands::queue::stats(&api()?, json).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

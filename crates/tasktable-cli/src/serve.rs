@@ -1,0 +1,182 @@
+//! `tasktable serve`: the HTTP API and the dashboard (`/ui`) over a store, with the
+//! rescuer and (unless `--workers 0`) a worker running the built-in handlers in the same
+//! process, all stopped together on SIGTERM or SIGINT.
+
+use crate::database::{self, DatabaseArgs};
+use crate::error::CliError;
+use crate::worker::{self, HandlerArgs};
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tasktable::{Rescuer, RescuerConfig};
+use tasktable_server::{AppState, Limits, Role, TokenSet};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Do not migrate at start-up. By default serve applies the migrations the database
+    /// lacks (safe with many servers at once), so a fresh machine needs no set-up; pass
+    /// this when migrations run separately (`tasktable migrate`).
+    #[arg(long)]
+    no_migrate: bool,
+    /// Address to listen on. Port 0 picks a free port. The address listened on is printed
+    /// as the first line on stdout. Without tokens, only a loopback address is allowed.
+    #[arg(
+        long,
+        env = "TASKTABLE_LISTEN",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:8080"
+    )]
+    listen: String,
+    /// File of bearer tokens, one `<role> <name> sha256:<hex>` line each (`tasktable token
+    /// new` prints such lines). Tokens may also be given in the environment as
+    /// TASKTABLE_TOKENS=role:token,role:token. With no tokens, authentication is off.
+    #[arg(long, env = "TASKTABLE_TOKENS_FILE", value_name = "PATH")]
+    tokens_file: Option<PathBuf>,
+    /// Largest request body accepted.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes)]
+    max_body_bytes: usize,
+    /// Tasks the in-process worker runs at once with the built-in handlers (`http`, and
+    /// `exec` when allowed); 0 runs no worker here.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    workers: usize,
+    #[command(flatten)]
+    handlers: HandlerArgs,
+}
+
+pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+    let (tokens, per_role) = load_tokens(&args)?;
+    let addrs = resolve(&args.listen).await?;
+    if tokens.is_empty() && addrs.iter().any(|a| !a.ip().is_loopback()) {
+        return Err(CliError::usage(no_tokens_message(&args.listen)));
+    }
+    if args.workers == 0 && args.handlers.exec_enabled() {
+        return Err(CliError::usage(
+            "--exec-allow and --exec-allow-any need a worker; drop --workers 0",
+        ));
+    }
+
+    let store = database::open(&args.database).await?;
+    if !args.no_migrate {
+        database::migrate(store.as_ref()).await?;
+    }
+    let listener = tokio::net::TcpListener::bind(&addrs[..])
+        .await
+        .map_err(|e| CliError::failure(format!("cannot listen on {}: {e}", args.listen)))?;
+    let address = listener.local_addr()?;
+    let worker = match args.workers {
+        0 => None,
+        // The rescuer below serves this process; the worker need not run another.
+        n => Some(
+            worker::builtin(store.clone(), n, &args.handlers)
+                .rescue_interval(None)
+                .build()?,
+        ),
+    };
+
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            tasktable::shutdown_signal().await;
+            tracing::info!("shutting down");
+            stop.cancel();
+        }
+    });
+    let rescuer = Rescuer::new(store.clone(), RescuerConfig::default());
+    let rescuer = tokio::spawn(rescuer.run(stop.clone().cancelled_owned()));
+    let worker = worker.map(|w| tokio::spawn(w.run(stop.clone().cancelled_owned())));
+
+    let [admin, operator, worker_tokens, reader] = per_role;
+    tracing::info!(
+        %address,
+        backend = store.backend(),
+        admin,
+        operator,
+        worker = worker_tokens,
+        reader,
+        in_process_workers = args.workers,
+        exec = args.handlers.exec_enabled(),
+        "listening"
+    );
+    crate::output::line(format!("listening on http://{address}"))?;
+    tracing::info!("dashboard at http://{address}/ui");
+
+    let mut state = AppState::new(store, tokens);
+    state.limits.max_body_bytes = args.max_body_bytes;
+    let app = tasktable_server::router(state.clone()).merge(tasktable_dashboard::router(state));
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stop.clone().cancelled_owned())
+        .await;
+    stop.cancel();
+    if let Some(worker) = worker {
+        let _ = worker.await;
+    }
+    let _ = rescuer.await;
+    tracing::info!("stopped");
+    served.map_err(|e| CliError::failure(format!("the server failed: {e}")))
+}
+
+async fn resolve(listen: &str) -> Result<Vec<SocketAddr>, CliError> {
+    let bad = |why: String| {
+        CliError::usage(format!(
+            "--listen {listen:?}: {why}; give HOST:PORT such as 127.0.0.1:8080"
+        ))
+    };
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|e| bad(e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(bad("resolves to no address".into()));
+    }
+    Ok(addrs)
+}
+
+fn no_tokens_message(listen: &str) -> String {
+    format!(
+        "refusing to listen on {listen} without tokens: anyone who can reach it could submit and change tasks.
+Configure at least one token, then start the server again:
+  tasktable token new --role admin
+prints a token and a tokens-file line. Either put the line in a file and pass --tokens-file FILE
+(or set TASKTABLE_TOKENS_FILE=FILE), or set TASKTABLE_TOKENS=admin:<token> in the server's
+environment. Clients send the token with --token or TASKTABLE_TOKEN.
+To serve only this machine without tokens, listen on a loopback address such as 127.0.0.1:8080."
+    )
+}
+
+/// The tokens from `--tokens-file` and `TASKTABLE_TOKENS`, and how many there are of each
+/// role, in the order of [`Role::ALL`].
+fn load_tokens(args: &ServeArgs) -> Result<(TokenSet, [usize; 4]), CliError> {
+    let mut tokens = TokenSet::default();
+    let mut roles = Vec::new();
+    if let Some(path) = &args.tokens_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CliError::failure(format!("cannot read tokens file {}: {e}", path.display()))
+        })?;
+        tokens
+            .add_file_contents(&text)
+            .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+        // The file parsed, so every line that is not blank or a comment starts with a role.
+        roles.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .filter_map(|l| l.split_whitespace().next()?.parse::<Role>().ok()),
+        );
+    }
+    if let Ok(value) = std::env::var("TASKTABLE_TOKENS") {
+        tokens
+            .add_env_value(&value)
+            .map_err(|e| CliError::usage(format!("TASKTABLE_TOKENS: {e}")))?;
+        roles.extend(
+            value
+                .split(',')
+                .filter_map(|pair| pair.split_once(':')?.0.trim().parse::<Role>().ok()),
+        );
+    }
+    let per_role = Role::ALL.map(|role| roles.iter().filter(|r| **r == role).count());
+    Ok((tokens, per_role))
+}
