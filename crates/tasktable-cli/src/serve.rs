@@ -105,6 +105,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     tracing::info!("dashboard at http://{address}/ui");
 
     let mut state = AppState::new(store, tokens);
+    state.stop = stop.clone();
     state.limits.max_body_bytes = args.max_body_bytes;
     let app = tasktable_server::router(state.clone()).merge(tasktable_dashboard::router(state));
     let served = axum::serve(listener, app)

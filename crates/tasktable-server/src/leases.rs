@@ -128,7 +128,7 @@ pub async fn claim(
     loop {
         let tasks = state.store.task_claim(params.clone()).await?;
         let now = Instant::now();
-        if !tasks.is_empty() || now >= deadline {
+        if !tasks.is_empty() || now >= deadline || state.stop.is_cancelled() {
             let tasks: Vec<ClaimedTask> = tasks.into_iter().map(ClaimedTask::from).collect();
             return Ok(Json(json!({ "tasks": tasks })).into_response());
         }
@@ -136,6 +136,7 @@ pub async fn claim(
         tokio::select! {
             () = wake_for(&mut wakes, &params.queue) => {}
             () = tokio::time::sleep(nap) => {}
+            () = state.stop.cancelled() => {}
         }
     }
 }

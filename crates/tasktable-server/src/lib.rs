@@ -27,6 +27,7 @@ use axum::Router;
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_store::Store;
+use tokio_util::sync::CancellationToken;
 
 /// Limits on what one request may ask for.
 #[derive(Debug, Clone)]
@@ -58,6 +59,9 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub tokens: Arc<TokenSet>,
     pub limits: Limits,
+    /// Cancelled when the server shuts down: waiting claims return at once instead of
+    /// holding the shutdown up for their whole wait.
+    pub stop: CancellationToken,
 }
 
 impl AppState {
@@ -66,6 +70,7 @@ impl AppState {
             store,
             tokens: Arc::new(tokens),
             limits: Limits::default(),
+            stop: CancellationToken::new(),
         }
     }
 }

@@ -341,3 +341,39 @@ async fn an_abandoned_lease_is_rescued_and_its_old_token_refused(s: Server) {
         "lease_lost",
     );
 }
+
+#[tokio::test]
+async fn a_waiting_claim_returns_at_once_when_the_server_stops() {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tokens = tasktable_server::TokenSet::default();
+    tokens
+        .add_plain(
+            "w",
+            tasktable_server::Role::Worker,
+            common::token(tasktable_server::Role::Worker),
+        )
+        .unwrap();
+    let Some(s) = Server::start_with("sqlite", tokens, |state| state.stop = stop.clone()).await
+    else {
+        return;
+    };
+    let http = s.http.clone();
+    let url = format!("{}/api/v1/claim", s.base);
+    let waiting = tokio::spawn(async move {
+        let body = json!({"kinds": ["k"], "worker_id": "w", "wait_ms": 60_000});
+        let resp = http
+            .post(url)
+            .bearer_auth(common::token(tasktable_server::Role::Worker))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (resp.status(), resp.json::<Value>().await.unwrap())
+    });
+    stop.cancel();
+    let (status, body) = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("well before its 60 s")
+        .unwrap();
+    assert_eq!((status.as_u16(), &body["tasks"]), (200, &json!([])));
+}
