@@ -1,0 +1,21 @@
+-- Takes the tasks task_claim_select.sql chose and locked, in the same transaction.
+-- Binds, in order: now, lease expiry (twice), worker id, worker host, now (twice), each
+-- chosen id (one placeholder per id).
+--
+-- MySQL applies single-table SET assignments left to right, and each one sees the values
+-- assigned before it (PostgreSQL evaluates all of them against the old row). The lease
+-- therefore reads the deadline_at just set. LEAST() returns NULL if any argument is NULL
+-- (PostgreSQL's least() ignores NULLs), hence the COALESCE for tasks without a timeout.
+UPDATE tasktable_tasks SET
+    state = 'running',
+    attempt = attempt + 1,
+    lease_token = lease_token + 1,
+    -- NULL when the task has no timeout.
+    deadline_at = DATE_ADD(?, INTERVAL timeout_ms * 1000 MICROSECOND),
+    lease_expires_at = LEAST(?, COALESCE(deadline_at, ?)),
+    worker_id = ?,
+    worker_host = ?,
+    started_at = ?,
+    finished_at = NULL,
+    updated_at = ?
+WHERE id IN ({ids}) AND state = 'pending'

@@ -1,0 +1,59 @@
+//! The one clock of a transaction: the database's (`UTC_TIMESTAMP(6)`), read once inside
+//! the transaction, or a time the caller pinned. Times are DATETIME(6) values in UTC.
+
+use crate::db;
+use chrono::{DateTime, Timelike, Utc};
+use sqlx::MySqlConnection;
+use std::time::Duration;
+use tasktable_store::StoreResult;
+
+/// Longest duration added to a time, in µs (100 years), as on PostgreSQL: far inside
+/// DATETIME's range (up to year 9999), whatever the caller asks for.
+const MAX_MICROS: i64 = 100 * 366 * 24 * 3600 * 1_000_000;
+
+/// The database's current time. `UTC_TIMESTAMP`, not `NOW()`: `NOW()` is in the
+/// session's time zone, so a session left in another zone would shift every lease.
+pub async fn db_now(conn: &mut MySqlConnection) -> StoreResult<DateTime<Utc>> {
+    sqlx::query_scalar("SELECT UTC_TIMESTAMP(6)")
+        .fetch_one(conn)
+        .await
+        .map_err(db)
+}
+
+/// `pinned`, cut to the microseconds DATETIME(6) keeps, or the database's time.
+pub async fn now(
+    conn: &mut MySqlConnection,
+    pinned: Option<DateTime<Utc>>,
+) -> StoreResult<DateTime<Utc>> {
+    match pinned {
+        Some(t) => Ok(truncate(t)),
+        None => db_now(conn).await,
+    }
+}
+
+pub fn truncate(t: DateTime<Utc>) -> DateTime<Utc> {
+    let micros = t.nanosecond() / 1_000;
+    t.with_nanosecond(micros * 1_000).unwrap_or(t)
+}
+
+/// `t + d`, with `d` capped at 100 years and whole microseconds.
+pub fn plus(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    let micros = d.as_micros().min(MAX_MICROS as u128) as i64;
+    t.checked_add_signed(chrono::Duration::microseconds(micros))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn times_keep_whole_microseconds() {
+        let t = Utc.timestamp_opt(1_900_000_000, 123_456_789).unwrap();
+        assert_eq!(truncate(t).nanosecond(), 123_456_000);
+        let later = plus(truncate(t), Duration::from_nanos(1_500_999));
+        assert_eq!(later.nanosecond(), 124_956_000);
+        assert!(plus(t, Duration::MAX) < DateTime::<Utc>::MAX_UTC);
+    }
+}

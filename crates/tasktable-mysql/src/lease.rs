@@ -1,0 +1,266 @@
+//! The worker's side of a task: claim, renew, checkpoint, finish, and the rescuer's scan.
+//! Every write after the claim is fenced by `(id, lease_token, state = 'running')`.
+//!
+//! MySQL has no `UPDATE ... RETURNING` and no arrays to bind, so where PostgreSQL sends a
+//! batch as one statement this store runs one statement per row inside one transaction,
+//! and reads back what it needs while it still holds the row locks. Rows are always
+//! written in id order, so two batches over the same rows cannot deadlock each other.
+
+use crate::clock::{self, plus};
+use crate::db;
+use crate::query::{get_many, marks, MAX_IN_LIST};
+use crate::row::{state, task_from_row, text, TASK_COLUMNS};
+use sqlx::{MySqlConnection, MySqlPool, Row};
+use std::collections::HashMap;
+use tasktable_core::{Lease, Task, TaskId, TaskState};
+use tasktable_store::*;
+
+const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
+const CLAIM: &str = include_str!("../queries/task_claim.sql");
+const RENEW: &str = include_str!("../queries/task_renew.sql");
+const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
+const FINISH: &str = include_str!("../queries/task_finish.sql");
+const ATTEMPT_INSERT: &str = include_str!("../queries/attempt_insert.sql");
+
+/// Claims inside the caller's transaction: choose and lock, then update, then read back.
+pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<Vec<Task>> {
+    // A plain read, not part of the locking SELECT: a locking read with SKIP LOCKED
+    // would skip the queue's row while someone pauses the queue, and so claim from a
+    // queue that is being paused.
+    let paused: Option<bool> =
+        sqlx::query_scalar("SELECT paused FROM tasktable_queues WHERE name = ?")
+            .bind(&p.queue)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db)?;
+    if paused == Some(true) {
+        return Ok(Vec::new());
+    }
+    let now = clock::now(conn, p.now).await?;
+    let select = CLAIM_SELECT.replace("{kinds}", &marks(p.kinds.len()));
+    let mut q = sqlx::query_scalar(&select).bind(&p.queue).bind(now);
+    for kind in &p.kinds {
+        q = q.bind(kind);
+    }
+    let mut ids: Vec<TaskId> = q
+        .bind(i64::from(p.limit))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    ids.sort_unstable();
+    let until = plus(now, p.lease_for);
+    for chunk in ids.chunks(MAX_IN_LIST) {
+        let sql = CLAIM.replace("{ids}", &marks(chunk.len()));
+        let mut q = sqlx::query(&sql)
+            .bind(now)
+            .bind(until)
+            .bind(until)
+            .bind(&p.worker_id)
+            .bind(&p.worker_host)
+            .bind(now)
+            .bind(now);
+        for id in chunk {
+            q = q.bind(id);
+        }
+        q.execute(&mut *conn).await.map_err(db)?;
+    }
+    let mut tasks = get_many(conn, &ids).await?;
+    tasks.sort_by(Task::claim_order);
+    Ok(tasks)
+}
+
+/// `(state, lease_token)` of the given tasks, read on `conn`.
+async fn lease_rows(
+    conn: &mut MySqlConnection,
+    ids: &[TaskId],
+) -> StoreResult<HashMap<TaskId, (TaskState, i64, Option<chrono::DateTime<chrono::Utc>>)>> {
+    let mut found = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(MAX_IN_LIST) {
+        let sql = format!(
+            "SELECT id, state, lease_token, lease_expires_at FROM tasktable_tasks WHERE id IN ({})",
+            marks(chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for id in chunk {
+            q = q.bind(id);
+        }
+        for r in q.fetch_all(&mut *conn).await.map_err(db)? {
+            found.insert(
+                r.try_get("id").map_err(db)?,
+                (
+                    state(text(&r, "state")?)?,
+                    r.try_get("lease_token").map_err(db)?,
+                    r.try_get("lease_expires_at").map_err(db)?,
+                ),
+            );
+        }
+    }
+    Ok(found)
+}
+
+/// Renews inside the caller's transaction, then reads every row back once: the new
+/// expiry of the leases held, and why the others are not.
+pub async fn renew(conn: &mut MySqlConnection, p: &RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+    let now = clock::now(conn, p.now).await?;
+    let until = plus(now, p.lease_for);
+    let mut order: Vec<&Lease> = p.leases.iter().collect();
+    order.sort_by_key(|l| (l.task_id, l.token));
+    let mut held: HashMap<Lease, bool> = HashMap::with_capacity(order.len());
+    for lease in order {
+        // rows_affected counts matched rows (sqlx asks for CLIENT_FOUND_ROWS), so a
+        // renewal to the same expiry still counts as held.
+        let done = sqlx::query(RENEW)
+            .bind(until)
+            .bind(until)
+            .bind(lease.task_id)
+            .bind(lease.token)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+        held.insert(*lease, done.rows_affected() == 1);
+    }
+    let mut ids: Vec<TaskId> = p.leases.iter().map(|l| l.task_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let rows = lease_rows(conn, &ids).await?;
+    Ok(p.leases
+        .iter()
+        .map(|l| {
+            let row = rows.get(&l.task_id).copied();
+            match (held.get(l), row) {
+                (Some(true), Some((_, _, expires_at))) => LeaseStatus::Held { expires_at },
+                _ => lost_lease_status(*l, row.map(|(s, token, _)| (s, token))),
+            }
+        })
+        .collect())
+}
+
+/// One statement, so no transaction; for a lease that did not match, one more read.
+pub async fn checkpoint(
+    conn: &mut MySqlConnection,
+    p: &CheckpointParams,
+) -> StoreResult<LeaseStatus> {
+    let done = sqlx::query(CHECKPOINT)
+        .bind(&p.checkpoint)
+        .bind(&p.progress)
+        .bind(p.lease.task_id)
+        .bind(p.lease.token)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    if done.rows_affected() == 1 {
+        return Ok(LeaseStatus::Held { expires_at: None });
+    }
+    let row = lease_rows(conn, &[p.lease.task_id])
+        .await?
+        .remove(&p.lease.task_id)
+        .map(|(s, token, _)| (s, token));
+    Ok(lost_lease_status(p.lease, row))
+}
+
+/// The rows to write for a finish, checked before any is sent: a value the server would
+/// refuse as larger than `max_allowed_packet` would cost the connection, not just the
+/// statement, so it fails here with a message that says so.
+pub fn finish_rows(p: &FinishParams, max_value_bytes: usize) -> StoreResult<Vec<FinishRow>> {
+    let rows: Vec<FinishRow> = p.items.iter().map(FinishItem::row).collect();
+    for r in &rows {
+        let size = r.result.as_ref().map_or(0, |v| v.to_string().len())
+            + r.error.as_ref().map_or(0, String::len);
+        if size > max_value_bytes {
+            return Err(StoreError::InvalidInput(format!(
+                "the result and error of task {} take {size} bytes, more than the server's \
+                 max_allowed_packet leaves room for ({max_value_bytes}); raise max_allowed_packet",
+                r.task_id
+            )));
+        }
+    }
+    Ok(rows)
+}
+
+/// Ends attempts inside the caller's transaction. Returns one flag per item, and the
+/// queues that got a task due at once.
+pub async fn finish(
+    conn: &mut MySqlConnection,
+    rows: &[FinishRow],
+    p: &FinishParams,
+) -> StoreResult<(Vec<bool>, Vec<String>)> {
+    let now = clock::now(conn, p.now).await?;
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| rows[i].task_id);
+    let mut applied = vec![false; rows.len()];
+    let mut requeued = Vec::new();
+    for i in order {
+        let r = &rows[i];
+        let done = sqlx::query(FINISH)
+            .bind(r.new_state.map(|s| s.as_str()))
+            .bind(plus(now, r.delay))
+            .bind(now)
+            .bind(i32::from(r.refund_attempt))
+            .bind(&r.result)
+            .bind(&r.error)
+            .bind(now)
+            .bind(r.task_id)
+            .bind(r.token)
+            .bind(p.only_if_expired)
+            .bind(now)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+        // Two items for the same task cannot both apply: the first moves the row out of
+        // 'running'.
+        if done.rows_affected() != 1 {
+            continue;
+        }
+        sqlx::query(ATTEMPT_INSERT)
+            .bind(i32::from(r.refund_attempt))
+            .bind(now)
+            .bind(r.outcome.as_str())
+            .bind(&r.error)
+            .bind(r.task_id)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+        applied[i] = true;
+        if r.delay.is_zero() && r.new_state != Some(TaskState::Succeeded) {
+            requeued.push(r.task_id);
+        }
+    }
+    // A task given back without delay is due at once: its queue's idle workers are woken
+    // once this commits.
+    let mut due_queues = Vec::new();
+    for chunk in requeued.chunks(MAX_IN_LIST) {
+        let sql = format!(
+            "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN ({}) AND state = 'pending'",
+            marks(chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for id in chunk {
+            q = q.bind(id);
+        }
+        for r in q.fetch_all(&mut *conn).await.map_err(db)? {
+            due_queues.push(text(&r, "queue")?);
+        }
+    }
+    Ok((applied, due_queues))
+}
+
+pub async fn list_expired(pool: &MySqlPool, p: ExpiredParams) -> StoreResult<Vec<Task>> {
+    // The lease never outlasts the deadline, so an expired lease covers both. Reads the
+    // index tasktable_tasks_lease (state, lease_expires_at), which ends in the id as
+    // every InnoDB secondary index does, so the ORDER BY needs no sort.
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasktable_tasks \
+         WHERE state = 'running' AND lease_expires_at <= COALESCE(?, UTC_TIMESTAMP(6)) \
+         ORDER BY lease_expires_at, id LIMIT ?"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(p.now.map(clock::truncate))
+        .bind(i64::from(p.limit))
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
+    rows.iter().map(task_from_row).collect()
+}

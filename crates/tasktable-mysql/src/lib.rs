@@ -1,0 +1,373 @@
+//! tasktable's MySQL and MariaDB store, for many workers in many processes on one
+//! database. Runs on MySQL 8.0.17+ and MariaDB 10.6+ (`SKIP LOCKED` and `JSON_VALID`
+//! checks; the NO PAD binary collations).
+//!
+//! Owns: the MySQL schema and its migrations, the SQL that makes each
+//! [`Store`](tasktable_store::Store) transition atomic on InnoDB, the retry of
+//! transactions InnoDB aborts under contention (deadlocks, lock wait timeouts), and the
+//! in-process wake-ups.
+//!
+//! Must not know: workers, handlers, HTTP, retry rules. It applies the plans the runtime
+//! hands it, with the same semantics as the SQLite and PostgreSQL stores (the conformance
+//! suite checks).
+//!
+//! Concurrency: a claim selects rows `FOR UPDATE SKIP LOCKED` through the claim index and
+//! then updates exactly those rows, in one transaction, because MySQL has no
+//! `UPDATE ... RETURNING`; workers never wait for each other. Every worker write is
+//! fenced by `(id, lease_token, state = 'running')`. Every session runs READ COMMITTED in
+//! UTC, and every time decision uses the database's clock (`UTC_TIMESTAMP(6)`) unless the
+//! caller pins one. InnoDB resolves a deadlock by aborting one transaction (error 1213)
+//! and gives up on a lock after `innodb_lock_wait_timeout` (error 1205); the store runs
+//! such a transaction again after a short jittered pause, so callers never see either.
+//!
+//! Wake-ups: MySQL has no LISTEN/NOTIFY. As on SQLite, writes that make work due wake
+//! the idle workers of this process at once; workers in other processes find the work on
+//! their next poll (`poll_interval`).
+
+mod clock;
+mod lease;
+mod migrate;
+mod query;
+mod retry;
+mod row;
+mod submit;
+mod update;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::{Executor, MySql, MySqlConnection, Transaction};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tasktable_core::{Attempt, NewTask, Task, TaskId};
+use tasktable_store::*;
+use tokio::sync::broadcast;
+
+pub use migrate::migrations;
+pub use sqlx::mysql::MySqlConnection as Connection;
+
+/// How to connect to the database.
+#[derive(Debug, Clone)]
+pub struct MySqlConfig {
+    /// `mysql://user:password@host:port/database` (`mariadb://` works too).
+    pub url: String,
+    pub max_connections: u32,
+    pub max_payload_bytes: usize,
+    /// `innodb_lock_wait_timeout` for the store's sessions, in whole seconds (at least 1);
+    /// `None` keeps the server's (50 s unless configured). A write that waits longer is
+    /// rolled back and run again.
+    pub lock_wait_timeout: Option<Duration>,
+}
+
+impl MySqlConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        MySqlConfig {
+            url: url.into(),
+            max_connections: 10,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            lock_wait_timeout: None,
+        }
+    }
+}
+
+/// The MySQL and MariaDB [`Store`]. Clones share the pool, the wake channel and the
+/// retry counter.
+#[derive(Debug, Clone)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+    wake: broadcast::Sender<Wake>,
+    max_payload_bytes: usize,
+    /// Largest value (a result, an error text) one statement may carry: the server's
+    /// `max_allowed_packet` less room for the rest of the statement.
+    max_value_bytes: usize,
+    retries: Arc<AtomicU64>,
+}
+
+pub(crate) fn db(e: sqlx::Error) -> StoreError {
+    StoreError::database(e)
+}
+
+/// Room left in a packet for everything in a statement beside its one large value.
+const PACKET_MARGIN: usize = 64 * 1024;
+
+impl MySqlStore {
+    /// Connects, so an unreachable server fails here. Does not migrate.
+    ///
+    /// Fails with [`StoreError::InvalidInput`] when `max_payload_bytes` does not fit in
+    /// the server's `max_allowed_packet`: the server would drop the connection on such a
+    /// submit instead of answering it.
+    pub async fn connect(config: MySqlConfig) -> StoreResult<Self> {
+        let options = MySqlConnectOptions::from_str(&config.url)
+            .map_err(|e| StoreError::InvalidInput(format!("bad MySQL URL: {e}")))?;
+        let lock_wait = config.lock_wait_timeout.map(|d| d.as_secs().max(1));
+        let pool = MySqlPoolOptions::new()
+            .max_connections(config.max_connections.max(1))
+            .after_connect(move |conn, _| Box::pin(prepare_session(conn, lock_wait)))
+            .connect_with(options)
+            .await
+            .map_err(db)?;
+        let packet: u64 = sqlx::query_scalar("SELECT @@max_allowed_packet")
+            .fetch_one(&pool)
+            .await
+            .map_err(db)?;
+        let max_value_bytes = usize::try_from(packet)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(PACKET_MARGIN);
+        if config.max_payload_bytes > max_value_bytes {
+            pool.close().await;
+            return Err(StoreError::InvalidInput(format!(
+                "max_payload_bytes is {} but the server's max_allowed_packet ({packet} bytes) \
+                 leaves room for {max_value_bytes}; raise max_allowed_packet on the server \
+                 or lower max_payload_bytes",
+                config.max_payload_bytes
+            )));
+        }
+        let (wake, _) = broadcast::channel(1024);
+        Ok(MySqlStore {
+            pool,
+            wake,
+            max_payload_bytes: config.max_payload_bytes,
+            max_value_bytes,
+            retries: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Connects by URL with the default settings.
+    pub async fn open(url: &str) -> StoreResult<Self> {
+        Self::connect(MySqlConfig::new(url)).await
+    }
+
+    /// Submits tasks inside a transaction the caller holds (a `Transaction<MySql>` derefs
+    /// to a `MySqlConnection`), so they commit or roll back with the caller's own writes.
+    /// Idle workers find these tasks on their next poll. Works under READ COMMITTED and
+    /// REPEATABLE READ. A deadlock here aborts the caller's whole transaction, so it is
+    /// returned (as [`StoreError::Database`]) for the caller to retry, not retried here.
+    pub async fn submit_in(
+        conn: &mut MySqlConnection,
+        tasks: Vec<NewTask>,
+    ) -> StoreResult<Vec<Submitted>> {
+        validate_submit(&tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        Ok(submit::insert(conn, &tasks, None).await?.submitted)
+    }
+
+    /// The pool, for callers that want to run their own queries next to tasktable's.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// How many times this store (and its clones) ran a transaction again because InnoDB
+    /// aborted it with a deadlock (1213) or a lock wait timeout (1205).
+    pub fn deadlock_retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    pub(crate) async fn begin(&self) -> StoreResult<Transaction<'static, MySql>> {
+        self.pool.begin().await.map_err(db)
+    }
+
+    /// Runs `op` (one whole transaction) again while InnoDB aborts it under contention.
+    pub(crate) async fn retrying<T, F, Fut>(&self, what: &'static str, op: F) -> StoreResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = StoreResult<T>>,
+    {
+        retry::run(&self.retries, what, op).await
+    }
+
+    /// Wakes idle workers of this process. Duplicates are harmless: a woken worker polls.
+    pub(crate) fn wake_local<'a>(&self, queues: impl IntoIterator<Item = &'a str>) {
+        let mut queues: Vec<&str> = queues.into_iter().collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for q in queues {
+            // No receivers is fine: nobody is idle in this process.
+            let _ = self.wake.send(Wake {
+                queue: q.to_owned(),
+            });
+        }
+    }
+}
+
+/// Sets up every new session of the pool. sqlx already sets the time zone to UTC; it is
+/// set again here because leases depend on it, though every query uses `UTC_TIMESTAMP`
+/// and DATETIME columns, which no session zone shifts. READ COMMITTED lets the claim
+/// unlock the rows it reads and skips, and lets each statement see rows committed since
+/// the transaction began. Strict mode turns a value the column cannot hold into an error
+/// instead of a silent truncation.
+async fn prepare_session(
+    conn: &mut MySqlConnection,
+    lock_wait_secs: Option<u64>,
+) -> Result<(), sqlx::Error> {
+    let mut set = String::from(
+        "SET time_zone = '+00:00', \
+         sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES')",
+    );
+    if let Some(secs) = lock_wait_secs {
+        set.push_str(&format!(", innodb_lock_wait_timeout = {secs}"));
+    }
+    conn.execute(set.as_str()).await?;
+    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for MySqlStore {
+    fn backend(&self) -> &'static str {
+        "mysql"
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        migrate::run(&self.pool).await
+    }
+
+    async fn db_now(&self) -> StoreResult<DateTime<Utc>> {
+        let mut conn = self.pool.acquire().await.map_err(db)?;
+        clock::db_now(&mut conn).await
+    }
+
+    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        validate_submit(&params.tasks, self.max_payload_bytes)?;
+        let p = &params;
+        let out = self
+            .retrying("submit", || async move {
+                let mut tx = self.begin().await?;
+                let out = submit::insert(&mut tx, &p.tasks, p.now).await?;
+                tx.commit().await.map_err(db)?;
+                Ok(out)
+            })
+            .await?;
+        self.wake_local(out.due_queues.iter().map(String::as_str));
+        Ok(out.submitted)
+    }
+
+    async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+        if params.limit == 0 || params.kinds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let p = &params;
+        self.retrying("claim", || async move {
+            let mut tx = self.begin().await?;
+            let tasks = lease::claim(&mut tx, p).await?;
+            tx.commit().await.map_err(db)?;
+            Ok(tasks)
+        })
+        .await
+    }
+
+    async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+        if params.leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let p = &params;
+        self.retrying("renew", || async move {
+            let mut tx = self.begin().await?;
+            let statuses = lease::renew(&mut tx, p).await?;
+            tx.commit().await.map_err(db)?;
+            Ok(statuses)
+        })
+        .await
+    }
+
+    async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
+        for value in [&params.checkpoint, &params.progress].into_iter().flatten() {
+            let size = value.to_string().len();
+            if size > self.max_payload_bytes {
+                return Err(StoreError::PayloadTooLarge {
+                    index: 0,
+                    size,
+                    limit: self.max_payload_bytes,
+                });
+            }
+        }
+        let p = &params;
+        self.retrying("checkpoint", || async move {
+            let mut conn = self.pool.acquire().await.map_err(db)?;
+            lease::checkpoint(&mut conn, p).await
+        })
+        .await
+    }
+
+    async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
+        if params.items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = lease::finish_rows(&params, self.max_value_bytes)?;
+        let (rows, p) = (&rows, &params);
+        let (applied, due_queues) = self
+            .retrying("finish", || async move {
+                let mut tx = self.begin().await?;
+                let out = lease::finish(&mut tx, rows, p).await?;
+                tx.commit().await.map_err(db)?;
+                Ok(out)
+            })
+            .await?;
+        self.wake_local(due_queues.iter().map(String::as_str));
+        Ok(applied)
+    }
+
+    async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
+        lease::list_expired(&self.pool, params).await
+    }
+
+    async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
+        query::get(&self.pool, id).await
+    }
+
+    async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
+        validate_list(&params)?;
+        query::list(&self.pool, &params).await
+    }
+
+    async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
+        query::attempts(&self.pool, task_id).await
+    }
+
+    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
+        validate_change(&params.change, self.max_payload_bytes)?;
+        let p = &params;
+        let (changed, due_queues) = self
+            .retrying("update", || async move {
+                let mut tx = self.begin().await?;
+                let out = update::apply(&mut tx, p).await?;
+                tx.commit().await.map_err(db)?;
+                Ok(out)
+            })
+            .await?;
+        self.wake_local(due_queues.iter().map(String::as_str));
+        Ok(changed)
+    }
+
+    async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
+        let p = &params;
+        self.retrying("queue_set_paused", || async move {
+            sqlx::query(include_str!("../queries/queue_pause.sql"))
+                .bind(&p.queue)
+                .bind(p.paused)
+                .bind(p.paused)
+                .execute(&self.pool)
+                .await
+                .map_err(db)
+        })
+        .await?;
+        if !params.paused {
+            self.wake_local([params.queue.as_str()]);
+        }
+        Ok(())
+    }
+
+    async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
+        query::queues(&self.pool).await
+    }
+
+    async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
+        Ok(self.wake.subscribe())
+    }
+}

@@ -1,0 +1,132 @@
+//! Migrations ship inside the library and are recorded in tasktable's own table
+//! (`tasktable_migrations`, not sqlx's), so they never clash with the host application's.
+//!
+//! MySQL commits every DDL statement on its own, so unlike PostgreSQL a migration cannot
+//! run in one transaction that a concurrent migrator waits on. Instead the migrator holds
+//! a named lock (`GET_LOCK`) for the whole run, and every migration statement is
+//! idempotent (`IF NOT EXISTS`): one cut short half-way is simply run again from the top,
+//! and its version is recorded only once all of it is in place.
+
+use crate::db;
+use sqlx::pool::PoolConnection;
+use sqlx::{Executor, MySql, MySqlPool};
+use tasktable_store::{StoreError, StoreResult};
+
+/// (version, name, SQL). Versions are the same in every backend.
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "tasks", include_str!("../migrations/0001_tasks.sql"))];
+
+/// How long a migrator waits for another one to finish, in seconds.
+const LOCK_WAIT_SECS: i64 = 300;
+
+/// The migrations this version ships: (version, name, SQL), oldest first. The SQL is as
+/// written for MariaDB; on MySQL the migrator swaps the collation (see `for_server`).
+pub fn migrations() -> &'static [(i64, &'static str, &'static str)] {
+    MIGRATIONS
+}
+
+pub async fn run(pool: &MySqlPool) -> StoreResult<()> {
+    let mut conn = pool.acquire().await.map_err(db)?;
+    // GET_LOCK names are server-wide, so the name carries the database: migrators of
+    // different databases on one server do not wait for each other. Names are limited to
+    // 64 characters, hence the hash.
+    let lock: String =
+        sqlx::query_scalar("SELECT CONCAT('tasktable_migrate_', MD5(COALESCE(DATABASE(), '')))")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db)?;
+    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
+        .bind(&lock)
+        .bind(LOCK_WAIT_SECS)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+    if got != Some(1) {
+        return Err(StoreError::Migration(format!(
+            "another migrator held the lock {lock} for more than {LOCK_WAIT_SECS} s"
+        )));
+    }
+    let result = run_locked(&mut conn).await;
+    let released = sqlx::query("SELECT RELEASE_LOCK(?)")
+        .bind(&lock)
+        .execute(&mut *conn)
+        .await;
+    if released.is_err() {
+        // The lock belongs to the session: ending it releases the lock for sure.
+        conn.close_on_drop();
+    }
+    result
+}
+
+async fn run_locked(conn: &mut PoolConnection<MySql>) -> StoreResult<()> {
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS tasktable_migrations (\
+            version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, \
+            applied_at DATETIME(6) NOT NULL) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
+    )
+    .await
+    .map_err(db)?;
+    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM tasktable_migrations")
+        .fetch_all(&mut **conn)
+        .await
+        .map_err(db)?;
+    if let Some(newest) = applied.iter().max() {
+        let known = MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
+        if *newest > known {
+            return Err(StoreError::Migration(format!(
+                "the database is at schema version {newest}, newer than this tasktable ({known}); upgrade tasktable"
+            )));
+        }
+    }
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut **conn)
+        .await
+        .map_err(db)?;
+    let mariadb = version.contains("MariaDB");
+    for (number, name, sql) in MIGRATIONS {
+        if applied.contains(number) {
+            continue;
+        }
+        // A query without arguments goes over the text protocol, which runs a file of
+        // several statements (sqlx enables multi-statement queries).
+        conn.execute(for_server(sql, mariadb).as_str())
+            .await
+            .map_err(|e| StoreError::Migration(format!("{number} {name}: {e}")))?;
+        sqlx::query(
+            "INSERT INTO tasktable_migrations (version, name, applied_at) \
+             VALUES (?, ?, UTC_TIMESTAMP(6))",
+        )
+        .bind(number)
+        .bind(name)
+        .execute(&mut **conn)
+        .await
+        .map_err(db)?;
+        tracing::info!(version = number, name, "applied migration");
+    }
+    Ok(())
+}
+
+/// MySQL and MariaDB share no binary collation without trailing-space padding: MariaDB
+/// calls it `utf8mb4_nopad_bin`, MySQL `utf8mb4_0900_bin`. The files use MariaDB's name.
+fn for_server(sql: &str, mariadb: bool) -> String {
+    if mariadb {
+        sql.to_owned()
+    } else {
+        sql.replace("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mysql_gets_its_own_no_pad_collation() {
+        let (_, _, sql) = MIGRATIONS[0];
+        assert!(sql.contains("utf8mb4_nopad_bin"));
+        let mysql = for_server(sql, false);
+        assert!(!mysql.contains("nopad"));
+        assert!(mysql.contains("COLLATE = utf8mb4_0900_bin"));
+        assert_eq!(for_server(sql, true), sql);
+    }
+}
