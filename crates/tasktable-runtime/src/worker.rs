@@ -401,10 +401,39 @@ async fn claim_loop(
         let poll = jittered(shared.config.poll_interval);
         tokio::select! {
             _ = &mut shutdown => return,
-            _ = shared.capacity_freed.notified(), if want_more => {}
+            _ = shared.capacity_freed.notified(), if want_more => {
+                settle_freed_capacity(&total).await;
+            }
             _ = next_wake(&mut wake, &queues) => {}
             _ = tokio::time::sleep(poll) => {}
         }
+        // One claim round answers every wake-up that arrived so far: without this, a
+        // burst of N notifications would cost N claim rounds that find nothing.
+        drain_wakes(&mut wake);
+    }
+}
+
+/// Completions are written in batches, so the executors of one batch free their permits
+/// within moments of each other. Claiming as soon as the first is free would take one
+/// task per claim (a transaction each); instead, let the other woken executors run
+/// first, and claim once the count of free permits stops growing. Bounded, and only
+/// yields to the scheduler: it never waits on a timer.
+async fn settle_freed_capacity(total: &Semaphore) {
+    let mut free = total.available_permits();
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+        let now = total.available_permits();
+        if now == free {
+            return;
+        }
+        free = now;
+    }
+}
+
+/// Discards wake-ups already queued: the claim round about to run covers them.
+fn drain_wakes(wake: &mut Option<broadcast::Receiver<Wake>>) {
+    if let Some(rx) = wake {
+        while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = rx.try_recv() {}
     }
 }
 

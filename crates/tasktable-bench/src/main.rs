@@ -1,0 +1,273 @@
+//! `tasktable-bench`: the benchmark of issue 6. One command per backend:
+//!
+//! ```sh
+//! cargo run --release -p tasktable-bench -- --backend sqlite      # or postgres
+//! cargo run --release -p tasktable-bench -- --backend postgres --quick
+//! ```
+//!
+//! Each scenario runs on a fresh database (a temporary SQLite file, or a PostgreSQL
+//! database made from the test template on `TASKTABLE_TEST_POSTGRES_URL`), prints one
+//! line per measurement, and the run is written as JSON to `target/bench/<backend>.json`
+//! (`<backend>-quick.json` with `--quick`). Throughput is reported beside the machine's
+//! commit ceiling measured in the same run, because shared machines drift between runs.
+//! See docs/benchmarks.md.
+
+mod db;
+mod handlers;
+mod report;
+mod scenarios;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use scenarios::Ctx;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The backends a run can measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// The backend asked for on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    Sqlite,
+    Postgres,
+    /// MariaDB/MySQL: waits for the `tasktable-mysql` crate to land.
+    Mysql,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    Drain,
+    Memory,
+    Submit,
+    Latency,
+    Backlog,
+    Leases,
+}
+
+/// The sizes of a run: full by default, small with `--quick`.
+#[derive(Debug, Clone)]
+pub struct Scale {
+    pub drain_sizes: Vec<u64>,
+    pub drain_concurrency: Vec<usize>,
+    pub ceiling_secs: f64,
+    pub submit_calls: usize,
+    pub bulk: usize,
+    pub latency_secs: f64,
+    pub backlogs: Vec<u64>,
+    pub backlog_drain: u64,
+    pub rss_tasks: u64,
+    pub lease_tasks: u64,
+    pub lease_for: Duration,
+    pub lease_window: Duration,
+}
+
+impl Scale {
+    fn full() -> Self {
+        Scale {
+            drain_sizes: vec![20_000, 100_000],
+            drain_concurrency: vec![10, 50],
+            ceiling_secs: 3.0,
+            submit_calls: 4000,
+            bulk: 20_000,
+            latency_secs: 10.0,
+            backlogs: vec![10_000, 1_000_000],
+            backlog_drain: 10_000,
+            rss_tasks: 20_000,
+            lease_tasks: 1000,
+            lease_for: Duration::from_secs(30),
+            lease_window: Duration::from_secs(21),
+        }
+    }
+
+    fn quick() -> Self {
+        Scale {
+            drain_sizes: vec![2_000, 5_000],
+            drain_concurrency: vec![10, 50],
+            ceiling_secs: 1.0,
+            submit_calls: 400,
+            bulk: 20_000,
+            latency_secs: 2.0,
+            backlogs: vec![5_000, 100_000],
+            backlog_drain: 3_000,
+            rss_tasks: 3_000,
+            lease_tasks: 1000,
+            lease_for: Duration::from_secs(3),
+            lease_window: Duration::from_secs(3),
+        }
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tasktable-bench",
+    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The database to measure.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    backend: BackendArg,
+    /// Small sizes, for a smoke run of a minute or two.
+    #[arg(long)]
+    quick: bool,
+    /// Run only these scenarios (comma-separated); all by default.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Scenario>,
+    /// Where to write the JSON; default target/bench/<backend>[-quick].json.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// (internal) A worker process for the memory and lease scenarios; runs until killed.
+    #[command(hide = true)]
+    Child {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        concurrency: usize,
+        /// 0: the default lease.
+        #[arg(long, default_value_t = 0)]
+        lease_ms: u64,
+    },
+}
+
+async fn child(url: String, kind: String, concurrency: usize, lease_ms: u64) {
+    let store = tasktable::connect(&url).await.expect("connect");
+    let mut builder = tasktable::Worker::builder(store).concurrency(concurrency);
+    if lease_ms > 0 {
+        builder = builder.lease_for(Duration::from_millis(lease_ms));
+    }
+    builder = match kind.as_str() {
+        "long" => builder.register(handlers::Long),
+        _ => builder.register(handlers::Noop::default()),
+    };
+    builder
+        .build()
+        .expect("worker")
+        .run(std::future::pending())
+        .await;
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "error".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    if let Some(Command::Child {
+        url,
+        kind,
+        concurrency,
+        lease_ms,
+    }) = cli.command
+    {
+        child(url, kind, concurrency, lease_ms).await;
+        return;
+    }
+    let backend = match cli.backend {
+        BackendArg::Sqlite => Backend::Sqlite,
+        BackendArg::Postgres => Backend::Postgres,
+        BackendArg::Mysql => {
+            eprintln!(
+                "MariaDB/MySQL: the tasktable-mysql crate has not landed yet; this benchmark \
+                 will gain the backend when it does (docs/benchmarks.md)."
+            );
+            std::process::exit(2);
+        }
+    };
+    let scenarios = if cli.only.is_empty() {
+        vec![
+            Scenario::Drain,
+            Scenario::Memory,
+            Scenario::Submit,
+            Scenario::Latency,
+            Scenario::Backlog,
+            Scenario::Leases,
+        ]
+    } else {
+        cli.only.clone()
+    };
+    let load_before = report::loadavg();
+    let started = chrono::Utc::now();
+    eprintln!(
+        "tasktable-bench: {} {}, load average {load_before}",
+        backend.name(),
+        if cli.quick { "quick" } else { "full" }
+    );
+    let mut ctx = Ctx {
+        backend,
+        scale: if cli.quick {
+            Scale::quick()
+        } else {
+            Scale::full()
+        },
+        report: report::Report::default(),
+        best_drain: None,
+    };
+    for s in scenarios {
+        let result = match s {
+            Scenario::Drain => scenarios::drain(&mut ctx).await,
+            Scenario::Memory => scenarios::memory(&mut ctx).await,
+            Scenario::Submit => scenarios::submit(&mut ctx).await,
+            Scenario::Latency => scenarios::latency(&mut ctx).await,
+            Scenario::Backlog => scenarios::backlog(&mut ctx).await,
+            Scenario::Leases => scenarios::leases(&mut ctx).await,
+        };
+        if let Err(e) = result {
+            eprintln!("scenario {s:?} failed: {e}");
+            std::process::exit(1);
+        }
+    }
+    let header = json!({
+        "backend": backend.name(),
+        "mode": if cli.quick { "quick" } else { "full" },
+        "started_at": started.to_rfc3339(),
+        "finished_at": chrono::Utc::now().to_rfc3339(),
+        "loadavg_before": load_before,
+        "loadavg_after": report::loadavg(),
+        "machine": report::machine(),
+        "git_commit": std::process::Command::new("git")
+            .args(["rev-parse", "--short", "HEAD"])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()),
+    });
+    let out = cli.out.unwrap_or_else(|| {
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench")).join(format!(
+            "{}{}.json",
+            backend.name(),
+            if cli.quick { "-quick" } else { "" }
+        ))
+    });
+    if let Some(dir) = out.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let body = serde_json::to_string_pretty(&ctx.report.to_json(header)).expect("json");
+    match std::fs::write(&out, body) {
+        Ok(()) => eprintln!("wrote {}", out.display()),
+        Err(e) => eprintln!("cannot write {}: {e}", out.display()),
+    }
+}
