@@ -25,6 +25,8 @@ pub use tasktable_runtime::{
 pub use tasktable_store as store;
 pub use tasktable_store::{Change, Store, StoreError, StoreResult, Submitted, Target, TaskFilter};
 
+#[cfg(feature = "mysql")]
+pub use tasktable_mysql as mysql;
 #[cfg(feature = "postgres")]
 pub use tasktable_postgres as postgres;
 #[cfg(feature = "sqlite")]
@@ -32,8 +34,9 @@ pub use tasktable_sqlite as sqlite;
 
 use std::sync::Arc;
 
-/// Opens the store a URL names: `sqlite://file.db` (or a plain path) or
-/// `postgres://user@host/db`. Does not migrate; call [`Store::migrate`] when you want to.
+/// Opens the store a URL names: `sqlite://file.db` (or a plain path),
+/// `postgres://user@host/db`, or `mysql://user@host/db` (`mariadb://` too). Does not
+/// migrate; call [`Store::migrate`] when you want to.
 pub async fn connect(url: &str) -> StoreResult<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         #[cfg(feature = "postgres")]
@@ -43,9 +46,18 @@ pub async fn connect(url: &str) -> StoreResult<Arc<dyn Store>> {
             "this build has no PostgreSQL support (feature `postgres`)".into(),
         ));
     }
+    if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+        #[cfg(feature = "mysql")]
+        return Ok(Arc::new(tasktable_mysql::MySqlStore::open(url).await?));
+        #[cfg(not(feature = "mysql"))]
+        return Err(StoreError::InvalidInput(
+            "this build has no MySQL support (feature `mysql`)".into(),
+        ));
+    }
     if url.contains("://") && !url.starts_with("sqlite:") {
         return Err(StoreError::InvalidInput(format!(
-            "unsupported database URL {url:?}: use sqlite://path or postgres://user@host/db"
+            "unsupported database URL {url:?}: use sqlite://path, postgres://user@host/db \
+             or mysql://user@host/db (mariadb:// too)"
         )));
     }
     #[cfg(feature = "sqlite")]
@@ -54,4 +66,27 @@ pub async fn connect(url: &str) -> StoreResult<Arc<dyn Store>> {
     Err(StoreError::InvalidInput(
         "this build has no SQLite support (feature `sqlite`)".into(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unknown_scheme_is_refused_with_the_supported_ones() {
+        let err = connect("ftp://host/db").await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+        for scheme in ["sqlite://", "postgres://", "mysql://", "mariadb://"] {
+            assert!(err.to_string().contains(scheme), "{err}");
+        }
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test]
+    async fn a_mariadb_url_opens_the_mysql_store() {
+        let err = connect("mariadb://root@127.0.0.1:no-port/db")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("bad MySQL URL"), "{err}");
+    }
 }
