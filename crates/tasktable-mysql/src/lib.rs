@@ -1,15 +1,15 @@
 //! tasktable's MySQL and MariaDB store, for many workers in many processes on one
-//! database. Runs on MySQL 8.0.17+ and MariaDB 10.6+ (`SKIP LOCKED` and `JSON_VALID`
-//! checks; the NO PAD binary collations).
+//! database. Needs MySQL 8.0.17+ or MariaDB 10.6+, for `SKIP LOCKED` and for a binary
+//! collation without trailing-space padding.
 //!
 //! Owns: the MySQL schema and its migrations, the SQL that makes each
 //! [`Store`](tasktable_store::Store) transition atomic on InnoDB, the retry of
 //! transactions InnoDB aborts under contention (deadlocks, lock wait timeouts), and the
 //! in-process wake-ups.
 //!
-//! Must not know: workers, handlers, HTTP, retry rules. It applies the plans the runtime
-//! hands it, with the same semantics as the SQLite and PostgreSQL stores (the conformance
-//! suite checks).
+//! Must not know: workers, handlers, HTTP, the retry rules of tasks (it retries only its
+//! own aborted transactions). It applies the plans the runtime hands it, with the same
+//! semantics as the SQLite and PostgreSQL stores (the conformance suite checks).
 //!
 //! Concurrency: a claim selects rows `FOR UPDATE SKIP LOCKED` through the claim index and
 //! then updates exactly those rows, in one transaction, because MySQL has no
