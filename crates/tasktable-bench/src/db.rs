@@ -115,6 +115,37 @@ impl BenchDb {
         }
     }
 
+    /// Refreshes the planner's statistics, as autovacuum's analyze would after a large
+    /// load (the test server runs with `autovacuum = off`).
+    pub async fn analyze(&self) {
+        match self.backend {
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(self.url())
+                    .await
+                    .expect("connect");
+                conn.execute("ANALYZE").await.expect("analyze");
+            }
+            Backend::Sqlite => {
+                let mut conn = sqlite_conn(&self.sqlite_path()).await;
+                conn.execute("ANALYZE").await.expect("analyze");
+            }
+        }
+    }
+
+    /// `autovacuum` on the server (PostgreSQL).
+    pub async fn autovacuum(&self) -> Option<String> {
+        match self.backend {
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(self.url()).await.ok()?;
+                sqlx::query_scalar("SHOW autovacuum")
+                    .fetch_one(&mut conn)
+                    .await
+                    .ok()
+            }
+            Backend::Sqlite => None,
+        }
+    }
+
     /// The plan of the claim's choice of rows, to show it reads the claim index.
     pub async fn claim_plan(&self) -> String {
         match self.backend {

@@ -44,7 +44,7 @@ impl Backend {
 enum BackendArg {
     Sqlite,
     Postgres,
-    /// MariaDB/MySQL: waits for the `tasktable-mysql` crate to land.
+    /// MariaDB/MySQL: not wired in yet (see docs/benchmarks.md).
     Mysql,
 }
 
@@ -128,6 +128,16 @@ struct Cli {
     /// Run only these scenarios (comma-separated); all by default.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Scenario>,
+    /// Do not run ANALYZE after pre-filling (PostgreSQL then plans the claim without
+    /// statistics unless autovacuum has analyzed the table).
+    #[arg(long)]
+    no_analyze: bool,
+    /// Override the drain sizes (comma-separated task counts).
+    #[arg(long, value_delimiter = ',')]
+    drain_sizes: Vec<u64>,
+    /// Override the drain concurrencies (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    drain_concurrency: Vec<usize>,
     /// Where to write the JSON; default target/bench/<backend>[-quick].json.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -192,8 +202,8 @@ async fn main() {
         BackendArg::Postgres => Backend::Postgres,
         BackendArg::Mysql => {
             eprintln!(
-                "MariaDB/MySQL: the tasktable-mysql crate has not landed yet; this benchmark \
-                 will gain the backend when it does (docs/benchmarks.md)."
+                "MariaDB/MySQL: tasktable-mysql landed while this benchmark was written and is \
+                 not wired in yet; see docs/benchmarks.md for what it needs."
             );
             std::process::exit(2);
         }
@@ -225,8 +235,15 @@ async fn main() {
             Scale::full()
         },
         report: report::Report::default(),
+        analyze: !cli.no_analyze,
         best_drain: None,
     };
+    if !cli.drain_sizes.is_empty() {
+        ctx.scale.drain_sizes = cli.drain_sizes.clone();
+    }
+    if !cli.drain_concurrency.is_empty() {
+        ctx.scale.drain_concurrency = cli.drain_concurrency.clone();
+    }
     for s in scenarios {
         let result = match s {
             Scenario::Drain => scenarios::drain(&mut ctx).await,

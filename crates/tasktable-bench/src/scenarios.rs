@@ -22,6 +22,9 @@ pub struct Ctx {
     pub backend: Backend,
     pub scale: Scale,
     pub report: Report,
+    /// Run `ANALYZE` after pre-filling (the default; `--no-analyze` shows the planner
+    /// without statistics).
+    pub analyze: bool,
     /// The best drain rate measured in this run, for the latency scenario.
     pub best_drain: Option<f64>,
 }
@@ -125,6 +128,9 @@ async fn drain_case(ctx: &mut Ctx, n: u64, concurrency: usize, record: bool) -> 
     let db = BenchDb::fresh(ctx.backend).await?;
     let store = db.store().await;
     prefill(&store, n, "noop").await?;
+    if ctx.analyze {
+        db.analyze().await;
+    }
     let ceiling = db.ceiling(ctx.scale.ceiling_secs).await;
     let mut row = Row::new("1 drain", format!("{n} tasks, concurrency {concurrency}"));
     load_row(&mut row);
@@ -154,6 +160,9 @@ async fn drain_case(ctx: &mut Ctx, n: u64, concurrency: usize, record: bool) -> 
     row.set("ratio_to_ceiling", round(rate / ceiling, 2));
     add_pg(&mut row, before, after, n);
     other_activity(&db, &mut row).await;
+    if let Some(av) = db.autovacuum().await {
+        row.set("server_autovacuum", av);
+    }
     if record {
         ctx.report.push(row);
     }
@@ -722,6 +731,9 @@ pub async fn memory(ctx: &mut Ctx) -> BenchResult<()> {
     let db = BenchDb::fresh(ctx.backend).await?;
     let store = db.store().await;
     prefill(&store, n, "noop").await?;
+    if ctx.analyze {
+        db.analyze().await;
+    }
     let mut row = Row::new(
         "1 drain",
         format!("{n} tasks, worker process, concurrency 100"),
@@ -747,6 +759,9 @@ pub async fn leases(ctx: &mut Ctx) -> BenchResult<()> {
     let db = BenchDb::fresh(ctx.backend).await?;
     let store = db.store().await;
     prefill(&store, n, "long").await?;
+    if ctx.analyze {
+        db.analyze().await;
+    }
     let ceiling = db.ceiling(ctx.scale.ceiling_secs).await;
     let mut row = Row::new(
         "5 leases",
