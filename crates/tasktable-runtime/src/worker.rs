@@ -402,7 +402,7 @@ async fn claim_loop(
         tokio::select! {
             _ = &mut shutdown => return,
             _ = shared.capacity_freed.notified(), if want_more => {
-                settle_freed_capacity(&total).await;
+                settle_freed_capacity(shared, &total).await;
             }
             _ = next_wake(&mut wake, &queues) => {}
             _ = tokio::time::sleep(poll) => {}
@@ -414,21 +414,43 @@ async fn claim_loop(
 }
 
 /// Completions are written in batches, so the executors of one batch free their permits
-/// within moments of each other. Claiming as soon as the first is free would take one
-/// task per claim (a transaction each); instead, let the other woken executors run
-/// first, and claim once the count of free permits stops growing. Bounded, and only
-/// yields to the scheduler: it never waits on a timer.
-async fn settle_freed_capacity(total: &Semaphore) {
+/// within moments of each other, and a worker that claims as soon as one permit is free
+/// splits into cohorts that each pay a claim and a completion write. Under load (the last
+/// round used all the capacity it had) wait until half the capacity is free, or
+/// [`COHORT_WAIT`] has passed, whichever comes first, so cohorts merge; a slot freed by a
+/// long task is refilled at most that much later.
+async fn settle_freed_capacity(shared: &Shared, total: &Semaphore) {
+    let target = (shared
+        .config
+        .concurrency
+        .min(shared.config.claim_batch as usize)
+        / 2)
+    .max(1);
+    let deadline = Instant::now() + COHORT_WAIT;
     let mut free = total.available_permits();
+    // First let executors that are already awake release their permits.
     for _ in 0..16 {
+        if free >= target {
+            return;
+        }
         tokio::task::yield_now().await;
         let now = total.available_permits();
         if now == free {
-            return;
+            break;
         }
         free = now;
     }
+    while total.available_permits() < target {
+        tokio::select! {
+            _ = shared.capacity_freed.notified() => {}
+            _ = tokio::time::sleep_until(deadline) => return,
+        }
+    }
 }
+
+/// The longest a claim waits for more capacity to free once some has (see
+/// [`settle_freed_capacity`]).
+const COHORT_WAIT: Duration = Duration::from_millis(2);
 
 /// Discards wake-ups already queued: the claim round about to run covers them.
 fn drain_wakes(wake: &mut Option<broadcast::Receiver<Wake>>) {
