@@ -79,12 +79,20 @@ async fn run_handler(
             None => std::future::pending().await,
         }
     };
+    let mut returned = false;
     let ending = tokio::select! {
-        res = &mut join => match res {
-            Ok(outcome) => return Ending::Returned(outcome),
-            Err(e) if e.is_panic() => return Ending::Returned(HandlerOutcome::Panicked { message: panic_message(e.into_panic()) }),
-            Err(_) => return Ending::Stopped(StopReason::Shutdown),
-        },
+        res = &mut join => {
+            returned = true;
+            match (ctx.stop_reason(), res) {
+                // A handler that returns because it was told to stop (it watched
+                // `ctx.stopped()`) has been stopped, whichever of the two the select saw
+                // first: its result is not recorded either way.
+                (Some(reason), _) if reason != StopReason::Shutdown => Ending::Stopped(reason),
+                (_, Ok(outcome)) => return Ending::Returned(outcome),
+                (_, Err(e)) if e.is_panic() => return Ending::Returned(HandlerOutcome::Panicked { message: panic_message(e.into_panic()) }),
+                (_, Err(_)) => return Ending::Stopped(StopReason::Shutdown),
+            }
+        }
         _ = deadline => Ending::Returned(HandlerOutcome::TimedOut),
         reason = ctx.stopped() => Ending::Stopped(reason),
     };
@@ -96,9 +104,10 @@ async fn run_handler(
                 task_id: ctx.task_id(),
                 reason,
             });
-            if tokio::time::timeout(shared.config.stop_grace, &mut join)
-                .await
-                .is_err()
+            if !returned
+                && tokio::time::timeout(shared.config.stop_grace, &mut join)
+                    .await
+                    .is_err()
             {
                 join.abort();
             }
