@@ -440,14 +440,19 @@ pub async fn lease_expiry_is_rescued_with_the_attempt_counted(db: &impl Backend)
         .unwrap();
     frozen.freeze();
     let rescuer = Rescuer::new(store.clone(), RescuerConfig::default());
+    // Rescue at the database time just past the lease, rather than waiting for it. A
+    // renewal already in flight when the worker froze may still move the lease once, so
+    // read it again until the rescue takes the task.
     let mut rescued = 0;
+    let mut after_expiry = None;
     while rescued == 0 {
-        // Waiting for the lease to run out is the point of this test.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        rescued = rescuer.run_once(None).await.unwrap();
+        let expiry = get(&*store, id).await.lease_expires_at.expect("leased");
+        let now = expiry + chrono::Duration::milliseconds(1);
+        after_expiry = Some(now);
+        rescued = rescuer.run_once(Some(now)).await.unwrap();
     }
     assert_eq!(
-        rescuer.run_once(None).await.unwrap(),
+        rescuer.run_once(after_expiry).await.unwrap(),
         0,
         "a second rescuer finds nothing"
     );

@@ -195,7 +195,7 @@ async fn lock_wait_timeout_is_retried() {
         .unwrap()
         .remove(0);
     // Someone else holds the row for longer than the store's lock wait timeout.
-    let mut other = MySqlConnection::connect(&db.url).await.unwrap();
+    let mut other = MySqlConnection::connect(db.url()).await.unwrap();
     let mut tx = other.begin().await.unwrap();
     sqlx::query("SELECT id FROM tasktable_tasks WHERE id = ? FOR UPDATE")
         .bind(id)
@@ -214,7 +214,15 @@ async fn lock_wait_timeout_is_retried() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Hold the lock until the store has hit the timeout and gone round again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while store.deadlock_retries() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lock wait never timed out"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tx.commit().await.unwrap();
     assert_eq!(finisher.await.unwrap().expect("finish"), vec![true]);
     assert!(store.deadlock_retries() >= 1, "the timeout was retried");
