@@ -47,7 +47,7 @@ pub struct ServeArgs {
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
-    let (tokens, per_role) = load_tokens(&args)?;
+    let tokens = load_tokens(&args)?;
     let addrs = resolve(&args.listen).await?;
     if tokens.is_empty() && addrs.iter().any(|a| !a.ip().is_loopback()) {
         return Err(CliError::usage(no_tokens_message(&args.listen)));
@@ -89,7 +89,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let rescuer = tokio::spawn(rescuer.run(stop.clone().cancelled_owned()));
     let worker = worker.map(|w| tokio::spawn(w.run(stop.clone().cancelled_owned())));
 
-    let [admin, operator, worker_tokens, reader] = per_role;
+    let [admin, operator, worker_tokens, reader] = Role::ALL.map(|role| tokens.count(role));
     tracing::info!(
         %address,
         backend = store.backend(),
@@ -148,11 +148,9 @@ To serve only this machine without tokens, listen on a loopback address such as 
     )
 }
 
-/// The tokens from `--tokens-file` and `TASKTABLE_TOKENS`, and how many there are of each
-/// role, in the order of [`Role::ALL`].
-fn load_tokens(args: &ServeArgs) -> Result<(TokenSet, [usize; 4]), CliError> {
+/// The tokens from `--tokens-file` and `TASKTABLE_TOKENS`.
+fn load_tokens(args: &ServeArgs) -> Result<TokenSet, CliError> {
     let mut tokens = TokenSet::default();
-    let mut roles = Vec::new();
     if let Some(path) = &args.tokens_file {
         let text = std::fs::read_to_string(path).map_err(|e| {
             CliError::failure(format!("cannot read tokens file {}: {e}", path.display()))
@@ -160,24 +158,11 @@ fn load_tokens(args: &ServeArgs) -> Result<(TokenSet, [usize; 4]), CliError> {
         tokens
             .add_file_contents(&text)
             .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
-        // The file parsed, so every line that is not blank or a comment starts with a role.
-        roles.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .filter_map(|l| l.split_whitespace().next()?.parse::<Role>().ok()),
-        );
     }
     if let Ok(value) = std::env::var("TASKTABLE_TOKENS") {
         tokens
             .add_env_value(&value)
             .map_err(|e| CliError::usage(format!("TASKTABLE_TOKENS: {e}")))?;
-        roles.extend(
-            value
-                .split(',')
-                .filter_map(|pair| pair.split_once(':')?.0.trim().parse::<Role>().ok()),
-        );
     }
-    let per_role = Role::ALL.map(|role| roles.iter().filter(|r| **r == role).count());
-    Ok((tokens, per_role))
+    Ok(tokens)
 }

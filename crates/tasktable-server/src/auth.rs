@@ -128,6 +128,11 @@ impl TokenSet {
         self.entries.len()
     }
 
+    /// How many tokens have `role`.
+    pub fn count(&self, role: Role) -> usize {
+        self.entries.iter().filter(|e| e.role == role).count()
+    }
+
     /// Adds a token given in plain text (from the environment or a test).
     pub fn add_plain(
         &mut self,
@@ -271,6 +276,7 @@ mod tests {
         set.add_env_value("reader:0123456789abcdef, admin:fedcba9876543210")
             .unwrap();
         assert_eq!(set.len(), 2);
+        assert_eq!((set.count(Role::Reader), set.count(Role::Worker)), (1, 0));
         assert_eq!(
             set.authenticate("fedcba9876543210").unwrap().role,
             Role::Admin

@@ -1,5 +1,6 @@
-//! Databases for tests: a fresh, migrated database per test on each backend, so test
-//! binaries run their tests in parallel against real servers.
+//! Databases for tests: a fresh, migrated database per test on each backend (SQLite,
+//! PostgreSQL, MySQL/MariaDB), so test binaries run their tests in parallel against real
+//! servers.
 //!
 //! Owns: creating, migrating and dropping test databases, and the rule for a server that
 //! cannot be reached ([`unreachable`]: fail in CI, skip with a printed reason locally).
@@ -7,11 +8,16 @@
 //! Must not know: what the tests do with the database. It hands out URLs; tests open
 //! stores, servers or raw connections on them as they need.
 
+mod mysql;
 mod postgres;
 
+pub use mysql::MySqlDb;
 pub use postgres::PgDb;
 
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tasktable_sqlite::SqliteStore;
 use tasktable_store::Store;
 
@@ -21,6 +27,70 @@ pub fn unreachable(backend: &str, reason: &str) {
         panic!("{backend} is required in CI but unreachable: {reason}");
     }
     eprintln!("SKIPPED: {backend} unreachable ({reason}); set up the server or run with CI=1 to make this fail");
+}
+
+/// Test databases are named `tasktable_test_<unix seconds>_<pid>_<n>`.
+const TEST_PREFIX: &str = "tasktable_test_";
+/// Test databases older than this are leftovers of failed or killed runs.
+const STALE_AFTER: Duration = Duration::from_secs(3600);
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A name no other test database has, carrying its creation time for the sweep.
+fn new_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{TEST_PREFIX}{}_{}_{n}", unix_secs(), std::process::id())
+}
+
+/// Whether a test database of [`new_name`]'s form is older than [`STALE_AFTER`].
+fn is_stale(name: &str) -> bool {
+    name.strip_prefix(TEST_PREFIX)
+        .and_then(|rest| rest.split('_').next())
+        .and_then(|s| s.parse::<u64>().ok())
+        .is_some_and(|created| unix_secs().saturating_sub(created) > STALE_AFTER.as_secs())
+}
+
+/// The URL of database `name` on the server of `base`.
+fn url_for(base: &str, name: &str) -> String {
+    let (head, query) = match base.split_once('?') {
+        Some((h, q)) => (h, format!("?{q}")),
+        None => (base, String::new()),
+    };
+    let authority = head.find("://").map_or(0, |i| i + 3);
+    let root = match head[authority..].find('/') {
+        Some(i) => &head[..authority + i],
+        None => head,
+    };
+    format!("{root}/{name}{query}")
+}
+
+/// Drops database `name` with `drop` unless the test is failing (then it is kept for
+/// inspection). A destructor cannot await, so `drop` runs on a thread of its own with a
+/// small runtime of its own.
+fn drop_on_thread<F, Fut>(name: &str, drop: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = std::io::Result<()>>,
+{
+    if std::thread::panicking() {
+        eprintln!("kept database {name} of the failed test for inspection");
+        return;
+    }
+    let dropped = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(drop())
+    })
+    .join();
+    if !matches!(dropped, Ok(Ok(()))) {
+        eprintln!("could not drop database {name} (swept later): {dropped:?}");
+    }
 }
 
 /// A migrated SQLite database in a temporary directory, removed with it.
@@ -50,15 +120,17 @@ impl SqliteDb {
 pub enum TestDb {
     Sqlite(SqliteDb),
     Postgres(PgDb),
+    MySql(MySqlDb),
 }
 
 impl TestDb {
-    /// A fresh database on the named backend (`sqlite` or `postgres`); `None` when its
+    /// A fresh database on the named backend (`sqlite`, `postgres` or `mysql`); `None` when its
     /// server is unreachable outside CI.
     pub async fn fresh(backend: &str) -> Option<Self> {
         match backend {
             "sqlite" => Some(TestDb::Sqlite(SqliteDb::fresh().await)),
             "postgres" => PgDb::fresh().await.map(TestDb::Postgres),
+            "mysql" => MySqlDb::fresh().await.map(TestDb::MySql),
             other => panic!("unknown test backend {other:?}"),
         }
     }
@@ -67,6 +139,7 @@ impl TestDb {
         match self {
             TestDb::Sqlite(db) => db.url(),
             TestDb::Postgres(db) => db.url(),
+            TestDb::MySql(db) => db.url(),
         }
     }
 
@@ -79,6 +152,7 @@ impl TestDb {
                     .await
                     .expect("open postgres"),
             ),
+            TestDb::MySql(db) => Arc::new(db.store_with(|_| {}).await),
         }
     }
 }

@@ -6,44 +6,21 @@
 //! and drop the others. A passing test drops its database; a failing one keeps it for
 //! inspection, and databases left over by failures or killed runs are swept after an hour.
 
+use crate::{drop_on_thread, is_stale, new_name, url_for, TEST_PREFIX};
 use sqlx::{Connection, Executor, PgConnection};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tasktable_postgres::PgStore;
 use tasktable_store::Store;
 use tokio::sync::OnceCell;
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-const TEST_PREFIX: &str = "tasktable_test_";
 const TEMPLATE_PREFIX: &str = "tasktable_tpl_";
 /// Serialises template setup across test binaries running at once (taken on the server
 /// URL's database, which they all share).
 const TEMPLATE_LOCK: i64 = 0x7474_5f74_706c_0001;
-/// Test databases older than this are leftovers of failed or killed runs.
-const STALE_AFTER: Duration = Duration::from_secs(3600);
 
 fn server_url() -> String {
     std::env::var("TASKTABLE_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned())
-}
-
-/// The URL of database `name` on the server of `base`.
-fn url_for(base: &str, name: &str) -> String {
-    let (head, query) = match base.split_once('?') {
-        Some((h, q)) => (h, format!("?{q}")),
-        None => (base, String::new()),
-    };
-    let authority = head.find("://").map_or(0, |i| i + 3);
-    let root = match head[authority..].find('/') {
-        Some(i) => &head[..authority + i],
-        None => head,
-    };
-    format!("{root}/{name}{query}")
-}
-
-fn unix_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// Names a template after its schema (FNV-1a of every migration), so a changed schema
@@ -135,7 +112,7 @@ async fn build_template(conn: &mut PgConnection, name: &str) {
     }
 }
 
-/// Drops test databases older than [`STALE_AFTER`] and templates of other schemas.
+/// Drops test databases left over by failed or killed runs, and templates of other schemas.
 async fn sweep(conn: &mut PgConnection, keep_template: &str) {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT datname FROM pg_database WHERE starts_with(datname, $1) OR starts_with(datname, $2)",
@@ -145,14 +122,9 @@ async fn sweep(conn: &mut PgConnection, keep_template: &str) {
     .fetch_all(&mut *conn)
     .await
     .expect("list databases");
-    let now = unix_secs();
     for name in names {
         let stale = match name.strip_prefix(TEST_PREFIX) {
-            Some(rest) => rest
-                .split('_')
-                .next()
-                .and_then(|s| s.parse::<u64>().ok())
-                .is_some_and(|created| now.saturating_sub(created) > STALE_AFTER.as_secs()),
+            Some(_) => is_stale(&name),
             None => name != keep_template,
         };
         if stale {
@@ -183,9 +155,7 @@ impl PgDb {
                 return None;
             }
         };
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{TEST_PREFIX}{}_{}_{n}", unix_secs(), std::process::id());
+        let name = new_name();
         let mut conn = admin().await.expect("server went away");
         run(
             &mut conn,
@@ -203,35 +173,15 @@ impl PgDb {
 }
 
 impl Drop for PgDb {
-    /// Drops the database unless the test failed. Drop cannot await, so this runs on a
-    /// thread of its own with a small runtime of its own.
+    /// Drops the database unless the test failed.
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "kept database {} of the failed test for inspection",
-                self.name
-            );
-            return;
-        }
         let sql = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
-        let dropped = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
-                let mut conn = admin().await.map_err(std::io::Error::other)?;
-                conn.execute(sql.as_str())
-                    .await
-                    .map_err(std::io::Error::other)?;
-                conn.close().await.map_err(std::io::Error::other)
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!(
-                "could not drop database {} (swept later): {dropped:?}",
-                self.name
-            );
-        }
+        drop_on_thread(&self.name, move || async move {
+            let mut conn = admin().await.map_err(std::io::Error::other)?;
+            conn.execute(sql.as_str())
+                .await
+                .map_err(std::io::Error::other)?;
+            conn.close().await.map_err(std::io::Error::other)
+        });
     }
 }

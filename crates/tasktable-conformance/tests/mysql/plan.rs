@@ -67,7 +67,7 @@ async fn claim_reads_and_locks_only_the_rows_it_takes() {
             .await
             .unwrap();
     }
-    let mut a = MySqlConnection::connect(&db.url).await.unwrap();
+    let mut a = MySqlConnection::connect(db.url()).await.unwrap();
     run(&mut a, "ANALYZE TABLE tasktable_tasks").await;
 
     let sql = CLAIM_SELECT.replace("{kinds}", "?, ?");
@@ -129,7 +129,7 @@ async fn claim_reads_and_locks_only_the_rows_it_takes() {
     // Locking: with the first claimer's transaction still open, a second claimer takes
     // the next rows in claim order at once. Had the first locked every row it could
     // have sorted, the second would find nothing.
-    let mut b = MySqlConnection::connect(&db.url).await.unwrap();
+    let mut b = MySqlConnection::connect(db.url()).await.unwrap();
     run(
         &mut b,
         "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
@@ -150,7 +150,7 @@ async fn claim_reads_and_locks_only_the_rows_it_takes() {
         .bind("a")
         .bind("b")
         .bind(20_i64)
-        .fetch_all(&mut MySqlConnection::connect(&db.url).await.unwrap())
+        .fetch_all(&mut MySqlConnection::connect(db.url()).await.unwrap())
         .await
         .unwrap();
     assert_eq!(

@@ -111,7 +111,7 @@ async fn payloads_up_to_the_limit_fit_and_packet_limits_fail_clearly() {
         .unwrap();
     let err = MySqlStore::connect(MySqlConfig {
         max_payload_bytes: packet as usize,
-        ..MySqlConfig::new(&db.url)
+        ..MySqlConfig::new(db.url())
     })
     .await
     .unwrap_err();
