@@ -488,6 +488,12 @@ impl Store for PollingOnly {
     async fn queue_list(&self) -> tasktable::StoreResult<Vec<tasktable::store::QueueInfo>> {
         self.0.queue_list().await
     }
+    async fn stats(
+        &self,
+        p: tasktable::store::StatsParams,
+    ) -> tasktable::StoreResult<tasktable::store::Stats> {
+        self.0.stats(p).await
+    }
     async fn subscribe(
         &self,
     ) -> tasktable::StoreResult<tokio::sync::broadcast::Receiver<tasktable::store::Wake>> {

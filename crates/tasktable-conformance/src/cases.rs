@@ -9,6 +9,8 @@ use tasktable_core::outcome::FinishPlan;
 use tasktable_core::{AttemptOutcome, Backoff, HandlerOutcome, Lease, NewTask, Task, TaskState};
 use tasktable_store::*;
 
+pub use crate::stats_cases::stats_count_throughput_and_latency_per_queue_and_kind;
+
 /// Every case pins its clock here so results do not depend on when it runs.
 pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()

@@ -88,6 +88,9 @@ impl Store for Freezable {
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
         self.inner.queue_list().await
     }
+    async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
+        self.inner.stats(params).await
+    }
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         self.inner.subscribe().await
     }

@@ -10,6 +10,7 @@
 pub mod cases;
 pub mod freeze;
 pub mod runtime_cases;
+pub mod stats_cases;
 
 use std::sync::Arc;
 use tasktable_core::NewTask;
@@ -65,6 +66,7 @@ macro_rules! conformance_suite {
             list_filters_and_pages_by_keyset,
             migrate_is_idempotent_and_safe_concurrently,
             checkpoint_and_progress_are_fenced,
+            stats_count_throughput_and_latency_per_queue_and_kind,
         );
         $crate::conformance_suite!(@runtime $backend;
             four_workers_run_each_of_2000_tasks_exactly_once,

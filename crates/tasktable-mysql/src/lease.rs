@@ -182,6 +182,29 @@ pub fn finish_rows(p: &FinishParams, max_value_bytes: usize) -> StoreResult<Vec<
 
 /// Ends attempts inside the caller's transaction. Returns one flag per item, and the
 /// queues that got a task due at once.
+/// When each task was due, read before the finish moves run_at. No lock is needed: while
+/// a task runs under the lease being ended, nothing changes its run_at, and an item whose
+/// lease was lost records nothing.
+async fn due_times(
+    conn: &mut MySqlConnection,
+    rows: &[FinishRow],
+) -> StoreResult<std::collections::HashMap<i64, chrono::DateTime<chrono::Utc>>> {
+    let mut due = std::collections::HashMap::with_capacity(rows.len());
+    let ids: Vec<i64> = rows.iter().map(|r| r.task_id).collect();
+    for chunk in ids.chunks(MAX_IN_LIST) {
+        let sql = format!(
+            "SELECT id, run_at FROM tasktable_tasks WHERE id IN ({}) AND state = 'running'",
+            marks(chunk.len())
+        );
+        let mut q = sqlx::query_as::<_, (i64, chrono::DateTime<chrono::Utc>)>(&sql);
+        for id in chunk {
+            q = q.bind(id);
+        }
+        due.extend(q.fetch_all(&mut *conn).await.map_err(db)?);
+    }
+    Ok(due)
+}
+
 pub async fn finish(
     conn: &mut MySqlConnection,
     rows: &[FinishRow],
@@ -192,6 +215,7 @@ pub async fn finish(
     order.sort_by_key(|&i| rows[i].task_id);
     let mut applied = vec![false; rows.len()];
     let mut requeued = Vec::new();
+    let due = due_times(conn, rows).await?;
     for i in order {
         let r = &rows[i];
         let done = sqlx::query(FINISH)
@@ -219,6 +243,7 @@ pub async fn finish(
             .bind(now)
             .bind(r.outcome.as_str())
             .bind(&r.error)
+            .bind(due.get(&r.task_id))
             .bind(r.task_id)
             .execute(&mut *conn)
             .await

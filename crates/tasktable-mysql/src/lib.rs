@@ -30,6 +30,7 @@ mod migrate;
 mod query;
 mod retry;
 mod row;
+mod stats;
 mod submit;
 mod update;
 
@@ -365,6 +366,10 @@ impl Store for MySqlStore {
 
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
         query::queues(&self.pool).await
+    }
+
+    async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
+        tasktable_store::stats::compute(self, &params).await
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

@@ -14,7 +14,10 @@ use tasktable_store::{StoreError, StoreResult};
 
 /// (version, name, SQL). Versions are the same in every backend.
 const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "tasks", include_str!("../migrations/0001_tasks.sql"))];
+    &[
+        (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
+        (2, "stats", include_str!("../migrations/0002_stats.sql")),
+    ];
 
 /// How long a migrator waits for another one to finish, in seconds.
 const LOCK_WAIT_SECS: i64 = 300;
@@ -113,6 +116,8 @@ fn for_server(sql: &str, mariadb: bool) -> String {
         sql.to_owned()
     } else {
         sql.replace("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
+            .replace("ADD COLUMN IF NOT EXISTS", "ADD COLUMN")
+            .replace("ADD INDEX IF NOT EXISTS", "ADD INDEX")
     }
 }
 

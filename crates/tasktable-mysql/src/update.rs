@@ -58,8 +58,10 @@ pub async fn apply(
         // The running attempt ends here; its worker learns at its next fenced write.
         for chunk in running.chunks(MAX_IN_LIST) {
             let sql = format!(
-                "INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error) \
-                 SELECT id, attempt, worker_id, worker_host, started_at, ?, 'cancelled', 'cancelled by operator' \
+                "INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error, \
+                                                 queue, kind, due_at, task_state) \
+                 SELECT id, attempt, worker_id, worker_host, started_at, ?, 'cancelled', 'cancelled by operator', \
+                        queue, kind, run_at, 'cancelled' \
                  FROM tasktable_tasks WHERE id IN ({}) ORDER BY id",
                 marks(chunk.len())
             );

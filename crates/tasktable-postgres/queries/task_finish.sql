@@ -27,17 +27,22 @@ WITH clock AS (
         lease_expires_at = NULL,
         deadline_at = NULL,
         updated_at = clock.now
-    FROM input, clock
-    WHERE t.id = input.id AND t.lease_token = input.token AND t.state = 'running'
+    -- `before` is the same row as the statement's snapshot saw it: RETURNING reads the
+    -- time the task was due from it (run_at may change here).
+    FROM input, clock, tasktable_tasks before
+    WHERE t.id = input.id AND before.id = t.id
+      AND t.lease_token = input.token AND t.state = 'running'
       AND (NOT $10 OR t.lease_expires_at <= clock.now)
     -- RETURNING sees the row after the update: add the refunded attempt back so the
     -- history names the attempt that just ended.
-    RETURNING t.id, t.queue, t.state, t.attempt + CASE WHEN input.refund THEN 1 ELSE 0 END AS attempt,
+    RETURNING t.id, t.queue, t.kind, t.state, before.run_at AS due_at, t.attempt + CASE WHEN input.refund THEN 1 ELSE 0 END AS attempt,
               t.worker_id, t.worker_host, t.started_at, clock.now AS finished_at,
               input.outcome, input.error, input.delay_us, input.ord
 ), history AS (
-    INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error)
-    SELECT id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error FROM done
+    INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error,
+                                    queue, kind, due_at, task_state)
+    SELECT id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error,
+           queue, kind, due_at, state FROM done
     ORDER BY ord
 )
 -- A task given back without delay is due at once: wake idle workers when this commits

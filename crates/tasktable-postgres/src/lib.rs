@@ -16,6 +16,7 @@ mod lease;
 mod migrate;
 mod query;
 mod row;
+mod stats;
 mod submit;
 mod update;
 mod wake;
@@ -222,6 +223,10 @@ impl Store for PgStore {
 
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
         query::queues(&self.pool).await
+    }
+
+    async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
+        tasktable_store::stats::compute(self, &params).await
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

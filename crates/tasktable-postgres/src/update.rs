@@ -53,8 +53,10 @@ pub async fn apply(pool: &PgPool, p: UpdateParams) -> StoreResult<(u64, Vec<Stri
     if matches!(p.change, Change::Cancel) && !running.is_empty() {
         // The running attempt ends here; its worker learns at its next fenced write.
         sqlx::query(
-            "INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error) \
-             SELECT id, attempt, worker_id, worker_host, started_at, $1, 'cancelled', 'cancelled by operator' \
+            "INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error, \
+                                             queue, kind, due_at, task_state) \
+             SELECT id, attempt, worker_id, worker_host, started_at, $1, 'cancelled', 'cancelled by operator', \
+                    queue, kind, run_at, 'cancelled' \
              FROM tasktable_tasks WHERE id = ANY($2) ORDER BY id",
         )
         .bind(now)

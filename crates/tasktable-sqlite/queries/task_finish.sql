@@ -1,4 +1,4 @@
--- Ends one attempt. ?1 new state (NULL: pending, or failed when no attempts are left),
+-- Ends one attempt (attempt_insert.sql has recorded it). ?1 new state (NULL: pending, or failed when no attempts are left),
 -- ?2 run_at if it goes back to pending, ?3 1 to give the attempt back, ?4 result,
 -- ?5 error, ?6 now, ?7 id, ?8 token, ?9 1 to apply only if the lease or deadline passed.
 UPDATE tasktable_tasks SET
@@ -14,4 +14,3 @@ UPDATE tasktable_tasks SET
     deadline_at = NULL,
     updated_at = ?6
 WHERE id = ?7 AND lease_token = ?8 AND state = 'running' AND (?9 = 0 OR lease_expires_at <= ?6)
-RETURNING attempt + ?3 AS attempt, worker_id, worker_host, started_at

@@ -139,7 +139,24 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
     let mut requeued = Vec::new();
     for item in &p.items {
         let r = item.row();
-        let row = sqlx::query(FINISH)
+        let recorded = sqlx::query(ATTEMPT_INSERT)
+            .bind(r.new_state.map(|s| s.as_str()))
+            .bind(r.outcome.as_str())
+            .bind(&r.error)
+            .bind(&now_text)
+            .bind(r.task_id)
+            .bind(r.token)
+            .bind(p.only_if_expired)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        if recorded.rows_affected() != 1 {
+            out.push(false);
+            continue;
+        }
+        // The write transaction holds the database: the row the attempt was recorded
+        // from is the row this updates.
+        sqlx::query(FINISH)
             .bind(r.new_state.map(|s| s.as_str()))
             .bind(to_text(plus(now, r.delay)))
             .bind(i64::from(r.refund_attempt))
@@ -149,25 +166,6 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
             .bind(r.task_id)
             .bind(r.token)
             .bind(p.only_if_expired)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db)?;
-        let Some(row) = row else {
-            out.push(false);
-            continue;
-        };
-        sqlx::query(ATTEMPT_INSERT)
-            .bind(r.task_id)
-            .bind(row.try_get::<i64, _>("attempt").map_err(db)?)
-            .bind(row.try_get::<Option<String>, _>("worker_id").map_err(db)?)
-            .bind(
-                row.try_get::<Option<String>, _>("worker_host")
-                    .map_err(db)?,
-            )
-            .bind(row.try_get::<Option<String>, _>("started_at").map_err(db)?)
-            .bind(&now_text)
-            .bind(r.outcome.as_str())
-            .bind(&r.error)
             .execute(&mut *tx)
             .await
             .map_err(db)?;

@@ -15,6 +15,7 @@ mod lease;
 mod migrate;
 mod query;
 mod row;
+mod stats;
 mod submit;
 pub mod time;
 mod update;
@@ -261,6 +262,10 @@ impl Store for SqliteStore {
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
         let mut conn = self.reader.acquire().await.map_err(db)?;
         query::queues(&mut conn).await
+    }
+
+    async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
+        tasktable_store::stats::compute(self, &params).await
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

@@ -51,8 +51,10 @@ pub async fn apply(store: &SqliteStore, p: UpdateParams) -> StoreResult<u64> {
         let running_json =
             serde_json::to_string(&running).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
         sqlx::query(
-            "INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error) \
-             SELECT id, attempt, worker_id, worker_host, started_at, ?, 'cancelled', 'cancelled by operator' \
+            "INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error, \
+                                             queue, kind, due_at, task_state) \
+             SELECT id, attempt, worker_id, worker_host, started_at, ?, 'cancelled', 'cancelled by operator', \
+                    queue, kind, run_at, 'cancelled' \
              FROM tasktable_tasks WHERE id IN (SELECT value FROM json_each(?))",
         )
         .bind(&now_text)

@@ -13,10 +13,12 @@
 mod error;
 mod filter;
 mod params;
+pub mod stats;
 
 pub use error::{StoreError, StoreResult};
 pub use filter::{Target, TaskFilter};
 pub use params::*;
+pub use stats::{GroupStats, Percentiles, SeriesPoint, Stats, StatsParams, WindowTotals};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -84,6 +86,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Every queue that has tasks or has been paused, with counts by state.
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>>;
+
+    /// Counts, throughput, success rate and latency percentiles per queue and kind over a
+    /// window ending now (see [`stats`] for how it stays cheap on large tables).
+    async fn stats(&self, params: StatsParams) -> StoreResult<Stats>;
 
     /// Hints that a queue may have due work. Delivery is best effort: callers poll too.
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;

@@ -1,0 +1,550 @@
+//! Windowed statistics: what [`Store::stats`](crate::Store::stats) returns, and the
+//! backend-independent half of computing it.
+//!
+//! Finished attempts and submitted tasks are summed into one row per minute, queue and
+//! kind (the rollup table), with queue wait and run time kept as histograms over fixed
+//! bucket boundaries ([`BUCKET_BOUNDS_MS`]). A minute is rolled up once it is
+//! [`ROLL_GRACE`] old; the minutes after the last rolled one are summed from the raw rows
+//! on every call. So a query reads at most a few minutes of raw rows plus one rollup row
+//! per minute, queue and kind in its window, however many tasks the tables hold, and the
+//! claim and finish paths write nothing extra.
+//!
+//! Percentiles come from the merged histograms: the true value lies in the bucket the
+//! reported one falls in, and is interpolated linearly inside it.
+
+use crate::StoreResult;
+use async_trait::async_trait;
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tasktable_core::TaskState;
+
+/// Upper bounds (exclusive) of the histogram buckets, in milliseconds; one more bucket
+/// holds everything at or past the last bound.
+pub const BUCKET_BOUNDS_MS: [u64; 19] = [
+    1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000,
+    900_000, 1_800_000, 3_600_000,
+];
+/// Number of histogram buckets.
+pub const BUCKETS: usize = BUCKET_BOUNDS_MS.len() + 1;
+
+/// How old a minute must be before it is rolled up. A transaction that stamped a row with
+/// the database's clock commits well within this; rows stamped earlier than the last
+/// rolled minute after it was rolled are not counted.
+pub const ROLL_GRACE: TimeDelta = TimeDelta::minutes(2);
+/// At most this much raw history is rolled up in one statement.
+pub const ROLL_CHUNK: TimeDelta = TimeDelta::hours(6);
+/// Longest window a query may ask for.
+pub const MAX_WINDOW: Duration = Duration::from_secs(31 * 24 * 3600);
+/// A chart series has at most this many points; longer windows sum several minutes into
+/// one point.
+pub const MAX_POINTS: i64 = 120;
+
+/// What to summarise.
+#[derive(Debug, Clone)]
+pub struct StatsParams {
+    /// How far back from now; whole minutes, at least one.
+    pub window: Duration,
+    pub queue: Option<String>,
+    pub kind: Option<String>,
+    /// `None`: the database's clock.
+    pub now: Option<DateTime<Utc>>,
+}
+
+impl StatsParams {
+    pub fn window(window: Duration) -> Self {
+        StatsParams {
+            window,
+            queue: None,
+            kind: None,
+            now: None,
+        }
+    }
+
+    pub fn validate(&self) -> StoreResult<()> {
+        if self.window < Duration::from_secs(60) || self.window > MAX_WINDOW {
+            return Err(crate::StoreError::InvalidInput(format!(
+                "window must be between 1 minute and {} days",
+                MAX_WINDOW.as_secs() / 86_400
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Statistics over `[from, to)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// One entry per queue and kind that has tasks now or had activity in the window.
+    pub groups: Vec<GroupStats>,
+    /// Everything the filter covers, summed per point of `series_step_secs`.
+    pub series: Vec<SeriesPoint>,
+    pub series_step_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupStats {
+    pub queue: String,
+    pub kind: String,
+    /// Tasks now held, pending or running (states with none left out).
+    pub active: Vec<(TaskState, u64)>,
+    #[serde(flatten)]
+    pub window: WindowTotals,
+}
+
+/// What happened in the window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowTotals {
+    pub submitted: u64,
+    /// Attempts that succeeded.
+    pub succeeded: u64,
+    /// Attempts that ended their task as failed.
+    pub failed: u64,
+    /// Attempts that failed and left the task to be retried.
+    pub retried: u64,
+    pub cancelled: u64,
+    /// Per minute, averaged over the window.
+    pub submitted_per_min: f64,
+    pub succeeded_per_min: f64,
+    pub failed_per_min: f64,
+    /// succeeded / (succeeded + failed); `None` when neither happened.
+    pub success_rate: Option<f64>,
+    /// From when the task was due to when the attempt started, seconds.
+    pub wait: Percentiles,
+    /// From the attempt's start to its end, seconds.
+    pub run: Percentiles,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesPoint {
+    pub at: DateTime<Utc>,
+    pub submitted: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub retried: u64,
+}
+
+/// Counts over fixed buckets (see [`BUCKET_BOUNDS_MS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Histogram(pub [u64; BUCKETS]);
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram([0; BUCKETS])
+    }
+}
+
+impl Histogram {
+    pub fn add(&mut self, other: &Histogram) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a += b;
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The text kept in the rollup table: counts separated by commas.
+    pub fn to_text(&self) -> String {
+        let parts: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        parts.join(",")
+    }
+
+    pub fn from_text(text: &str) -> StoreResult<Histogram> {
+        let mut h = Histogram::default();
+        let mut n = 0;
+        for (slot, part) in h.0.iter_mut().zip(text.split(',')) {
+            *slot = part.trim().parse().map_err(|_| bad_histogram(text))?;
+            n += 1;
+        }
+        if n != BUCKETS || text.split(',').count() != BUCKETS {
+            return Err(bad_histogram(text));
+        }
+        Ok(h)
+    }
+
+    /// The value below which `q` (0..=1) of the observations lie, in seconds.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = q * total as f64;
+        let mut seen = 0u64;
+        for (i, &c) in self.0.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            if (seen + c) as f64 >= rank {
+                let lo = if i == 0 { 0 } else { BUCKET_BOUNDS_MS[i - 1] } as f64;
+                let Some(&hi) = BUCKET_BOUNDS_MS.get(i) else {
+                    return Some(lo / 1000.0);
+                };
+                let into = ((rank - seen as f64) / c as f64).clamp(0.0, 1.0);
+                return Some((lo + (hi as f64 - lo) * into) / 1000.0);
+            }
+            seen += c;
+        }
+        None
+    }
+
+    pub fn percentiles(&self) -> Percentiles {
+        Percentiles {
+            count: self.count(),
+            p50: self.quantile(0.50),
+            p95: self.quantile(0.95),
+            p99: self.quantile(0.99),
+        }
+    }
+}
+
+fn bad_histogram(text: &str) -> crate::StoreError {
+    crate::StoreError::Database(format!("malformed histogram in the rollup table: {text:?}").into())
+}
+
+/// The bucket a duration in milliseconds falls in, as SQL over `ms_expr`. The same
+/// expression serves every backend.
+pub fn bucket_sql(ms_expr: &str) -> String {
+    let mut sql = String::from("CASE");
+    for (i, bound) in BUCKET_BOUNDS_MS.iter().enumerate() {
+        sql.push_str(&format!(" WHEN {ms_expr} < {bound} THEN {i}"));
+    }
+    sql.push_str(&format!(" ELSE {} END", BUCKETS - 1));
+    sql
+}
+
+/// What an attempt's end meant for its task, as SQL over the attempt's `outcome` and
+/// `task_state` columns: `succeeded`, `failed`, `retried`, `cancelled` or `other`.
+pub const CLASS_SQL: &str = "CASE \
+    WHEN outcome = 'succeeded' THEN 'succeeded' \
+    WHEN outcome = 'cancelled' THEN 'cancelled' \
+    WHEN outcome IN ('snoozed', 'interrupted') THEN 'other' \
+    WHEN task_state = 'failed' OR (task_state IS NULL AND outcome = 'failed') THEN 'failed' \
+    ELSE 'retried' END";
+
+/// One minute of one queue and kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MinuteRow {
+    pub minute: DateTime<Utc>,
+    pub queue: String,
+    pub kind: String,
+    pub submitted: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub cancelled: u64,
+    pub wait: Histogram,
+    pub run: Histogram,
+}
+
+/// One group of an aggregate over raw rows, as a backend's SQL returns it.
+#[derive(Debug, Clone)]
+pub enum RawGroup {
+    Submitted {
+        minute: DateTime<Utc>,
+        queue: String,
+        kind: String,
+        count: u64,
+    },
+    Attempts {
+        minute: DateTime<Utc>,
+        queue: String,
+        kind: String,
+        /// See [`CLASS_SQL`].
+        class: String,
+        /// `None` when the attempt never started or its due time is unknown.
+        wait_bucket: Option<usize>,
+        run_bucket: Option<usize>,
+        count: u64,
+    },
+}
+
+/// Folds raw groups into minute rows.
+pub fn fold(groups: Vec<RawGroup>) -> Vec<MinuteRow> {
+    let mut rows: BTreeMap<(DateTime<Utc>, String, String), MinuteRow> = BTreeMap::new();
+    for g in groups {
+        match g {
+            RawGroup::Submitted {
+                minute,
+                queue,
+                kind,
+                count,
+            } => {
+                rows.entry((minute, queue.clone(), kind.clone()))
+                    .or_insert_with(|| MinuteRow::new(minute, queue, kind))
+                    .submitted += count;
+            }
+            RawGroup::Attempts {
+                minute,
+                queue,
+                kind,
+                class,
+                wait_bucket,
+                run_bucket,
+                count,
+            } => {
+                let row = rows
+                    .entry((minute, queue.clone(), kind.clone()))
+                    .or_insert_with(|| MinuteRow::new(minute, queue, kind));
+                match class.as_str() {
+                    "succeeded" => row.succeeded += count,
+                    "failed" => row.failed += count,
+                    "retried" => row.retried += count,
+                    "cancelled" => row.cancelled += count,
+                    _ => {}
+                }
+                if let Some(b) = wait_bucket.filter(|b| *b < BUCKETS) {
+                    row.wait.0[b] += count;
+                }
+                if let Some(b) = run_bucket.filter(|b| *b < BUCKETS) {
+                    row.run.0[b] += count;
+                }
+            }
+        }
+    }
+    rows.into_values().collect()
+}
+
+impl MinuteRow {
+    fn new(minute: DateTime<Utc>, queue: String, kind: String) -> Self {
+        MinuteRow {
+            minute,
+            queue,
+            kind,
+            ..MinuteRow::default()
+        }
+    }
+}
+
+/// Active tasks of one queue and kind in one state.
+#[derive(Debug, Clone)]
+pub struct ActiveCount {
+    pub queue: String,
+    pub kind: String,
+    pub state: TaskState,
+    pub count: u64,
+}
+
+/// The SQL half of statistics, which each backend implements.
+#[async_trait]
+pub trait StatsSource: Send + Sync {
+    async fn stats_now(&self, now: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>>;
+    /// The end of the rolled-up history, if anything was ever rolled up.
+    async fn stats_rolled_until(&self) -> StoreResult<Option<DateTime<Utc>>>;
+    /// The oldest `created_at` or attempt `finished_at`, if there is any.
+    async fn stats_earliest(&self) -> StoreResult<Option<DateTime<Utc>>>;
+    /// Aggregates raw rows stamped in `[from, to)` (whole minutes).
+    async fn stats_aggregate(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        queue: Option<&str>,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<RawGroup>>;
+    /// Writes rolled-up minutes (replacing any already there) and moves the watermark to
+    /// `until` unless it is already past it, in one transaction.
+    async fn stats_store(&self, rows: &[MinuteRow], until: DateTime<Utc>) -> StoreResult<()>;
+    /// Rolled-up minutes in `[from, to)`.
+    async fn stats_read(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        queue: Option<&str>,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<MinuteRow>>;
+    /// Tasks now held, pending or running.
+    async fn stats_active(
+        &self,
+        queue: Option<&str>,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<ActiveCount>>;
+}
+
+pub fn floor_minute(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(TimeDelta::minutes(1)).unwrap_or(t)
+}
+
+/// Rolls up every minute older than [`ROLL_GRACE`] that is not rolled up yet. Safe to run
+/// from many processes at once: each minute's row is recomputed whole, not added to.
+pub async fn roll_up<S: StatsSource + ?Sized>(
+    source: &S,
+    now: DateTime<Utc>,
+) -> StoreResult<DateTime<Utc>> {
+    let closed = floor_minute(now - ROLL_GRACE);
+    let watermark = source.stats_rolled_until().await?;
+    let mut from = match watermark {
+        Some(t) => t,
+        None => match source.stats_earliest().await? {
+            Some(t) => floor_minute(t),
+            None => closed,
+        },
+    };
+    if from >= closed {
+        if watermark.is_none() {
+            source.stats_store(&[], closed).await?;
+        }
+        return Ok(from.max(closed));
+    }
+    while from < closed {
+        let to = (from + ROLL_CHUNK).min(closed);
+        let rows = fold(source.stats_aggregate(from, to, None, None).await?);
+        source.stats_store(&rows, to).await?;
+        from = to;
+    }
+    Ok(closed)
+}
+
+/// Statistics for a window: rolls up what is due, then sums the rollups and the raw
+/// minutes after them.
+pub async fn compute<S: StatsSource + ?Sized>(source: &S, p: &StatsParams) -> StoreResult<Stats> {
+    p.validate()?;
+    let now = source.stats_now(p.now).await?;
+    let rolled = roll_up(source, now).await?;
+    let minutes = (p.window.as_secs() / 60).max(1) as i64;
+    let from = floor_minute(now) - TimeDelta::minutes(minutes - 1);
+    let to = now;
+    let (queue, kind) = (p.queue.as_deref(), p.kind.as_deref());
+    let mut rows = source.stats_read(from, rolled.min(to), queue, kind).await?;
+    let live_from = rolled.max(from);
+    // Raw rows up to the end of the current minute (the window's end is `now`).
+    let live_to = floor_minute(now) + TimeDelta::minutes(1);
+    if live_from < live_to {
+        rows.extend(fold(
+            source
+                .stats_aggregate(live_from, live_to, queue, kind)
+                .await?,
+        ));
+    }
+    let active = source.stats_active(queue, kind).await?;
+    Ok(assemble(from, to, minutes, rows, active))
+}
+
+fn assemble(
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    minutes: i64,
+    rows: Vec<MinuteRow>,
+    active: Vec<ActiveCount>,
+) -> Stats {
+    #[derive(Default)]
+    struct Acc {
+        active: Vec<(TaskState, u64)>,
+        t: WindowTotals,
+        wait: Histogram,
+        run: Histogram,
+    }
+    let step_minutes = ((minutes + MAX_POINTS - 1) / MAX_POINTS).max(1);
+    let points = (minutes + step_minutes - 1) / step_minutes;
+    let mut series: Vec<SeriesPoint> = (0..points)
+        .map(|i| SeriesPoint {
+            at: from + TimeDelta::minutes(i * step_minutes),
+            submitted: 0,
+            succeeded: 0,
+            failed: 0,
+            retried: 0,
+        })
+        .collect();
+    let mut groups: BTreeMap<(String, String), Acc> = BTreeMap::new();
+    for a in active {
+        groups
+            .entry((a.queue, a.kind))
+            .or_default()
+            .active
+            .push((a.state, a.count));
+    }
+    for r in rows {
+        if r.minute < from || r.minute >= to {
+            continue;
+        }
+        let index = ((r.minute - from).num_minutes() / step_minutes) as usize;
+        if let Some(p) = series.get_mut(index) {
+            p.submitted += r.submitted;
+            p.succeeded += r.succeeded;
+            p.failed += r.failed;
+            p.retried += r.retried;
+        }
+        let g = groups.entry((r.queue, r.kind)).or_default();
+        g.t.submitted += r.submitted;
+        g.t.succeeded += r.succeeded;
+        g.t.failed += r.failed;
+        g.t.retried += r.retried;
+        g.t.cancelled += r.cancelled;
+        g.wait.add(&r.wait);
+        g.run.add(&r.run);
+    }
+    let per_min = |n: u64| n as f64 / minutes as f64;
+    let groups = groups
+        .into_iter()
+        .map(|((queue, kind), mut g)| {
+            g.active.sort_by_key(|(s, _)| *s);
+            let t = &mut g.t;
+            t.submitted_per_min = per_min(t.submitted);
+            t.succeeded_per_min = per_min(t.succeeded);
+            t.failed_per_min = per_min(t.failed);
+            let ended = t.succeeded + t.failed;
+            t.success_rate = (ended > 0).then(|| t.succeeded as f64 / ended as f64);
+            t.wait = g.wait.percentiles();
+            t.run = g.run.percentiles();
+            GroupStats {
+                queue,
+                kind,
+                active: g.active,
+                window: g.t,
+            }
+        })
+        .collect();
+    Stats {
+        from,
+        to,
+        groups,
+        series,
+        series_step_secs: (step_minutes * 60) as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_text_round_trips_and_rejects_garbage() {
+        let mut h = Histogram::default();
+        h.0[3] = 7;
+        h.0[BUCKETS - 1] = 2;
+        assert_eq!(Histogram::from_text(&h.to_text()).unwrap(), h);
+        assert!(Histogram::from_text("1,2,3").is_err());
+        assert!(Histogram::from_text(&format!("{},x", "0,".repeat(BUCKETS - 2))).is_err());
+    }
+
+    #[test]
+    fn quantiles_interpolate_inside_the_bucket() {
+        let mut h = Histogram::default();
+        // 100 observations in [10, 20) ms.
+        h.0[4] = 100;
+        assert_eq!(h.quantile(0.5), Some(0.015));
+        assert_eq!(h.quantile(1.0), Some(0.020));
+        // One slow outlier past the last bound reports that bound.
+        h.0[BUCKETS - 1] = 1;
+        assert_eq!(h.quantile(1.0), Some(3_600.0));
+        assert_eq!(Histogram::default().quantile(0.5), None);
+    }
+
+    #[test]
+    fn bucket_sql_names_every_bucket_once() {
+        let sql = bucket_sql("x");
+        assert_eq!(sql.matches(" WHEN ").count(), BUCKETS - 1);
+        assert!(sql.ends_with(&format!("ELSE {} END", BUCKETS - 1)));
+    }
+}
