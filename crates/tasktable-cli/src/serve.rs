@@ -66,6 +66,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError::failure(format!("cannot listen on {}: {e}", args.listen)))?;
     let address = listener.local_addr()?;
+    // The worker binds its metrics when it starts: the exporter must be in place first.
+    tasktable_server::metrics::install();
     let worker = match args.workers {
         0 => None,
         // The rescuer below serves this process; the worker need not run another.

@@ -1,13 +1,16 @@
 //! `tasktable worker`: runs the built-in handlers against a database until SIGTERM or
 //! SIGINT. It is also how to run a worker of your own from Rust: open the store, register
-//! handlers, run until a signal.
+//! handlers, run until a signal. With `--metrics-listen` it also serves its metrics for
+//! Prometheus, since it has no API of its own to serve them on.
 
 use crate::database::{self, DatabaseArgs};
 use crate::error::CliError;
 use clap::Args;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use tasktable::{Store, Worker, WorkerBuilder};
 use tasktable_handlers::{ExecHandler, ExecPolicy, HttpHandler};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
@@ -19,6 +22,14 @@ pub struct WorkerArgs {
     /// Apply missing migrations before starting (by default `serve` or `migrate` does).
     #[arg(long)]
     migrate: bool,
+    /// Serve this worker's metrics in the Prometheus text format at
+    /// http://ADDR/metrics, for example 127.0.0.1:9187 (port 0 picks a free port; the
+    /// address is printed as the first line on stdout). Off by default. The listener has
+    /// no authentication: pick a loopback address, or one only your Prometheus can reach.
+    /// It shows what this worker did (claims, attempts, durations); the database-wide
+    /// gauges are on `tasktable serve`'s /metrics.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     #[command(flatten)]
     handlers: HandlerArgs,
 }
@@ -60,15 +71,64 @@ impl HandlerArgs {
 }
 
 pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
+    // Bound first, so a bad address fails before any work is claimed, and the recorder is
+    // installed before the worker binds its metrics to it.
+    let metrics = match &args.metrics_listen {
+        Some(listen) => Some(metrics_listener(listen).await?),
+        None => None,
+    };
     let store = database::open(&args.database).await?;
     if args.migrate {
         database::migrate(store.as_ref()).await?;
     }
     let worker = builtin(store, args.concurrency, &args.handlers).build()?;
     tracing::info!(worker = worker.id(), queues = ?args.handlers.queues, "worker started");
+    let stop = CancellationToken::new();
+    let exporter = metrics.map(|listener| {
+        let app = tasktable_server::metrics::recorded_only_router();
+        let stopped = stop.clone().cancelled_owned();
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
+                tracing::error!(error = %e, "the metrics listener failed");
+            }
+        })
+    });
     worker.run(tasktable::shutdown_signal()).await;
+    // Serves until the worker is done, so a last scrape can see the final counts.
+    stop.cancel();
+    if let Some(exporter) = exporter {
+        let _ = exporter.await;
+    }
     tracing::info!("worker stopped");
     Ok(())
+}
+
+/// Listens on `listen` for `--metrics-listen`, installs the exporter, and prints the
+/// address.
+async fn metrics_listener(listen: &str) -> Result<tokio::net::TcpListener, CliError> {
+    let bad = |why: String| {
+        CliError::usage(format!(
+            "--metrics-listen {listen:?}: {why}; give HOST:PORT such as 127.0.0.1:9187"
+        ))
+    };
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|e| bad(e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(bad("resolves to no address".into()));
+    }
+    let listener = tokio::net::TcpListener::bind(&addrs[..])
+        .await
+        .map_err(|e| CliError::failure(format!("cannot listen on {listen}: {e}")))?;
+    let address = listener.local_addr()?;
+    tasktable_server::metrics::install();
+    crate::output::line(format!("metrics on http://{address}/metrics"))?;
+    tracing::info!(%address, "serving metrics at /metrics");
+    Ok(listener)
 }
 
 /// A worker with the built-in handlers: `http` always, `exec` only when allowed. Without

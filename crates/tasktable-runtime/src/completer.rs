@@ -2,6 +2,7 @@
 //! finished while the previous batch was being written goes in the next one, so a lone
 //! completion is written at once and a busy worker writes many per transaction.
 
+use crate::metrics::{self, Call};
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
@@ -74,7 +75,11 @@ async fn write(store: &dyn Store, items: Vec<FinishItem>, give_up_after: Duratio
             only_if_expired: false,
             now: None,
         };
-        match store.task_finish(params).await {
+        let result = store.task_finish(params).await;
+        if result.is_err() {
+            metrics::store_error(Call::Finish);
+        }
+        match result {
             Ok(applied) => return applied,
             Err(e) if started.elapsed() + wait < give_up_after => {
                 tracing::warn!(error = %e, tasks = items.len(), "cannot record finished tasks; retrying");

@@ -3,9 +3,10 @@
 //! outcome to the completer.
 
 use crate::context::{StopReason, TaskContext};
+use crate::metrics::TaskMetrics;
 use crate::worker::{Shared, WorkerEvent};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tasktable_core::outcome::FinishPlan;
 use tasktable_core::{HandlerOutcome, Task};
 use tokio::sync::OwnedSemaphorePermit;
@@ -15,14 +16,21 @@ enum Ending {
     Stopped(StopReason),
 }
 
-pub(crate) async fn execute(shared: Arc<Shared>, task: Task, permits: Vec<OwnedSemaphorePermit>) {
+pub(crate) async fn execute(
+    shared: Arc<Shared>,
+    task: Task,
+    permits: Vec<OwnedSemaphorePermit>,
+    metrics: Arc<TaskMetrics>,
+) {
     let ctx = TaskContext::new(task.clone(), shared.store.clone());
+    metrics.started();
     shared.activate(&ctx);
     shared.emit(WorkerEvent::Claimed {
         task_id: task.id,
         attempt: task.attempt,
     });
     let handler = shared.handlers.get(&task.kind).cloned();
+    let started = Instant::now();
     let ending = match handler {
         Some(handler) => {
             run_handler(
@@ -39,6 +47,10 @@ pub(crate) async fn execute(shared: Arc<Shared>, task: Task, permits: Vec<OwnedS
             message: format!("no handler for kind {:?} on this worker", task.kind),
         }),
     };
+    metrics.ran_for(started.elapsed());
+    if matches!(ending, Ending::Stopped(StopReason::LeaseLost)) {
+        metrics.lease_lost();
+    }
     let plan = match ending {
         Ending::Returned(outcome) => Some(FinishPlan::for_handler(
             outcome,
@@ -49,17 +61,27 @@ pub(crate) async fn execute(shared: Arc<Shared>, task: Task, permits: Vec<OwnedS
         Ending::Stopped(StopReason::Shutdown) => Some(FinishPlan::interrupted()),
         Ending::Stopped(_) => None,
     };
+    let mut finished = None;
     if let Some(plan) = plan {
         let outcome = plan.outcome;
         let applied = shared.completer.finish(task.lease(), plan).await;
-        if !applied {
+        if applied {
+            metrics.recorded(outcome);
+        } else {
+            metrics.lease_lost();
             tracing::warn!(task_id = task.id, %outcome, "result dropped: the lease was lost before it was recorded");
         }
-        shared.emit(WorkerEvent::Finished {
+        finished = Some(WorkerEvent::Finished {
             task_id: task.id,
             outcome,
             applied,
         });
+    }
+    // The attempt is over before anyone hears of it, so an observer woken by the event
+    // sees the counters and the gauge already up to date.
+    metrics.ended();
+    if let Some(event) = finished {
+        shared.emit(event);
     }
     shared.deactivate(task.id);
     drop(permits);

@@ -7,6 +7,7 @@
 //! then the rescuer may have given the task to someone else.
 
 use crate::context::StopReason;
+use crate::metrics::{self, Call};
 use crate::worker::Shared;
 use std::sync::Arc;
 use tasktable_store::{LeaseStatus, RenewParams};
@@ -46,7 +47,10 @@ pub(crate) async fn renew_once(shared: &Shared) {
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, leases = chunk.len(), "cannot renew leases"),
+            Err(e) => {
+                metrics::store_error(Call::Renew);
+                tracing::warn!(error = %e, leases = chunk.len(), "cannot renew leases");
+            }
         }
     }
     let now = Instant::now();

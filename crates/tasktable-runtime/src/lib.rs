@@ -3,7 +3,7 @@
 //! Owns: running handlers ([`Worker`]: claim loop, executor, lease keeper, batched
 //! completions, per-worker and per-queue limits, graceful shutdown), what a handler sees
 //! ([`Handler`], [`TaskContext`], [`HandlerError`]), and the [`Rescuer`] that takes back
-//! tasks whose lease expired.
+//! tasks whose lease expired; what both record for monitoring ([`metrics`]).
 //!
 //! Must not know: SQL or any backend. It holds an `Arc<dyn Store>`, computes every rule
 //! with `tasktable-core`, and never opens a transaction; each store call is one atomic
@@ -16,6 +16,7 @@ mod executor;
 mod handler;
 mod identity;
 mod lease_keeper;
+pub mod metrics;
 mod rescuer;
 mod shutdown;
 mod worker;

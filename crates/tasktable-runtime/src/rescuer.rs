@@ -3,6 +3,7 @@
 //! token and applies only if the lease is still expired, so two rescuers cannot both
 //! apply and a worker that renewed in time keeps its task.
 
+use crate::metrics::{self, Call};
 use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::sync::Arc;
@@ -59,7 +60,7 @@ impl Rescuer {
                 return Ok(total);
             }
             let full = expired.len() as u32 >= self.config.batch;
-            let items = expired
+            let items: Vec<FinishItem> = expired
                 .iter()
                 .map(|t| {
                     let unit = rand::random::<f64>();
@@ -76,6 +77,7 @@ impl Rescuer {
                     }
                 })
                 .collect();
+            let outcomes: Vec<_> = items.iter().map(|i| i.plan.outcome).collect();
             let applied = self
                 .store
                 .task_finish(FinishParams {
@@ -84,6 +86,14 @@ impl Rescuer {
                     now,
                 })
                 .await?;
+            for ((task, outcome), _) in expired
+                .iter()
+                .zip(outcomes)
+                .zip(&applied)
+                .filter(|(_, applied)| **applied)
+            {
+                metrics::rescued(task, outcome);
+            }
             let n = applied.iter().filter(|a| **a).count();
             if n > 0 {
                 tracing::info!(tasks = n, "rescued tasks with expired leases");
@@ -98,8 +108,10 @@ impl Rescuer {
     /// Scans every `interval` until `stop` resolves.
     pub async fn run(self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
+        metrics::describe();
         loop {
             if let Err(e) = self.run_once(None).await {
+                metrics::store_error(Call::Rescue);
                 tracing::warn!(error = %e, "rescue scan failed");
             }
             tokio::select! {

@@ -4,6 +4,7 @@ use crate::completer::{self, CompleterHandle};
 use crate::context::{StopReason, TaskContext};
 use crate::handler::{ErasedHandler, Handler, Typed};
 use crate::identity::WorkerIdentity;
+use crate::metrics::{self, Call, QueueMetrics};
 use crate::rescuer::{Rescuer, RescuerConfig};
 use crate::{executor, lease_keeper};
 use std::collections::HashMap;
@@ -276,6 +277,7 @@ impl Worker {
     /// running handlers finish within `shutdown_grace`, and releases the rest as
     /// interrupted (no attempt spent, checkpoint kept).
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        metrics::describe();
         let lease_for = self.config.lease_for;
         let (completer, completer_task) =
             completer::start(self.store.clone(), self.config.finish_batch, lease_for);
@@ -344,6 +346,10 @@ async fn claim_loop(
         .map(|q| (q.clone(), Arc::new(Semaphore::new(q.concurrency))))
         .collect();
     let kinds: Vec<String> = shared.handlers.keys().cloned().collect();
+    let queue_metrics: Vec<QueueMetrics> = queues
+        .iter()
+        .map(|(q, _)| QueueMetrics::new(&q.name, &kinds))
+        .collect();
     let mut wake = match shared.store.subscribe().await {
         Ok(rx) => Some(rx),
         Err(e) => {
@@ -358,6 +364,7 @@ async fn claim_loop(
         start = (start + 1) % queues.len();
         for i in 0..queues.len() {
             let (queue, limit) = &queues[(start + i) % queues.len()];
+            let queue_metrics = &queue_metrics[(start + i) % queues.len()];
             let free = total
                 .available_permits()
                 .min(limit.available_permits())
@@ -378,9 +385,11 @@ async fn claim_loop(
                     now: None,
                 })
                 .await;
+            queue_metrics.claim_made();
             let tasks = match claimed {
                 Ok(tasks) => tasks,
                 Err(e) => {
+                    metrics::store_error(Call::Claim);
                     tracing::warn!(error = %e, queue = %queue.name, "claim failed");
                     continue;
                 }
@@ -395,7 +404,13 @@ async fn claim_loop(
                         .try_acquire_owned()
                         .expect("free queue capacity"),
                 ];
-                tracker.spawn(executor::execute(shared.clone(), task, permits));
+                let task_metrics = queue_metrics.claimed(&task);
+                tracker.spawn(executor::execute(
+                    shared.clone(),
+                    task,
+                    permits,
+                    task_metrics,
+                ));
             }
         }
         let poll = jittered(shared.config.poll_interval);

@@ -3,7 +3,8 @@
 //! Owns: the REST API for submitting, querying and intervening; the pull protocol that
 //! lets workers in any language claim, renew, checkpoint, complete and fail tasks with the
 //! same leases and fencing tokens as in-process workers; bearer-token roles; request
-//! limits; the JSON error format; and the OpenAPI document describing all of it.
+//! limits; the JSON error format; the OpenAPI document describing all of it; and the
+//! Prometheus exposition at `/metrics` ([`metrics`]).
 //!
 //! Must not know: SQL or any backend (it holds an `Arc<dyn Store>`), and how workers run
 //! handlers. It computes retry plans with `tasktable-core` exactly as the runtime does,
@@ -14,6 +15,7 @@ mod error;
 mod extract;
 mod guard;
 mod leases;
+pub mod metrics;
 mod openapi;
 mod queues;
 mod tasks;
@@ -90,10 +92,13 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/api/v1/claim", Access::Work),
     ("POST", "/api/v1/leases/{id}/{op}", Access::Work),
     ("POST", "/api/v1/admin/migrate", Access::Admin),
+    ("GET", "/metrics", Access::Read),
 ];
 
 /// The API's router. Authentication is on when `state.tokens` is not empty.
 pub fn router(state: AppState) -> Router {
+    // Before anything records: the exporter behind `/metrics` is the process's recorder.
+    metrics::install();
     let max_body = state.limits.max_body_bytes;
     let mut api = Router::new();
     for &(method, path, access) in ROUTES {
@@ -110,6 +115,7 @@ pub fn router(state: AppState) -> Router {
             ("POST", "/api/v1/claim") => post(leases::claim),
             ("POST", "/api/v1/leases/{id}/{op}") => post(leases::lease_op),
             ("POST", "/api/v1/admin/migrate") => post(queues::migrate),
+            ("GET", "/metrics") => get(metrics::scrape),
             _ => unreachable!("every route in ROUTES has a handler"),
         };
         api = api.route(path, guard::require(access, &state, handler));
