@@ -19,6 +19,7 @@ table { width:100%; border-collapse:collapse; background:#fff; border:1px solid 
 th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line); vertical-align:top; }
 th { font-weight:600; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.03em; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
+.nw { white-space:nowrap; }
 .cards { display:flex; gap:12px; flex-wrap:wrap; }
 .card { background:#fff; border:1px solid var(--line); border-radius:6px; padding:12px 16px; min-width:140px; }
 .card .n { font-size:24px; font-weight:600; font-variant-numeric:tabular-nums; }
@@ -38,6 +39,12 @@ button.danger { background:#b3261e; border-color:#b3261e; }
 .muted { color:var(--muted); } .err { color:#b3261e; white-space:pre-wrap; word-break:break-word; }
 dl { display:grid; grid-template-columns:160px 1fr; gap:4px 12px; background:#fff; border:1px solid var(--line); padding:12px; margin:0; }
 dt { color:var(--muted); }
+.windows { display:flex; gap:10px; align-items:baseline; margin:20px 0 8px; }
+.charts { display:grid; grid-template-columns:repeat(auto-fit, minmax(420px, 1fr)); gap:12px; }
+figure.chart { margin:0; background:#fff; border:1px solid var(--line); border-radius:6px; padding:10px 12px 4px; }
+figure.chart figcaption { display:flex; gap:14px; align-items:center; font-size:13px; margin-bottom:4px; }
+figure.chart .key { color:var(--muted); } figure.chart .key i { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:4px; }
+figure.chart svg { width:100%; height:auto; display:block; }
 "#;
 
 /// A full page: navigation, the signed-in user, and `body`.

@@ -10,6 +10,7 @@
 //! and the API cannot disagree about what a role may do.
 
 mod actions;
+mod charts;
 mod layout;
 mod pages;
 mod session;

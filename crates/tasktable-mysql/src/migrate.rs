@@ -13,11 +13,10 @@ use sqlx::{Executor, MySql, MySqlPool};
 use tasktable_store::{StoreError, StoreResult};
 
 /// (version, name, SQL). Versions are the same in every backend.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[
-        (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
-        (2, "stats", include_str!("../migrations/0002_stats.sql")),
-    ];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
+    (2, "stats", include_str!("../migrations/0002_stats.sql")),
+];
 
 /// How long a migrator waits for another one to finish, in seconds.
 const LOCK_WAIT_SECS: i64 = 300;

@@ -6,11 +6,10 @@ use sqlx::PgPool;
 use tasktable_store::{StoreError, StoreResult};
 
 /// (version, name, SQL). Versions are the same in every backend.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[
-        (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
-        (2, "stats", include_str!("../migrations/0002_stats.sql")),
-    ];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
+    (2, "stats", include_str!("../migrations/0002_stats.sql")),
+];
 
 /// Serialises migrators across processes. An arbitrary fixed key ("tasktabl" in ASCII);
 /// advisory locks are per database, so databases on one server do not wait on each other.

@@ -1,14 +1,14 @@
 //! Queues (pause and resume), counts, and maintenance.
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Path;
+use crate::extract::{Path, Query};
 use crate::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 use tasktable_core::TaskState;
-use tasktable_store::{QueueInfo, QueuePauseParams};
+use tasktable_store::{QueueInfo, QueuePauseParams, StatsParams};
 
 fn counts(pairs: &[(TaskState, u64)]) -> Value {
     let mut map = Map::new();
@@ -65,8 +65,34 @@ pub async fn set_paused(
     Ok(Json(json!({"name": name, "paused": paused})).into_response())
 }
 
-/// Task counts by state, in total and per queue.
-pub async fn stats(State(state): State<AppState>) -> ApiResult<Response> {
+/// What `/api/v1/stats` may be asked.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsQuery {
+    /// `15m`, `1h`, `24h`, `7d`...; one hour when left out.
+    window: Option<String>,
+    queue: Option<String>,
+    kind: Option<String>,
+}
+
+/// Task counts by state in total and per queue, and per queue and kind over a window:
+/// throughput, success rate, queue wait and run time percentiles, and a series to chart.
+pub async fn stats(
+    State(state): State<AppState>,
+    Query(q): Query<StatsQuery>,
+) -> ApiResult<Response> {
+    let window = match q.window.as_deref() {
+        None => std::time::Duration::from_secs(3600),
+        Some(text) => crate::wire::parse_window(text).map_err(ApiError::invalid)?,
+    };
+    let params = StatsParams {
+        window,
+        queue: q.queue,
+        kind: q.kind,
+        now: None,
+    };
+    params.validate()?;
+    let windowed = state.store.stats(params).await?;
     let queues = state.store.queue_list().await?;
     let mut totals: Vec<(TaskState, u64)> = Vec::new();
     for q in &queues {
@@ -77,8 +103,10 @@ pub async fn stats(State(state): State<AppState>) -> ApiResult<Response> {
             }
         }
     }
-    let queues: Vec<Value> = queues.iter().map(queue_view).collect();
-    Ok(Json(json!({"totals": counts(&totals), "queues": queues})).into_response())
+    let mut body = crate::wire::stats_view(&windowed, window);
+    body["totals"] = counts(&totals);
+    body["queues"] = Value::Array(queues.iter().map(queue_view).collect());
+    Ok(Json(body).into_response())
 }
 
 pub async fn migrate(State(state): State<AppState>) -> ApiResult<Response> {

@@ -242,3 +242,104 @@ pub fn contains_nul(value: &Value) -> bool {
         _ => false,
     }
 }
+
+/// A statistics window: a whole number of minutes (`m`), hours (`h`) or days (`d`).
+pub fn parse_window(text: &str) -> Result<Duration, String> {
+    let bad = || format!("window must look like 15m, 1h, 24h or 7d; got {text:?}");
+    let text = text.trim();
+    let split = text.len().checked_sub(1).ok_or_else(bad)?;
+    if !text.is_char_boundary(split) {
+        return Err(bad());
+    }
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let unit_secs = match unit {
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(unit_secs)
+        .map(Duration::from_secs)
+        .ok_or_else(bad)
+}
+
+fn percentiles_view(p: &tasktable_store::Percentiles) -> Value {
+    serde_json::json!({"count": p.count, "p50": p.p50, "p95": p.p95, "p99": p.p99})
+}
+
+/// The JSON of windowed statistics: states as an object, durations in seconds.
+pub fn stats_view(s: &tasktable_store::Stats, window: Duration) -> Value {
+    let groups: Vec<Value> = s
+        .groups
+        .iter()
+        .map(|g| {
+            let mut active = serde_json::Map::new();
+            for state in [TaskState::Held, TaskState::Pending, TaskState::Running] {
+                let n = g
+                    .active
+                    .iter()
+                    .find(|(s, _)| *s == state)
+                    .map_or(0, |(_, n)| *n);
+                active.insert(state.as_str().to_owned(), n.into());
+            }
+            let w = &g.window;
+            serde_json::json!({
+                "queue": g.queue,
+                "kind": g.kind,
+                "active": active,
+                "submitted": w.submitted,
+                "succeeded": w.succeeded,
+                "failed": w.failed,
+                "retried": w.retried,
+                "cancelled": w.cancelled,
+                "submitted_per_min": w.submitted_per_min,
+                "succeeded_per_min": w.succeeded_per_min,
+                "failed_per_min": w.failed_per_min,
+                "success_rate": w.success_rate,
+                "wait_seconds": percentiles_view(&w.wait),
+                "run_seconds": percentiles_view(&w.run),
+            })
+        })
+        .collect();
+    let points: Vec<Value> = s
+        .series
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "at": p.at, "submitted": p.submitted, "succeeded": p.succeeded,
+                "failed": p.failed, "retried": p.retried,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "window": {"from": s.from, "to": s.to, "seconds": window.as_secs()},
+        "groups": groups,
+        "series": {"step_seconds": s.series_step_secs, "points": points},
+    })
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::parse_window;
+    use std::time::Duration;
+
+    #[test]
+    fn windows_take_minutes_hours_and_days_only() {
+        assert_eq!(parse_window("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_window("24h"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_window("7d"), Ok(Duration::from_secs(604_800)));
+        for bad in [
+            "",
+            "h",
+            "1.5h",
+            "-1h",
+            "10",
+            "3w",
+            "1é",
+            "99999999999999999999d",
+        ] {
+            assert!(parse_window(bad).is_err(), "{bad:?}");
+        }
+    }
+}

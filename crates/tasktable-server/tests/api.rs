@@ -14,6 +14,7 @@ on_every_backend!(
     every_operation_moves_a_task_as_the_state_machine_says,
     bulk_changes_count_and_refuse_an_empty_filter,
     queues_pause_resume_and_stats_count,
+    stats_report_throughput_success_and_latency_per_kind,
 );
 
 async fn submit_applies_defaults_and_options(s: Server) {
@@ -399,4 +400,76 @@ async fn queues_pause_resume_and_stats_count(s: Server) {
         404,
         "not_found",
     );
+}
+
+async fn stats_report_throughput_success_and_latency_per_kind(s: Server) {
+    for n in 0..3 {
+        s.post(
+            "/api/v1/tasks",
+            json!({"kind": "mail", "queue": "q", "payload": n, "max_attempts": 1}),
+        )
+        .await;
+    }
+    let (_, claimed) = s
+        .post(
+            "/api/v1/claim",
+            json!({"queue": "q", "kinds": ["mail"], "worker_id": "w", "limit": 2}),
+        )
+        .await;
+    let leases = claimed["tasks"].as_array().unwrap();
+    assert_eq!(leases.len(), 2, "{claimed}");
+    let lease = |i: usize| (leases[i]["id"].as_i64().unwrap(), &leases[i]["token"]);
+    let (id, token) = lease(0);
+    let (status, body) = s
+        .post(
+            &format!("/api/v1/leases/{id}/complete"),
+            json!({"token": token, "result": {"sent": true}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (id, token) = lease(1);
+    let (status, body) = s
+        .post(
+            &format!("/api/v1/leases/{id}/fail"),
+            json!({"token": token, "error": "mailbox full"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let (status, stats) = s.get("/api/v1/stats?window=15m&queue=q").await;
+    assert_eq!(status, 200, "{stats}");
+    assert_eq!(stats["window"]["seconds"], 900);
+    let groups = stats["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{stats}");
+    let g = &groups[0];
+    assert_eq!(
+        (g["queue"].as_str(), g["kind"].as_str()),
+        (Some("q"), Some("mail"))
+    );
+    assert_eq!(g["active"], json!({"held": 0, "pending": 1, "running": 0}));
+    assert_eq!(
+        (g["submitted"].as_u64(), g["succeeded"].as_u64()),
+        (Some(3), Some(1))
+    );
+    assert_eq!(g["failed"], 1, "one attempt of one spent: failed for good");
+    assert_eq!(g["success_rate"], 0.5);
+    assert_eq!(g["run_seconds"]["count"], 2);
+    assert!(g["run_seconds"]["p50"].as_f64().is_some(), "{g}");
+    assert!((g["submitted_per_min"].as_f64().unwrap() - 3.0 / 15.0).abs() < 1e-9);
+    let points = stats["series"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 15, "one point a minute");
+    let sum = |field: &str| {
+        points
+            .iter()
+            .map(|p| p[field].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(
+        (sum("submitted"), sum("succeeded"), sum("failed")),
+        (3, 1, 1)
+    );
+
+    let (_, other) = s.get("/api/v1/stats?queue=elsewhere").await;
+    assert_eq!(other["groups"], json!([]), "a filter that matches nothing");
+    assert_eq!(other["window"]["seconds"], 3600, "one hour by default");
 }

@@ -153,6 +153,11 @@ async fn bad_queries_paths_and_methods_are_refused(s: Server) {
             "invalid_query",
         ),
         ("/api/v1/tasks/abc", 400, "invalid_path"),
+        ("/api/v1/stats?window=3w", 422, "invalid_input"),
+        ("/api/v1/stats?window=1.5h", 422, "invalid_input"),
+        ("/api/v1/stats?window=0m", 422, "invalid_input"),
+        ("/api/v1/stats?window=90d", 422, "invalid_input"),
+        ("/api/v1/stats?bucket=1m", 400, "invalid_query"),
         ("/api/v1/nothing-here", 404, "not_found"),
     ];
     for (path, status, code) in cases {

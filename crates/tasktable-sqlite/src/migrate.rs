@@ -5,11 +5,10 @@ use crate::{db, time, SqliteStore};
 use tasktable_store::{StoreError, StoreResult};
 
 /// (version, name, SQL). Versions are the same in every backend.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[
-        (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
-        (2, "stats", include_str!("../migrations/0002_stats.sql")),
-    ];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
+    (2, "stats", include_str!("../migrations/0002_stats.sql")),
+];
 
 pub async fn run(store: &SqliteStore) -> StoreResult<()> {
     // One write transaction for all of it: a concurrent migrator waits on the lock and

@@ -1,0 +1,443 @@
+//! The dashboard in a real headless Chromium, driven through chromedriver: sign-in, the
+//! overview's counts, the task filter, a task's page, and the forms that cancel, retry and
+//! pause, each checked on the page and in the store. The last test saves screenshots of
+//! the main pages.
+//!
+//! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
+//! other paths through TASKTABLE_TEST_CHROME and TASKTABLE_TEST_CHROMEDRIVER). Without
+//! them each test says why on stderr and passes, except under CI, where it fails.
+
+mod browser {
+    pub mod app;
+    pub mod driver;
+    pub mod showcase;
+}
+
+use browser::app::{App, ADMIN, OPERATOR};
+use browser::driver::Browser;
+use browser::showcase;
+use fantoccini::Locator::XPath;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tasktable_core::{NewTask, TaskId, TaskState};
+use tasktable_store::{ListParams, StatsParams, TaskFilter};
+
+const SIGN_IN: &str = "form[action='/ui/login'] button[type=submit]";
+
+/// Signs in through the form and waits for the overview to name the user.
+async fn sign_in(b: &Browser, app: &App, token: &str, who: &str) {
+    b.goto(&app.url("/ui/login")).await;
+    b.fill("token", token).await;
+    b.click(SIGN_IN).await;
+    b.find(XPath(&format!(
+        "//header//*[contains(@class, 'who') and contains(., '{who}')]"
+    )))
+    .await;
+}
+
+/// The state badge in a task page's heading.
+async fn heading_state(b: &Browser) -> String {
+    b.text("h1 .state").await
+}
+
+#[tokio::test]
+async fn signing_in_takes_a_valid_token_and_refuses_an_unknown_one() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let id = app
+        .submit(NewTask::new("email.send", json!({"to": "ada@example.com"})))
+        .await;
+
+    b.goto(&app.url("/ui/tasks")).await;
+    b.css("input[name=token]").await;
+    assert_eq!(b.path().await, "/ui/login", "pages need a session");
+
+    b.fill("token", "not-a-token-at-all-0000").await;
+    b.click(SIGN_IN).await;
+    b.flash("error", "Unknown token.").await;
+    assert!(
+        b.client()
+            .get_named_cookie("tasktable_session")
+            .await
+            .is_err(),
+        "no session for an unknown token"
+    );
+
+    b.fill("token", ADMIN).await;
+    b.click(SIGN_IN).await;
+    b.find(XPath(
+        "//header//*[contains(@class, 'who') and contains(., 'root (admin)')]",
+    ))
+    .await;
+    assert_eq!(b.path().await, "/ui");
+    let cookie = b
+        .client()
+        .get_named_cookie("tasktable_session")
+        .await
+        .expect("a session cookie");
+    assert_eq!(cookie.http_only(), Some(true), "scripts cannot read it");
+
+    b.goto(&app.url("/ui/tasks")).await;
+    let link = b.css(&format!("#tasks a[href='/ui/tasks/{id}']")).await;
+    assert_eq!(link.text().await.unwrap(), id.to_string());
+    assert_eq!(
+        b.text("#tasks tbody tr td:nth-child(3)").await,
+        app.task(id).await.kind
+    );
+
+    b.click("header form[action='/ui/logout'] button").await;
+    b.css("input[name=token]").await;
+    b.goto(&app.url("/ui")).await;
+    b.css("input[name=token]").await;
+    assert_eq!(b.path().await, "/ui/login", "signed out");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_overview_counts_what_the_store_holds_and_the_filter_narrows_the_list() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let mut wanted = BTreeSet::new();
+    for to in ["ada", "grace", "linus"] {
+        let task = NewTask::new("email.send", json!({ "to": to })).queue("email");
+        wanted.insert(app.submit(task).await);
+    }
+    let held = NewTask::new("email.send", json!({"to": "alan"})).queue("email");
+    app.submit(held.held(true)).await;
+    app.submit(NewTask::new("email.digest", json!({})).queue("email"))
+        .await;
+    app.submit(NewTask::new("email.send", json!({"to": "edsger"})))
+        .await;
+    // Failed first: a worker claims the first due task of its kind.
+    let broken = NewTask::new("report.render", json!({"month": "1999-13"})).queue("reports");
+    app.failed(broken, "no such month").await;
+    for month in ["2025-04", "2025-05"] {
+        let task = NewTask::new("report.render", json!({ "month": month })).queue("reports");
+        app.submit(task).await;
+    }
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    let mut totals: BTreeMap<TaskState, u64> = TaskState::ALL.iter().map(|s| (*s, 0)).collect();
+    for queue in app.store.queue_list().await.unwrap() {
+        for (state, n) in queue.counts {
+            *totals.entry(state).or_default() += n;
+        }
+    }
+    assert_eq!(
+        (
+            totals[&TaskState::Pending],
+            totals[&TaskState::Held],
+            totals[&TaskState::Failed]
+        ),
+        (7, 1, 1)
+    );
+    for (state, n) in &totals {
+        let card = format!("a.card[href='/ui/tasks?state={state}'] .n");
+        assert_eq!(b.text(&card).await, n.to_string(), "the {state} card");
+    }
+    // The statistics: one row per queue and kind the store reports, the failing kind
+    // first with its failure linked to the failed tasks, and both charts drawn.
+    let stats = app
+        .store
+        .stats(StatsParams::window(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    assert_eq!(b.count("#kinds tbody tr").await, stats.groups.len());
+    let first_row = b.text("#kinds tbody tr:first-child").await;
+    assert!(
+        first_row.starts_with("reports report.render"),
+        "{first_row}"
+    );
+    assert_eq!(
+        b.text("#kinds a[href='/ui/tasks?queue=reports&kind=report.render&state=failed']")
+            .await,
+        "1"
+    );
+    assert_eq!(b.count("figure.chart svg").await, 2);
+
+    b.goto(&app.url("/ui/tasks")).await;
+    b.css("#tasks").await;
+    assert_eq!(
+        b.count("#tasks tbody tr").await,
+        9,
+        "every task, unfiltered"
+    );
+    b.fill("queue", "email").await;
+    b.fill("kind", "email.send").await;
+    let state = b.css("select[name=state]").await;
+    state.select_by_value("pending").await.unwrap();
+    b.click("form.filters button[type=submit]").await;
+    // The filled-in value is in the markup only once the filtered page has loaded.
+    b.css("form.filters input[name=queue][value=email]").await;
+
+    let mut shown = BTreeSet::new();
+    for row in b
+        .client()
+        .find_all(XPath("//table[@id='tasks']/tbody/tr"))
+        .await
+        .unwrap()
+    {
+        let mut cells = Vec::new();
+        for cell in row.find_all(fantoccini::Locator::Css("td")).await.unwrap() {
+            cells.push(cell.text().await.unwrap());
+        }
+        assert_eq!(cells[1..4], ["pending", "email.send", "email"], "{cells:?}");
+        shown.insert(cells[0].parse::<TaskId>().unwrap());
+    }
+    let filter = TaskFilter {
+        queue: Some("email".into()),
+        kind: Some("email.send".into()),
+        states: vec![TaskState::Pending],
+        ..TaskFilter::default()
+    };
+    let matching = app
+        .store
+        .task_list(ListParams {
+            filter,
+            after: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let in_store: BTreeSet<TaskId> = matching.tasks.iter().map(|t| t.id).collect();
+    assert_eq!(shown, in_store);
+    assert_eq!(shown, wanted);
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_task_opened_from_the_list_shows_its_payload_as_text() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let evil = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+    let payload = json!({ "to": "ada@example.com", "html": evil });
+    let id = app
+        .submit(NewTask::new("email.send", payload.clone()).key("<b>vip</b>"))
+        .await;
+    app.submit(NewTask::new(
+        "email.send",
+        json!({"to": "grace@example.org"}),
+    ))
+    .await;
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    b.goto(&app.url("/ui/tasks")).await;
+    b.click(&format!("#tasks a[href='/ui/tasks/{id}']")).await;
+    let shown = b.css("#payload pre").await.text().await.unwrap();
+    assert_eq!(b.path().await, format!("/ui/tasks/{id}"));
+
+    assert!(shown.contains(evil), "shown literally: {shown}");
+    let parsed: serde_json::Value = serde_json::from_str(&shown).expect("the payload as JSON");
+    assert_eq!(parsed, app.task(id).await.payload);
+    assert_eq!(parsed, payload);
+    assert!(b
+        .client()
+        .get_alert_text()
+        .await
+        .unwrap_err()
+        .is_no_such_alert());
+    let scripts = b
+        .client()
+        .execute("return document.scripts.length", vec![])
+        .await
+        .unwrap();
+    assert_eq!(scripts, json!(0), "the page runs no script at all");
+    assert_eq!(b.count("main img").await, 0);
+    assert_eq!(b.count("main b").await, 0);
+    assert!(b.text("main dl").await.contains("<b>vip</b>"));
+    b.close().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_pending_task_from_its_page() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let id = app
+        .submit(NewTask::new("email.send", json!({"to": "ada@example.com"})))
+        .await;
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    b.goto(&app.url(&format!("/ui/tasks/{id}"))).await;
+    b.css("#actions").await;
+    assert_eq!(heading_state(&b).await, "pending");
+    b.click(&format!(
+        "#actions form[action='/ui/tasks/{id}/cancel'] button"
+    ))
+    .await;
+    b.flash("flash", "cancel: done").await;
+    assert_eq!(heading_state(&b).await, "cancelled");
+    assert_eq!(app.state(id).await, TaskState::Cancelled);
+    b.close().await;
+}
+
+#[tokio::test]
+async fn retrying_a_failed_task_makes_it_pending_again() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let error = "renderer exited with signal 9";
+    let id = app
+        .failed(
+            NewTask::new("report.render", json!({"month": "2025-05"})),
+            error,
+        )
+        .await;
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    b.goto(&app.url(&format!("/ui/tasks/{id}"))).await;
+    b.css("#actions").await;
+    assert_eq!(heading_state(&b).await, "failed");
+    assert!(b.text("dd.err").await.contains(error));
+    b.click(&format!(
+        "#actions form[action='/ui/tasks/{id}/retry'] button"
+    ))
+    .await;
+    b.flash("flash", "retry: done").await;
+    assert_eq!(heading_state(&b).await, "pending");
+    assert_eq!(app.state(id).await, TaskState::Pending);
+    let history = b.text("#attempts tbody tr").await;
+    assert!(
+        history.contains("error") && history.contains(error),
+        "the failed attempt stays in the history: {history}"
+    );
+    b.close().await;
+}
+
+#[tokio::test]
+async fn pausing_and_resuming_a_queue_from_the_overview() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    app.submit(NewTask::new("email.send", json!({})).queue("email"))
+        .await;
+    app.submit(NewTask::new("report.render", json!({})).queue("reports"))
+        .await;
+    let badge = "//tr[td/a[@href='/ui/tasks?queue=email']]//span[contains(@class, 'state')]";
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    assert_eq!(b.find(XPath(badge)).await.text().await.unwrap(), "active");
+    b.click("form[action='/ui/queues/email/pause'] button")
+        .await;
+    b.flash("flash", "queue email: paused").await;
+    assert_eq!(b.find(XPath(badge)).await.text().await.unwrap(), "paused");
+    assert!(app.queue("email").await.paused);
+    assert!(!app.queue("reports").await.paused, "only the one queue");
+
+    b.click("form[action='/ui/queues/email/resume'] button")
+        .await;
+    b.flash("flash", "queue email: resumed").await;
+    assert_eq!(b.find(XPath(badge)).await.text().await.unwrap(), "active");
+    assert!(!app.queue("email").await.paused);
+    b.close().await;
+}
+
+#[tokio::test]
+async fn screenshots_of_the_main_pages() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let seeded = showcase::seed(&app).await;
+    let dir = showcase::screenshot_dir();
+    let docs = showcase::docs_dir();
+    let mut saved = Vec::new();
+    let mut keep = |name: &str, png: Vec<u8>, for_docs: bool| {
+        assert_eq!(
+            showcase::png_size(&png).0,
+            1280,
+            "{name}.png is window-wide"
+        );
+        saved.push(showcase::save(&dir, name, &png));
+        if let (true, Some(docs)) = (for_docs, &docs) {
+            saved.push(showcase::save(docs, name, &png));
+        }
+    };
+
+    b.goto(&app.url("/ui/login")).await;
+    b.css("input[name=token]").await;
+    keep("login", b.screenshot(false).await, false);
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    let pending: u64 = app
+        .store
+        .queue_list()
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|q| &q.counts)
+        .filter(|(s, _)| *s == TaskState::Pending)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        b.text("a.card[href='/ui/tasks?state=pending'] .n").await,
+        pending.to_string()
+    );
+    keep("overview", b.screenshot(true).await, true);
+
+    b.goto(&app.url("/ui/tasks")).await;
+    b.css("#tasks").await;
+    let webhook = app.task(seeded.webhook).await;
+    let row = format!("//tr[td/a[@href='/ui/tasks/{}']]", seeded.webhook);
+    let shown = b.find(XPath(&row)).await.text().await.unwrap();
+    assert!(
+        shown.contains(&webhook.last_error.unwrap()[..40]),
+        "{shown}"
+    );
+    keep("tasks", b.screenshot(false).await, false);
+
+    b.goto(&app.url(&format!("/ui/tasks/{}", seeded.report)))
+        .await;
+    b.css("#attempts").await;
+    let report = app.task(seeded.report).await;
+    assert_eq!((report.state, report.attempt), (TaskState::Running, 3));
+    let history = b.text("#attempts tbody").await;
+    assert!(
+        history.contains("error") && history.contains("timed_out"),
+        "{history}"
+    );
+    assert!(b.text("main").await.contains("rendering charts"));
+    keep("task", b.screenshot(true).await, true);
+
+    b.goto(&app.url("/ui/workers")).await;
+    b.css("#workers").await;
+    let running = app
+        .store
+        .task_list(ListParams {
+            filter: TaskFilter {
+                states: vec![TaskState::Running],
+                ..TaskFilter::default()
+            },
+            after: None,
+            limit: 100,
+        })
+        .await
+        .unwrap()
+        .tasks;
+    for worker in ["worker-7f3a", "worker-c91e"] {
+        let n = running
+            .iter()
+            .filter(|t| t.worker_id.as_deref() == Some(worker))
+            .count();
+        let cell = format!("//tr[td[1][text()='{worker}']]/td[3]");
+        assert_eq!(
+            b.find(XPath(&cell)).await.text().await.unwrap(),
+            n.to_string()
+        );
+    }
+    keep("workers", b.screenshot(false).await, false);
+    b.close().await;
+    for path in saved {
+        eprintln!("saved {}", path.display());
+    }
+}
