@@ -225,7 +225,10 @@ pub async fn bulk_review(
     let Ok(change) = change_from(&q.op, &HashMap::new()) else {
         return (StatusCode::NOT_FOUND, "unknown bulk operation").into_response();
     };
-    let filter = q.filter.filter();
+    let filter = match q.filter.filter() {
+        Ok(f) => f,
+        Err(message) => return (StatusCode::UNPROCESSABLE_ENTITY, message).into_response(),
+    };
     if q.filter.pairs().is_empty() {
         return (
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -294,7 +297,13 @@ pub async fn bulk_apply(
         state: get("state"),
         key: get("key"),
         error: get("error"),
+        created_after: get("created_after"),
+        created_before: get("created_before"),
         ..TaskQuery::default()
+    };
+    let filter = match query.filter() {
+        Ok(f) => f,
+        Err(message) => return (StatusCode::UNPROCESSABLE_ENTITY, message).into_response(),
     };
     if query.pairs().is_empty() {
         return (
@@ -308,7 +317,7 @@ pub async fn bulk_apply(
             .app
             .store
             .task_update(UpdateParams {
-                target: Target::Filter(query.filter()),
+                target: Target::Filter(filter),
                 change,
                 now: None,
             })

@@ -214,6 +214,11 @@ pub struct TaskQuery {
     pub key: String,
     #[serde(default)]
     pub error: String,
+    /// `YYYY-MM-DDTHH:MM` (what a datetime-local input sends), UTC.
+    #[serde(default)]
+    pub created_after: String,
+    #[serde(default)]
+    pub created_before: String,
     pub after: Option<TaskId>,
     pub done: Option<String>,
     #[serde(rename = "flash_error")]
@@ -226,19 +231,25 @@ fn nonempty(s: &str) -> Option<String> {
 }
 
 impl TaskQuery {
-    pub fn filter(&self) -> TaskFilter {
-        TaskFilter {
+    /// The store's filter. A value that does not parse is an error, never dropped: a
+    /// dropped condition would widen a bulk action.
+    pub fn filter(&self) -> Result<TaskFilter, String> {
+        let states = match self.state.trim() {
+            "" => Vec::new(),
+            s => vec![s
+                .parse::<TaskState>()
+                .map_err(|_| format!("unknown state {s:?}"))?],
+        };
+        Ok(TaskFilter {
             queue: nonempty(&self.queue),
             kind: nonempty(&self.kind),
-            states: self
-                .state
-                .parse::<TaskState>()
-                .map(|s| vec![s])
-                .unwrap_or_default(),
+            states,
             key: nonempty(&self.key),
             error_contains: nonempty(&self.error),
+            created_after: utc_field("created after", &self.created_after)?,
+            created_before: utc_field("created before", &self.created_before)?,
             ..TaskFilter::default()
-        }
+        })
     }
 
     /// The filter as query-string pairs, for links and hidden fields.
@@ -249,12 +260,30 @@ impl TaskQuery {
             ("state", &self.state),
             ("key", &self.key),
             ("error", &self.error),
+            ("created_after", &self.created_after),
+            ("created_before", &self.created_before),
         ]
         .into_iter()
         .filter(|(_, v)| !v.trim().is_empty())
         .map(|(k, v)| (k, v.as_str()))
         .collect()
     }
+}
+
+/// A UTC time from a datetime-local field (minutes or seconds) or RFC 3339.
+fn utc_field(name: &str, text: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(Some(t.with_timezone(&chrono::Utc)));
+    }
+    ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
+        .iter()
+        .find_map(|f| chrono::NaiveDateTime::parse_from_str(text, f).ok())
+        .map(|t| Some(t.and_utc()))
+        .ok_or_else(|| format!("{name}: {text:?} is not a time like 2026-11-22T05:40"))
 }
 
 fn query_string(pairs: &[(&str, &str)]) -> String {
@@ -282,23 +311,34 @@ pub async fn tasks(
     Query(q): Query<TaskQuery>,
 ) -> Response {
     let page_size = 50;
-    let result = state
-        .app
-        .store
-        .task_list(ListParams {
-            filter: q.filter(),
-            after: q.after,
-            limit: page_size,
-        })
-        .await;
-    let tasks_page = match result {
-        Ok(p) => p,
-        Err(e) => return failure(e),
+    let (tasks_page, bad_filter) = match q.filter() {
+        Err(message) => (
+            tasktable_store::TaskPage {
+                tasks: Vec::new(),
+                next: None,
+            },
+            Some(message),
+        ),
+        Ok(filter) => {
+            let result = state
+                .app
+                .store
+                .task_list(ListParams {
+                    filter,
+                    after: q.after,
+                    limit: page_size,
+                })
+                .await;
+            match result {
+                Ok(p) => (p, None),
+                Err(e) => return failure(e),
+            }
+        }
     };
     let pairs = q.pairs();
     let body = html! {
         h1 { "Tasks" }
-        (flash(q.done.as_deref(), q.failure.as_deref()))
+        (flash(q.done.as_deref(), bad_filter.as_deref().or(q.failure.as_deref())))
         form.filters method="get" action="/ui/tasks" {
             input name="queue" placeholder="queue" value=(q.queue);
             input name="kind" placeholder="kind" value=(q.kind);
@@ -308,6 +348,8 @@ pub async fn tasks(
             }
             input name="key" placeholder="key" value=(q.key);
             input name="error" placeholder="error contains" value=(q.error);
+            label.muted { "created from " input type="datetime-local" name="created_after" value=(q.created_after); }
+            label.muted { "to " input type="datetime-local" name="created_before" value=(q.created_before); " UTC" }
             button type="submit" { "Filter" }
         }
         table id="tasks" {

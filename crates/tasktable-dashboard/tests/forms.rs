@@ -254,3 +254,57 @@ async fn bulk_actions_show_how_many_tasks_they_touch_then_apply() {
         "the overview offers to pause the queue"
     );
 }
+
+#[tokio::test]
+async fn a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_widening_it() {
+    let ui = start().await;
+    let early = ui.submit(NewTask::new("mail", serde_json::json!(1))).await;
+    let (client, _) = ui.sign_in(OPERATOR).await;
+    let html = ui.page(&client, "/ui/tasks").await;
+    let token = csrf(&html);
+    for (field, value) in [("state", "exploded"), ("created_after", "yesterday")] {
+        let resp = client
+            .get(format!(
+                "{}/ui/tasks/bulk?op=cancel&{field}={value}",
+                ui.base
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{field}");
+        assert!(resp.text().await.unwrap().contains(value), "{field}");
+        let resp = client
+            .post(format!("{}/ui/tasks/bulk", ui.base))
+            .form(&[("csrf", token.as_str()), ("op", "cancel"), (field, value)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{field}");
+        assert_eq!(
+            ui.state(early).await,
+            TaskState::Pending,
+            "nothing cancelled"
+        );
+        let list = ui
+            .page(&client, &format!("/ui/tasks?{field}={value}"))
+            .await;
+        assert!(list.contains("No task matches."), "{field}: no rows shown");
+        assert!(list.contains("class=\"flash error\""), "{field}: says why");
+    }
+
+    // A time range narrows the list and a bulk action to the tasks created in it.
+    let created = ui.store.task_get(early).await.unwrap().unwrap().created_at;
+    let after = (created + chrono::Duration::minutes(1)).format("%Y-%m-%dT%H:%M");
+    let html = ui
+        .page(&client, &format!("/ui/tasks?created_after={after}"))
+        .await;
+    assert!(html.contains("No task matches."), "{html}");
+    let before = (created + chrono::Duration::minutes(1)).format("%Y-%m-%dT%H:%M");
+    let html = ui
+        .page(
+            &client,
+            &format!("/ui/tasks/bulk?op=hold&created_before={before}"),
+        )
+        .await;
+    assert!(html.contains("<strong>1</strong> task "), "{html}");
+}
