@@ -106,8 +106,13 @@ enum Command {
     Pause { queue: String },
     /// Resume a paused queue.
     Resume { queue: String },
-    /// Count tasks by queue and state.
-    Stats,
+    /// Count tasks by queue and state, and show how each queue and kind did lately.
+    ///
+    /// The second table covers the last --window: tasks submitted per minute, attempts
+    /// that succeeded, failed for good or will be retried, the success rate, and
+    /// percentiles of queue wait and run time; the rows with the most failures come first.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Stats(commands::queue::StatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -171,7 +176,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Resume { queue } => {
             commands::queue::set_paused(&api()?, &queue, false, json).await
         }
-        Command::Stats => commands::queue::stats(&api()?, json).await,
+        Command::Stats(args) => commands::queue::stats(&api()?, &args, json).await,
     }
 }
 

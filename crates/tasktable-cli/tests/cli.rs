@@ -597,11 +597,9 @@ fn pause_resume_and_stats_count_tasks_by_queue_and_state() {
     server.submit(&["email", "--queue", "mail"]);
     server.submit(&["email", "--queue", "mail"]);
     server.submit(&["sms", "--queue", "sms", "--held"]);
-    assert_eq!(
-        server.tt(&["stats"]).ok().stdout.lines().count(),
-        4,
-        "header, two queues, totals"
-    );
+    let text = server.tt(&["stats"]).ok().stdout;
+    let [counts, _] = stats_tables(&text);
+    assert_eq!(counts.len(), 4, "header, two queues, totals: {text}");
 
     let paused = server.tt(&["pause", "mail"]).ok().stdout;
     assert!(paused.starts_with("queue \"mail\" paused"), "{paused}");
@@ -616,7 +614,7 @@ fn pause_resume_and_stats_count_tasks_by_queue_and_state() {
         .unwrap();
     assert_eq!(mail["paused"], true);
     let table = server.tt(&["stats"]).ok().stdout;
-    let lines: Vec<&str> = table.lines().collect();
+    let [lines, _] = stats_tables(&table);
     assert!(
         lines[0].starts_with("QUEUE") && lines[0].ends_with("TOTAL"),
         "{table}"
@@ -643,6 +641,106 @@ fn pause_resume_and_stats_count_tasks_by_queue_and_state() {
             .all(|q| q["paused"] == false),
         "{stats}"
     );
+}
+
+/// The two parts of `stats` output, split at the blank line between them: the counts
+/// table, and the window's title line followed by its table.
+fn stats_tables(text: &str) -> [Vec<&str>; 2] {
+    let (counts, window) = text
+        .split_once("\n\n")
+        .unwrap_or_else(|| panic!("two parts separated by a blank line:\n{text}"));
+    [counts.lines().collect(), window.lines().collect()]
+}
+
+/// The cells of a table row: columns are separated by at least two spaces, and cells
+/// (`50.0 %`, `4 ms / 5 ms / 5 ms`) hold single spaces only.
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+#[test]
+fn stats_shows_a_window_per_kind_failures_first_and_the_servers_word_on_a_bad_window() {
+    let server = Server::start(&["--exec-allow", "cat"]);
+    // Sorts before "default" by name, so only ordering by failures puts exec first.
+    server.submit(&["email", "--queue", "aaa"]);
+    let cat = server.submit(&["exec", r#"{"command":["cat"],"stdin":1}"#]);
+    let ls = server.submit(&["exec", r#"{"command":["ls"]}"#]);
+    server.wait_for_state(cat, "succeeded");
+    // Not on the allow-list: a permanent failure, so failed rather than retried.
+    server.wait_for_state(ls, "failed");
+
+    let text = server.tt(&["stats", "--window", "15m"]).ok().stdout;
+    let [counts, window] = stats_tables(&text);
+    assert!(counts.last().unwrap().starts_with("all queues"), "{text}");
+    assert_eq!(window[0], "last 15m", "{text}");
+    assert_eq!(
+        cells(window[1]),
+        [
+            "QUEUE",
+            "KIND",
+            "PENDING",
+            "RUNNING",
+            "SUBMITTED/MIN",
+            "SUCCEEDED",
+            "FAILED",
+            "RETRIED",
+            "SUCCESS",
+            "WAIT p50/p95/p99",
+            "RUN p50/p95/p99"
+        ],
+        "{text}"
+    );
+    assert_eq!(window.len(), 4, "title, header, two kinds: {text}");
+    let exec = cells(window[2]);
+    assert_eq!(
+        exec[..9],
+        ["default", "exec", "0", "0", "0.13", "1", "1", "0", "50.0 %"],
+        "2 submitted in 15 minutes; one succeeded, one failed: {text}"
+    );
+    assert_eq!(exec.len(), 11, "{text}");
+    for latency in &exec[9..] {
+        assert_eq!(latency.split(" / ").count(), 3, "{text}");
+        assert!(
+            latency.ends_with(" ms") || latency.ends_with(" s"),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        cells(window[3]),
+        ["aaa", "email", "1", "0", "0.07", "0", "0", "0", "–", "–", "–"],
+        "nothing ended: no success rate and no latencies: {text}"
+    );
+
+    let narrowed = server
+        .tt(&["stats", "--window", "15m", "--kind", "email"])
+        .ok()
+        .stdout;
+    let [_, window] = stats_tables(&narrowed);
+    assert_eq!(window[0], "last 15m (kind \"email\")", "{narrowed}");
+    assert_eq!(window.len(), 3, "{narrowed}");
+
+    let doc = server.tt(&["stats", "--window", "15m", "--json"]).json();
+    assert_eq!(doc["window"]["seconds"], 900, "{doc}");
+    let groups = doc["groups"].as_array().expect("groups");
+    let exec = groups.iter().find(|g| g["kind"] == "exec").expect("exec");
+    assert_eq!(
+        (&exec["succeeded"], &exec["failed"], &exec["success_rate"]),
+        (&json!(1), &json!(1), &json!(0.5)),
+        "{doc}"
+    );
+    assert!(
+        doc["totals"].is_object() && doc["series"].is_object(),
+        "{doc}"
+    );
+
+    // The server decides what a window is; a refusal is its message, one line, and the
+    // exit code of every request the server refuses as invalid.
+    let refused = server.tt(&["stats", "--window", "3w"]);
+    refused.fails(1, "window must look like 15m, 1h, 24h or 7d; got \"3w\"");
+    assert!(refused.stdout.is_empty(), "{refused:?}");
 }
 
 #[test]
