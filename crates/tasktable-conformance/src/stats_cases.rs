@@ -82,6 +82,11 @@ pub async fn stats_count_throughput_and_latency_per_queue_and_kind(db: &impl Bac
             "{how}: default/a totals"
         );
         assert_eq!(a.active, vec![(TaskState::Pending, 1)], "{how}");
+        assert_eq!(
+            a.oldest_due,
+            Some(t0()),
+            "{how}: the fourth has waited since t0"
+        );
         assert_eq!(w.success_rate, Some(2.0 / 3.0), "{how}");
         assert!((w.submitted_per_min - 4.0 / 60.0).abs() < 1e-9, "{how}");
         assert_eq!((w.wait.count, w.run.count), (3, 3), "{how}");
@@ -96,6 +101,12 @@ pub async fn stats_count_throughput_and_latency_per_queue_and_kind(db: &impl Bac
         assert_eq!(b.success_rate, None, "{how}: nothing ended yet");
         assert!(within(b.wait.p50, 60.0, 300.0), "{how}: wait {:?}", b.wait);
 
+        let retry_due = group(st, "default", "b").oldest_due;
+        assert_eq!(
+            retry_due,
+            Some(at(81)),
+            "{how}: b is due again 10 s after its failure"
+        );
         let other = group(st, "other", "a");
         assert_eq!(other.window.submitted, 1, "{how}");
         assert_eq!(other.active, vec![(TaskState::Pending, 1)], "{how}");
@@ -138,6 +149,20 @@ pub async fn stats_count_throughput_and_latency_per_queue_and_kind(db: &impl Bac
     let week = s.stats(stats(at(600), 7 * 24 * 60)).await.unwrap();
     assert!(week.series.len() <= 120);
     assert_eq!(week.series.iter().map(|p| p.submitted).sum::<u64>(), 6);
+
+    // A pending task that is not due yet is not waiting.
+    submit_at(
+        &*s,
+        vec![NewTask::new("c", json!(6)).delay(Duration::from_secs(3600))],
+        at(100),
+    )
+    .await;
+    let c = s.stats(stats(at(200), 60)).await.unwrap();
+    let c = group(&c, "default", "c");
+    assert_eq!(
+        (c.active.clone(), c.oldest_due),
+        (vec![(TaskState::Pending, 1)], None)
+    );
 
     let too_short = s.stats(StatsParams::window(Duration::from_secs(30))).await;
     assert!(matches!(too_short, Err(StoreError::InvalidInput(_))));

@@ -20,6 +20,7 @@ th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line);
 th { font-weight:600; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.03em; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .nw { white-space:nowrap; }
+#kinds { font-size:13px; } #kinds th, #kinds td { padding:6px 7px; }
 .cards { display:flex; gap:12px; flex-wrap:wrap; }
 .card { background:#fff; border:1px solid var(--line); border-radius:6px; padding:12px 16px; min-width:140px; }
 .card .n { font-size:24px; font-weight:600; font-variant-numeric:tabular-nums; }

@@ -114,12 +114,14 @@ pub async fn overview(
     page("Overview", "Overview", Some(&session), true, body).into_response()
 }
 
+/// A duration short enough for three to share a table cell.
 fn seconds(v: Option<f64>) -> String {
     match v {
         None => "–".to_owned(),
-        Some(s) if s < 1.0 => format!("{:.0} ms", s * 1000.0),
-        Some(s) if s < 120.0 => format!("{s:.1} s"),
-        Some(s) => format!("{:.1} min", s / 60.0),
+        Some(s) if s < 1.0 => format!("{:.0}ms", s * 1000.0),
+        Some(s) if s < 120.0 => format!("{s:.1}s"),
+        Some(s) if s < 7200.0 => format!("{:.1}m", s / 60.0),
+        Some(s) => format!("{:.1}h", s / 3600.0),
     }
 }
 
@@ -169,8 +171,8 @@ fn statistics(stats: &tasktable_store::Stats, window: &str) -> Markup {
         table #kinds {
             thead { tr {
                 th { "Queue" } th { "Kind" }
-                th.num { "Pending" } th.num { "Running" }
-                th.num { "Submitted/min" } th.num { "Succeeded" } th.num { "Failed" } th.num { "Retried" }
+                th.num { "Pending" } th.num.nw { "Oldest due" } th.num { "Running" }
+                th.num { "Subm./min" } th.num { "Succeeded" } th.num { "Failed" } th.num { "Retried" }
                 th.num { "Success" }
                 th.num.nw { "Wait p50 · p95 · p99" } th.num.nw { "Run p50 · p95 · p99" }
             } }
@@ -181,6 +183,7 @@ fn statistics(stats: &tasktable_store::Stats, window: &str) -> Markup {
                         td { a href={ "/ui/tasks?queue=" (g.queue) } { (g.queue) } }
                         td { a href={ "/ui/tasks?queue=" (g.queue) "&kind=" (g.kind) } { (g.kind) } }
                         td.num { (active(g, TaskState::Pending)) }
+                        td.num.nw { (seconds(g.oldest_due.map(|t| (stats.to - t).num_milliseconds().max(0) as f64 / 1000.0))) }
                         td.num { (active(g, TaskState::Running)) }
                         td.num { (format!("{:.1}", w.submitted_per_min)) }
                         td.num { (w.succeeded) }
@@ -195,7 +198,7 @@ fn statistics(stats: &tasktable_store::Stats, window: &str) -> Markup {
                         td.num.nw { (seconds(w.run.p50)) " · " (seconds(w.run.p95)) " · " (seconds(w.run.p99)) }
                     }
                 }
-                @if groups.is_empty() { tr { td colspan="11" .muted { "Nothing active and nothing finished in this window." } } }
+                @if groups.is_empty() { tr { td colspan="12" .muted { "Nothing active and nothing finished in this window." } } }
             }
         }
     }

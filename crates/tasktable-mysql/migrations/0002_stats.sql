@@ -15,7 +15,12 @@ ALTER TABLE tasktable_attempts
     ADD COLUMN IF NOT EXISTS due_at     DATETIME(6),
     ADD COLUMN IF NOT EXISTS task_state VARCHAR(16),
     ADD INDEX IF NOT EXISTS tasktable_attempts_finished (finished_at);
-ALTER TABLE tasktable_tasks ADD INDEX IF NOT EXISTS tasktable_tasks_created (created_at);
+-- run_at joins the state index so the oldest due pending task of each queue and kind is
+-- read from the index alone.
+ALTER TABLE tasktable_tasks
+    ADD INDEX IF NOT EXISTS tasktable_tasks_created (created_at),
+    DROP INDEX IF EXISTS tasktable_tasks_state,
+    ADD INDEX tasktable_tasks_state (state, queue, kind, run_at);
 UPDATE tasktable_attempts a JOIN tasktable_tasks t ON t.id = a.task_id
 SET a.queue = t.queue, a.kind = t.kind
 WHERE a.queue IS NULL;

@@ -117,6 +117,7 @@ fn for_server(sql: &str, mariadb: bool) -> String {
         sql.replace("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
             .replace("ADD COLUMN IF NOT EXISTS", "ADD COLUMN")
             .replace("ADD INDEX IF NOT EXISTS", "ADD INDEX")
+            .replace("DROP INDEX IF EXISTS", "DROP INDEX")
     }
 }
 

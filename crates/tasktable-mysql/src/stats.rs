@@ -214,15 +214,19 @@ impl StatsSource for MySqlStore {
 
     async fn stats_active(
         &self,
+        now: DateTime<Utc>,
         queue: Option<&str>,
         kind: Option<&str>,
     ) -> StoreResult<Vec<ActiveCount>> {
         let sql = format!(
-            "SELECT queue, kind, state, COUNT(*) FROM tasktable_tasks \
+            "SELECT queue, kind, state, COUNT(*), \
+                    MIN(CASE WHEN state = 'pending' AND run_at <= ? THEN run_at END) \
+             FROM tasktable_tasks \
              WHERE state IN ('held', 'pending', 'running') AND {FILTER} \
              GROUP BY 1, 2, 3"
         );
         let rows = sqlx::query(&sql)
+            .bind(now)
             .bind(queue)
             .bind(queue)
             .bind(kind)
@@ -237,6 +241,7 @@ impl StatsSource for MySqlStore {
                     kind: text(r, 1)?,
                     state: state(&text(r, 2)?)?,
                     count: count(r, 3)?,
+                    oldest_due: r.try_get(4).map_err(db)?,
                 })
             })
             .collect()

@@ -196,17 +196,21 @@ impl StatsSource for PgStore {
 
     async fn stats_active(
         &self,
+        now: DateTime<Utc>,
         queue: Option<&str>,
         kind: Option<&str>,
     ) -> StoreResult<Vec<ActiveCount>> {
         let rows = sqlx::query(
-            "SELECT queue, kind, state, count(*) FROM tasktable_tasks \
+            "SELECT queue, kind, state, count(*), \
+                    min(run_at) FILTER (WHERE state = 'pending' AND run_at <= $3) \
+             FROM tasktable_tasks \
              WHERE state IN ('held', 'pending', 'running') \
                AND ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR kind = $2) \
              GROUP BY 1, 2, 3",
         )
         .bind(queue)
         .bind(kind)
+        .bind(now)
         .fetch_all(&self.pool)
         .await
         .map_err(db)?;
@@ -220,6 +224,7 @@ impl StatsSource for PgStore {
                         StoreError::Database(format!("unknown state {state:?}").into())
                     })?,
                     count: count(r, 3)?,
+                    oldest_due: r.try_get(4).map_err(db)?,
                 })
             })
             .collect()

@@ -288,6 +288,7 @@ pub fn stats_view(s: &tasktable_store::Stats, window: Duration) -> Value {
                 "queue": g.queue,
                 "kind": g.kind,
                 "active": active,
+                "oldest_due_at": g.oldest_due,
                 "submitted": w.submitted,
                 "succeeded": w.succeeded,
                 "failed": w.failed,

@@ -447,6 +447,7 @@ async fn stats_report_throughput_success_and_latency_per_kind(s: Server) {
         (Some("q"), Some("mail"))
     );
     assert_eq!(g["active"], json!({"held": 0, "pending": 1, "running": 0}));
+    assert!(g["oldest_due_at"].is_string(), "the third task waits: {g}");
     assert_eq!(
         (g["submitted"].as_u64(), g["succeeded"].as_u64()),
         (Some(3), Some(1))

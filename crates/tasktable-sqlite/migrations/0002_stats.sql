@@ -15,6 +15,10 @@ UPDATE tasktable_attempts SET
 
 CREATE INDEX tasktable_attempts_finished ON tasktable_attempts (finished_at);
 CREATE INDEX tasktable_tasks_created ON tasktable_tasks (created_at);
+-- run_at joins the state index so the oldest due pending task of each queue and kind is
+-- read from the index alone.
+DROP INDEX tasktable_tasks_state;
+CREATE INDEX tasktable_tasks_state ON tasktable_tasks (state, queue, kind, run_at);
 
 CREATE TABLE tasktable_stats (
     minute    TEXT    NOT NULL,

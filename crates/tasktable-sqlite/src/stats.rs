@@ -208,18 +208,22 @@ impl StatsSource for SqliteStore {
 
     async fn stats_active(
         &self,
+        now: DateTime<Utc>,
         queue: Option<&str>,
         kind: Option<&str>,
     ) -> StoreResult<Vec<ActiveCount>> {
         let mut conn = self.reader.acquire().await.map_err(db)?;
         let rows = sqlx::query(
-            "SELECT queue, kind, state, count(*) FROM tasktable_tasks \
+            "SELECT queue, kind, state, count(*), \
+                    min(CASE WHEN state = 'pending' AND run_at <= ?3 THEN run_at END) \
+             FROM tasktable_tasks \
              WHERE state IN ('held', 'pending', 'running') \
                AND (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR kind = ?2) \
              GROUP BY 1, 2, 3",
         )
         .bind(queue)
         .bind(kind)
+        .bind(to_text(now))
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;
@@ -233,6 +237,12 @@ impl StatsSource for SqliteStore {
                         StoreError::Database(format!("unknown state {state:?}").into())
                     })?,
                     count: count(r, 3)?,
+                    oldest_due: r
+                        .try_get::<Option<String>, _>(4)
+                        .map_err(db)?
+                        .as_deref()
+                        .map(from_text)
+                        .transpose()?,
                 })
             })
             .collect()

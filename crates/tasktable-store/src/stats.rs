@@ -91,6 +91,9 @@ pub struct GroupStats {
     pub kind: String,
     /// Tasks now held, pending or running (states with none left out).
     pub active: Vec<(TaskState, u64)>,
+    /// The earliest `run_at` of the pending tasks that are due: how long the oldest
+    /// waiting task has waited. Work nobody claims shows here first.
+    pub oldest_due: Option<DateTime<Utc>>,
     #[serde(flatten)]
     pub window: WindowTotals,
 }
@@ -335,6 +338,8 @@ pub struct ActiveCount {
     pub kind: String,
     pub state: TaskState,
     pub count: u64,
+    /// For `pending`: the earliest `run_at` at or before now.
+    pub oldest_due: Option<DateTime<Utc>>,
 }
 
 /// The SQL half of statistics, which each backend implements.
@@ -364,9 +369,10 @@ pub trait StatsSource: Send + Sync {
         queue: Option<&str>,
         kind: Option<&str>,
     ) -> StoreResult<Vec<MinuteRow>>;
-    /// Tasks now held, pending or running.
+    /// Tasks now held, pending or running, and the oldest due pending one, as of `now`.
     async fn stats_active(
         &self,
+        now: DateTime<Utc>,
         queue: Option<&str>,
         kind: Option<&str>,
     ) -> StoreResult<Vec<ActiveCount>>;
@@ -427,7 +433,7 @@ pub async fn compute<S: StatsSource + ?Sized>(source: &S, p: &StatsParams) -> St
                 .await?,
         ));
     }
-    let active = source.stats_active(queue, kind).await?;
+    let active = source.stats_active(now, queue, kind).await?;
     Ok(assemble(from, to, minutes, rows, active))
 }
 
@@ -441,6 +447,7 @@ fn assemble(
     #[derive(Default)]
     struct Acc {
         active: Vec<(TaskState, u64)>,
+        oldest_due: Option<DateTime<Utc>>,
         t: WindowTotals,
         wait: Histogram,
         run: Histogram,
@@ -458,11 +465,12 @@ fn assemble(
         .collect();
     let mut groups: BTreeMap<(String, String), Acc> = BTreeMap::new();
     for a in active {
-        groups
-            .entry((a.queue, a.kind))
-            .or_default()
-            .active
-            .push((a.state, a.count));
+        let g = groups.entry((a.queue, a.kind)).or_default();
+        g.active.push((a.state, a.count));
+        g.oldest_due = match (g.oldest_due, a.oldest_due) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
     }
     for r in rows {
         if r.minute < from || r.minute >= to {
@@ -501,6 +509,7 @@ fn assemble(
                 queue,
                 kind,
                 active: g.active,
+                oldest_due: g.oldest_due,
                 window: g.t,
             }
         })
