@@ -12,6 +12,7 @@ use tokio::sync::{broadcast, watch};
 pub struct Freezable {
     inner: Arc<dyn Store>,
     frozen: watch::Sender<bool>,
+    finishes_frozen: watch::Sender<bool>,
 }
 
 impl Freezable {
@@ -19,6 +20,7 @@ impl Freezable {
         Arc::new(Freezable {
             inner,
             frozen: watch::Sender::new(false),
+            finishes_frozen: watch::Sender::new(false),
         })
     }
 
@@ -27,8 +29,15 @@ impl Freezable {
         self.frozen.send_replace(true);
     }
 
+    /// From now on only finishes wait until [`Freezable::thaw`]: a database that is slow
+    /// to record results while claims still go through.
+    pub fn freeze_finishes(&self) {
+        self.finishes_frozen.send_replace(true);
+    }
+
     pub fn thaw(&self) {
         self.frozen.send_replace(false);
+        self.finishes_frozen.send_replace(false);
     }
 
     async fn wait_thawed(&self) {
@@ -65,6 +74,8 @@ impl Store for Freezable {
     }
     async fn task_finish(&self, p: FinishParams) -> StoreResult<Vec<bool>> {
         self.wait_thawed().await;
+        let mut rx = self.finishes_frozen.subscribe();
+        let _ = rx.wait_for(|frozen| !*frozen).await;
         self.inner.task_finish(p).await
     }
     async fn task_list_expired(&self, p: ExpiredParams) -> StoreResult<Vec<Task>> {

@@ -80,6 +80,7 @@ macro_rules! conformance_suite {
             concurrency_limits_are_never_exceeded,
             paused_queue_stops_workers_and_resume_restarts_them,
             idle_worker_wakes_on_submit_without_waiting_for_a_poll,
+            claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most,
         );
     };
     (@cases $backend:ty; $($name:ident),* $(,)?) => {

@@ -875,3 +875,77 @@ pub async fn idle_worker_wakes_on_submit_without_waiting_for_a_poll(db: &impl Ba
     assert!(matches!(e, WorkerEvent::Finished { applied: true, .. }));
     w.shutdown().await;
 }
+
+/// A worker claims its next tasks while the ends of the last ones are being written, but
+/// never more than one concurrency ahead: with the store's completions stalled, it holds
+/// at most twice its concurrency in leases, and once they go through every task runs
+/// exactly once.
+pub async fn claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most(db: &impl Backend) {
+    const N: usize = 20;
+    const CONCURRENCY: usize = 3;
+    let submitter = db.store().await;
+    let tasks = (0..N as u32)
+        .map(|i| NewTask::new("count", json!(i)))
+        .collect();
+    submitter
+        .task_submit(SubmitParams { tasks, now: None })
+        .await
+        .unwrap();
+    let store = Freezable::new(db.store().await);
+    store.freeze_finishes();
+    let runs = Arc::new(Mutex::new(HashMap::new()));
+    let all_done = Arc::new(Notify::new());
+    let worker = fast(store.clone())
+        .concurrency(CONCURRENCY)
+        .register(Count {
+            runs: runs.clone(),
+            total: Arc::new(AtomicUsize::new(0)),
+            target: N,
+            all_done: all_done.clone(),
+        })
+        .build()
+        .unwrap();
+    let mut events = worker.subscribe();
+    let w = start(worker);
+    for n in 0..2 * CONCURRENCY {
+        wait_event(&mut events, &format!("claim {}", n + 1), |e| {
+            matches!(e, WorkerEvent::Claimed { .. })
+        })
+        .await;
+    }
+    // Twenty polls' worth of chances to claim more; a bounded wait is the only way to
+    // see that something does not happen.
+    let more = tokio::time::timeout(Duration::from_secs(1), async {
+        loop {
+            if let Ok(WorkerEvent::Claimed { .. }) = events.recv().await {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(more.is_err(), "claimed beyond twice the concurrency");
+    let running = submitter
+        .task_list(ListParams {
+            filter: TaskFilter::default().state(TaskState::Running),
+            after: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        running.tasks.len(),
+        2 * CONCURRENCY,
+        "leases held while stalled"
+    );
+
+    store.thaw();
+    tokio::time::timeout(PATIENCE, all_done.notified())
+        .await
+        .expect("all ran once completions went through");
+    w.shutdown().await;
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), N);
+    assert!(runs.values().all(|n| *n == 1), "no task ran twice");
+    let queues = submitter.queue_list().await.unwrap();
+    assert_eq!(queues[0].counts, vec![(TaskState::Succeeded, N as u64)]);
+}

@@ -61,6 +61,14 @@ pub(crate) async fn execute(
         Ending::Stopped(StopReason::Shutdown) => Some(FinishPlan::interrupted()),
         Ending::Stopped(_) => None,
     };
+    // The handler is done, so its slot is free: the claim loop may fetch the next tasks
+    // while this attempt's end is being written, instead of one round trip after the
+    // other. Handlers running at once still never exceed the limits, and the leases held
+    // (running plus being recorded) stay within twice the concurrency: the slot moves to
+    // a recording slot, and waits for one if the completer is that far behind.
+    let recording = shared.recording.clone().acquire_owned().await;
+    drop(permits);
+    shared.capacity_freed.notify_one();
     let mut finished = None;
     if let Some(plan) = plan {
         let outcome = plan.outcome;
@@ -84,7 +92,8 @@ pub(crate) async fn execute(
         shared.emit(event);
     }
     shared.deactivate(task.id);
-    drop(permits);
+    drop(recording);
+    // Shutdown waits for the active count to reach zero.
     shared.capacity_freed.notify_one();
 }
 

@@ -219,6 +219,10 @@ pub(crate) struct Shared {
     pub config: WorkerConfig,
     pub handlers: HashMap<String, Arc<dyn ErasedHandler>>,
     pub completer: CompleterHandle,
+    /// Slots for attempts whose handler is done and whose end is being recorded (one
+    /// worker's concurrency of them): the claim loop runs ahead of the completer by at
+    /// most this much, so no lease waits on a long queue of completions.
+    pub recording: Arc<Semaphore>,
     pub capacity_freed: Notify,
     events: broadcast::Sender<WorkerEvent>,
     active: Mutex<HashMap<TaskId, (TaskContext, Instant)>>,
@@ -281,11 +285,13 @@ impl Worker {
         let lease_for = self.config.lease_for;
         let (completer, completer_task) =
             completer::start(self.store.clone(), self.config.finish_batch, lease_for);
+        let recording = Arc::new(Semaphore::new(self.config.concurrency));
         let shared = Arc::new(Shared {
             store: self.store.clone(),
             config: self.config,
             handlers: self.handlers,
             completer,
+            recording,
             capacity_freed: Notify::new(),
             events: self.events,
             active: Mutex::new(HashMap::new()),
