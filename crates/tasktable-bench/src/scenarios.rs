@@ -1,4 +1,5 @@
-//! The five scenarios of issue 6, plus the worker's memory at concurrency 100.
+//! The five scenarios of issue 6, the worker's memory at concurrency 100, and the cost of
+//! windowed statistics on large tables.
 
 use crate::db::{pg_other_activity, BenchDb};
 use crate::handlers::{micros_since, Noop, Timed};
@@ -8,7 +9,8 @@ use serde_json::json;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tasktable::store::{ListParams, RenewParams, SubmitParams};
+use tasktable::store::stats::{floor_minute, StatsSource};
+use tasktable::store::{ListParams, RenewParams, StatsParams, SubmitParams};
 use tasktable::{
     NewTask, Rescuer, RescuerConfig, Store, TaskFilter, TaskState, Worker, WorkerEvent,
 };
@@ -109,6 +111,13 @@ async fn other_activity(db: &BenchDb, row: &mut Row) {
     }
 }
 
+/// MySQL: transactions `store` ran again since `before` because InnoDB aborted them.
+fn add_retries(row: &mut Row, store: &Option<tasktable::mysql::MySqlStore>, before: Option<u64>) {
+    if let (Some(s), Some(b)) = (store, before) {
+        row.set("innodb_aborts_retried", s.deadlock_retries() - b);
+    }
+}
+
 fn load_row(row: &mut Row) {
     row.set("loadavg_1m", crate::report::loadavg_1m());
 }
@@ -126,7 +135,7 @@ fn spawn_worker(worker: Worker) -> (oneshot::Sender<()>, tokio::task::JoinHandle
 /// `concurrency`; returns tasks/s.
 async fn drain_case(ctx: &mut Ctx, n: u64, concurrency: usize, record: bool) -> BenchResult<f64> {
     let db = BenchDb::fresh(ctx.backend).await?;
-    let store = db.store().await;
+    let (store, mysql) = db.store_with_retries().await;
     prefill(&store, n, "noop").await?;
     if ctx.analyze {
         db.analyze().await;
@@ -141,6 +150,7 @@ async fn drain_case(ctx: &mut Ctx, n: u64, concurrency: usize, record: bool) -> 
         .build()
         .map_err(|e| e.to_string())?;
     let before = db.counters().await;
+    let retries = mysql.as_ref().map(|s| s.deadlock_retries());
     let started = Instant::now();
     let (stop, handle) = spawn_worker(worker);
     noop.wait_for(n).await;
@@ -159,6 +169,7 @@ async fn drain_case(ctx: &mut Ctx, n: u64, concurrency: usize, record: bool) -> 
     row.set("ceiling_commits_per_s", round(ceiling, 0));
     row.set("ratio_to_ceiling", round(rate / ceiling, 2));
     add_pg(&mut row, before, after, n);
+    add_retries(&mut row, &mysql, retries);
     other_activity(&db, &mut row).await;
     if let Some(av) = db.autovacuum().await {
         row.set("server_autovacuum", av);
@@ -306,6 +317,46 @@ pub async fn submit(ctx: &mut Ctx) -> BenchResult<()> {
                             .await
                             .map_err(|e| e.to_string())?;
                         tasktable::postgres::PgStore::submit_in(
+                            &mut tx,
+                            vec![NewTask::new("noop", json!({ "order": i }))],
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?;
+                        tx.commit().await.map_err(|e| e.to_string())
+                    }
+                })
+                .await?
+            }
+            Backend::Mysql => {
+                let pool = sqlx::mysql::MySqlPoolOptions::new()
+                    .max_connections(2)
+                    .connect(db.url())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                sqlx::query(
+                    "CREATE TABLE bench_orders (id BIGINT PRIMARY KEY, paid BOOLEAN NOT NULL) \
+                     ENGINE = InnoDB",
+                )
+                .execute(&pool)
+                .await
+                .map_err(|e| e.to_string())?;
+                sqlx::query(&format!(
+                    "INSERT INTO bench_orders SELECT i, false FROM {} n",
+                    crate::db::mysql_numbers(0, calls as u64)
+                ))
+                .execute(&pool)
+                .await
+                .map_err(|e| e.to_string())?;
+                timed_calls(calls, 1, move |i| {
+                    let pool = pool.clone();
+                    async move {
+                        let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+                        sqlx::query("UPDATE bench_orders SET paid = true WHERE id = ?")
+                            .bind(i as i64)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        tasktable::mysql::MySqlStore::submit_in(
                             &mut tx,
                             vec![NewTask::new("noop", json!({ "order": i }))],
                         )
@@ -511,10 +562,12 @@ async fn latency_case(ctx: &mut Ctx, db: &BenchDb, rate: f64, mode: &str) -> Ben
     let base = db.store().await;
     // On PostgreSQL the producer has a store (pool and listener) of its own, as another
     // process would, so the worker learns of new tasks through NOTIFY, not in-process.
-    // On SQLite wake-ups are in-process only, so the producer shares the worker's store.
-    let producer = match ctx.backend {
-        Backend::Postgres => db.store().await,
-        Backend::Sqlite => base.clone(),
+    // SQLite and MySQL have in-process wake-ups only: there the producer shares the
+    // worker's store, except in "polling only" (MySQL), where it has a store of its own
+    // as a producer in another process would.
+    let producer = match (ctx.backend, mode) {
+        (Backend::Postgres, _) | (Backend::Mysql, "polling only") => db.store().await,
+        _ => base.clone(),
     };
     let worker_store: Arc<dyn Store> = if mode == "polling only" {
         Arc::new(PollingOnly(base.clone()))
@@ -640,6 +693,7 @@ pub async fn latency(ctx: &mut Ctx) -> BenchResult<()> {
     let db = BenchDb::fresh(ctx.backend).await?;
     let modes: &[&str] = match ctx.backend {
         Backend::Postgres => &["notifications", "polling only"],
+        Backend::Mysql => &["in-process wake-ups", "polling only"],
         Backend::Sqlite => &["in-process wake-ups"],
     };
     for &mode in modes {
@@ -658,7 +712,7 @@ pub async fn backlog(ctx: &mut Ctx) -> BenchResult<()> {
         db.bulk_fill(backlog, "noop").await;
         let fill_secs = t.elapsed().as_secs_f64();
         let plan = db.claim_plan().await;
-        let store = db.store().await;
+        let (store, mysql) = db.store_with_retries().await;
         let ceiling = db.ceiling(ctx.scale.ceiling_secs).await;
         let k = backlog.min(ctx.scale.backlog_drain);
         let mut row = Row::new(
@@ -673,6 +727,7 @@ pub async fn backlog(ctx: &mut Ctx) -> BenchResult<()> {
             .build()
             .map_err(|e| e.to_string())?;
         let before = db.counters().await;
+        let retries = mysql.as_ref().map(|s| s.deadlock_retries());
         let started = Instant::now();
         let (stop, handle) = spawn_worker(worker);
         noop.wait_for(k).await;
@@ -689,6 +744,7 @@ pub async fn backlog(ctx: &mut Ctx) -> BenchResult<()> {
         row.set("ratio_to_ceiling", round(rate / ceiling, 2));
         row.set("fill_seconds", round(fill_secs, 1));
         add_pg(&mut row, before, after, k);
+        add_retries(&mut row, &mysql, retries);
         row.set("claim_plan", plan);
         if rates.len() == 2 {
             row.set("rate_vs_small_backlog", round(rate / rates[0], 2));
@@ -912,5 +968,194 @@ pub async fn leases(ctx: &mut Ctx) -> BenchResult<()> {
         );
     }
     ctx.report.push(row);
+    Ok(())
+}
+
+/// The median time (ms) of `calls` calls of `f` made one after the other, and what the
+/// last one returned.
+async fn median_ms<T, F, Fut>(calls: usize, mut f: F) -> BenchResult<(f64, T)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = BenchResult<T>>,
+{
+    let mut times = Vec::with_capacity(calls);
+    let mut last = None;
+    for _ in 0..calls.max(1) {
+        let t = Instant::now();
+        last = Some(f().await?);
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok((quantile(&mut times, 0.5), last.expect("at least one call")))
+}
+
+/// The parts of a warm 24 h statistics call, timed apart through the stores' SQL half
+/// (median ms of `calls` each): reading the window's rollup rows, aggregating the raw
+/// rows after the last rolled-up minute, and counting the active tasks. The rest of a
+/// call is the rollup check and summing in Rust.
+async fn stats_parts<S: StatsSource>(store: S, calls: usize) -> BenchResult<[f64; 3]> {
+    let err = |e: tasktable::StoreError| e.to_string();
+    let now = store.stats_now(None).await.map_err(err)?;
+    let rolled = store
+        .stats_rolled_until()
+        .await
+        .map_err(err)?
+        .unwrap_or(now);
+    let from = floor_minute(now) - chrono::TimeDelta::minutes(24 * 60 - 1);
+    let live_to = floor_minute(now) + chrono::TimeDelta::minutes(1);
+    let (read, _) = median_ms(calls, || async {
+        store
+            .stats_read(from, rolled, None, None)
+            .await
+            .map_err(err)
+    })
+    .await?;
+    let (raw, _) = median_ms(calls, || async {
+        store
+            .stats_aggregate(rolled.max(from), live_to, None, None)
+            .await
+            .map_err(err)
+    })
+    .await?;
+    let (active, _) = median_ms(calls, || async {
+        store.stats_active(now, None, None).await.map_err(err)
+    })
+    .await?;
+    Ok([read, raw, active])
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+/// The queue the filtered statistics call asks for (one of the fill's three).
+const STATS_QUEUE: &str = "emails";
+
+/// Statistics on large tables: the first call (which rolls up the whole history once),
+/// warm calls over 1 h and 24 h, a warm call filtered by queue, and `queue_list` (counts
+/// over every row) for comparison, each on N finished tasks spread over the last 24 h.
+pub async fn stats(ctx: &mut Ctx) -> BenchResult<()> {
+    let calls = ctx.scale.stats_calls;
+    // Per size: first call, warm 1 h, warm 24 h, warm 24 h one queue, queue_list (ms),
+    // the rollup rows, and the three parts of a warm call (ms).
+    let mut runs: Vec<(u64, [f64; 9])> = Vec::new();
+    for n in ctx.scale.stats_sizes.clone() {
+        let db = BenchDb::fresh(ctx.backend).await?;
+        let t = Instant::now();
+        db.finished_fill(n, DAY).await;
+        let fill_secs = t.elapsed().as_secs_f64();
+        let store = db.store().await;
+        let mut row = Row::new(
+            "6 stats",
+            format!("{n} finished tasks over 24 h, 3 queues x 4 kinds"),
+        );
+        load_row(&mut row);
+        let call = |p: StatsParams| {
+            let s = store.clone();
+            async move { s.stats(p).await.map_err(|e| e.to_string()) }
+        };
+
+        let t = Instant::now();
+        call(StatsParams::window(HOUR)).await?;
+        let first_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let rollup_rows = db.scalar("SELECT count(*) FROM tasktable_stats").await;
+
+        let (warm_1h, _) = median_ms(calls, || call(StatsParams::window(HOUR))).await?;
+        let (warm_24h, day) = median_ms(calls, || call(StatsParams::window(DAY))).await?;
+        let (warm_queue, _) = median_ms(calls, || {
+            call(StatsParams {
+                queue: Some(STATS_QUEUE.to_owned()),
+                ..StatsParams::window(DAY)
+            })
+        })
+        .await?;
+        let (queue_list, _) = median_ms(calls, || {
+            let s = store.clone();
+            async move { s.queue_list().await.map_err(|e| e.to_string()) }
+        })
+        .await?;
+        let err = |e: tasktable::StoreError| e.to_string();
+        let parts = match ctx.backend {
+            Backend::Sqlite => {
+                let s = tasktable::sqlite::SqliteStore::open(db.url())
+                    .await
+                    .map_err(err)?;
+                stats_parts(s, calls).await?
+            }
+            Backend::Postgres => {
+                let s = tasktable::postgres::PgStore::open(db.url())
+                    .await
+                    .map_err(err)?;
+                stats_parts(s, calls).await?
+            }
+            Backend::Mysql => {
+                let s = tasktable::mysql::MySqlStore::open(db.url())
+                    .await
+                    .map_err(err)?;
+                stats_parts(s, calls).await?
+            }
+        };
+        // What the warm calls still read raw: attempts after the rolled-up minutes.
+        let raw_after_rollup = db
+            .scalar(
+                "SELECT count(*) FROM tasktable_attempts WHERE finished_at >= \
+                 (SELECT rolled_until FROM tasktable_stats_rolled WHERE id = 1)",
+            )
+            .await;
+        let (succeeded, failed) = day.groups.iter().fold((0, 0), |(s, f), g| {
+            (s + g.window.succeeded, f + g.window.failed)
+        });
+
+        row.set("fill_seconds", round(fill_secs, 1));
+        row.set("first_call_1h_ms", round(first_ms, 2));
+        row.set("warm_1h_p50_ms", round(warm_1h, 2));
+        row.set("warm_24h_p50_ms", round(warm_24h, 2));
+        row.set("warm_24h_one_queue_p50_ms", round(warm_queue, 2));
+        row.set("queue_list_p50_ms", round(queue_list, 2));
+        row.set("part_read_rollups_24h_p50_ms", round(parts[0], 2));
+        row.set("part_raw_tail_p50_ms", round(parts[1], 2));
+        row.set("part_active_counts_p50_ms", round(parts[2], 2));
+        row.set("calls_each", calls);
+        row.set("rollup_rows", rollup_rows);
+        row.set("raw_attempts_after_rollup", raw_after_rollup);
+        // The fill as the statistics see it (the oldest minutes may have left the window).
+        row.set("window_24h_succeeded", succeeded);
+        row.set("window_24h_failed", failed);
+        ctx.report.push(row);
+        runs.push((
+            n,
+            [
+                first_ms,
+                warm_1h,
+                warm_24h,
+                warm_queue,
+                queue_list,
+                rollup_rows as f64,
+                parts[0],
+                parts[1],
+                parts[2],
+            ],
+        ));
+    }
+    if let (Some((small, a)), Some((large, b))) = (runs.first(), runs.last()) {
+        if large > small {
+            let mut row = Row::new("6 stats", format!("ratio {large} / {small} tasks"));
+            for (i, name) in [
+                "first_call_1h",
+                "warm_1h",
+                "warm_24h",
+                "warm_24h_one_queue",
+                "queue_list",
+                "rollup_rows",
+                "part_read_rollups_24h",
+                "part_raw_tail",
+                "part_active_counts",
+            ]
+            .iter()
+            .enumerate()
+            {
+                row.set(&format!("{name}_ratio"), round(b[i] / a[i], 2));
+            }
+            row.set("tasks_ratio", round(*large as f64 / *small as f64, 0));
+            ctx.report.push(row);
+        }
+    }
     Ok(())
 }
