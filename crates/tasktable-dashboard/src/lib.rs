@@ -1,7 +1,7 @@
 //! tasktable's web dashboard.
 //!
-//! Owns: server-rendered pages under `/ui` (overview with counts and queues, tasks with
-//! filters and bulk actions, one task with its payload, result, checkpoint and attempts,
+//! Owns: server-rendered pages under `/ui` (overview with counts, windowed statistics per
+//! queue and kind with inline-SVG charts, and queues; tasks with filters and bulk actions, one task with its payload, result, checkpoint and attempts,
 //! workers and what they run), sign-in with an API token, sessions, and CSRF protection.
 //! Pages need no JavaScript and no build step; everything shown is escaped.
 //!

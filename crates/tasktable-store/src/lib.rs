@@ -1,8 +1,10 @@
 //! The storage contract of tasktable.
 //!
 //! Owns: the [`Store`] trait, which speaks in transitions (`task_claim`, `task_finish`,
-//! `task_update`, ...), each atomic; the parameter and result types of those calls; and
-//! [`StoreError`]. Rules (retry delays, which state an operation may start from) come from
+//! `task_update`, ...), each atomic; the parameter and result types of those calls;
+//! [`StoreError`]; and the backend-independent half of windowed statistics ([`stats`]:
+//! per-minute rollups, histograms, percentiles; backends supply the SQL through
+//! [`stats::StatsSource`]). Rules (retry delays, which state an operation may start from) come from
 //! `tasktable-core` and reach the store as parameters; the store only makes each
 //! transition atomic and fenced.
 //!
