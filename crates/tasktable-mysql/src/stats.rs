@@ -39,6 +39,30 @@ fn bucket(r: &MySqlRow, i: usize) -> StoreResult<Option<usize>> {
         .map(|b| b.max(0) as usize))
 }
 
+impl MySqlStore {
+    /// Runs a query over a time range filtered by queue and kind.
+    /// The filter names each of queue and kind twice (`? IS NULL OR col = ?`).
+    async fn fetch_range(
+        &self,
+        sql: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        queue: Option<&str>,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<MySqlRow>> {
+        sqlx::query(sql)
+            .bind(from)
+            .bind(to)
+            .bind(queue)
+            .bind(queue)
+            .bind(kind)
+            .bind(kind)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)
+    }
+}
+
 #[async_trait]
 impl StatsSource for MySqlStore {
     async fn stats_now(&self, now: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>> {
@@ -91,17 +115,7 @@ impl StatsSource for MySqlStore {
             run = bucket_sql(&ms("finished_at", "started_at")),
         );
         let mut out = Vec::new();
-        for r in sqlx::query(&submitted)
-            .bind(from)
-            .bind(to)
-            .bind(queue)
-            .bind(queue)
-            .bind(kind)
-            .bind(kind)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?
-        {
+        for r in self.fetch_range(&submitted, from, to, queue, kind).await? {
             out.push(RawGroup::Submitted {
                 minute: r.try_get(0).map_err(db)?,
                 queue: text(&r, 1)?,
@@ -109,17 +123,7 @@ impl StatsSource for MySqlStore {
                 count: count(&r, 3)?,
             });
         }
-        for r in sqlx::query(&attempts)
-            .bind(from)
-            .bind(to)
-            .bind(queue)
-            .bind(queue)
-            .bind(kind)
-            .bind(kind)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?
-        {
+        for r in self.fetch_range(&attempts, from, to, queue, kind).await? {
             out.push(RawGroup::Attempts {
                 minute: r.try_get(0).map_err(db)?,
                 queue: text(&r, 1)?,
@@ -184,16 +188,7 @@ impl StatsSource for MySqlStore {
                     wait_hist, run_hist \
              FROM tasktable_stats WHERE minute >= ? AND minute < ? AND {FILTER}"
         );
-        let rows = sqlx::query(&sql)
-            .bind(from)
-            .bind(to)
-            .bind(queue)
-            .bind(queue)
-            .bind(kind)
-            .bind(kind)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
+        let rows = self.fetch_range(&sql, from, to, queue, kind).await?;
         rows.iter()
             .map(|r| {
                 Ok(MinuteRow {

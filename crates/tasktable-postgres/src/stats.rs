@@ -29,6 +29,27 @@ fn bucket(r: &PgRow, i: usize) -> StoreResult<Option<usize>> {
         .map(|b| b.max(0) as usize))
 }
 
+impl PgStore {
+    /// Runs a query over a time range filtered by queue and kind.
+    async fn fetch_range(
+        &self,
+        sql: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        queue: Option<&str>,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<PgRow>> {
+        sqlx::query(sql)
+            .bind(from)
+            .bind(to)
+            .bind(queue)
+            .bind(kind)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)
+    }
+}
+
 #[async_trait]
 impl StatsSource for PgStore {
     async fn stats_now(&self, now: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>> {
@@ -78,15 +99,7 @@ impl StatsSource for PgStore {
             run = bucket_sql(&ms("finished_at", "started_at")),
         );
         let mut out = Vec::new();
-        for r in sqlx::query(&submitted)
-            .bind(from)
-            .bind(to)
-            .bind(queue)
-            .bind(kind)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?
-        {
+        for r in self.fetch_range(&submitted, from, to, queue, kind).await? {
             out.push(RawGroup::Submitted {
                 minute: r.try_get(0).map_err(db)?,
                 queue: r.try_get(1).map_err(db)?,
@@ -94,15 +107,7 @@ impl StatsSource for PgStore {
                 count: count(&r, 3)?,
             });
         }
-        for r in sqlx::query(&attempts)
-            .bind(from)
-            .bind(to)
-            .bind(queue)
-            .bind(kind)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?
-        {
+        for r in self.fetch_range(&attempts, from, to, queue, kind).await? {
             out.push(RawGroup::Attempts {
                 minute: r.try_get(0).map_err(db)?,
                 queue: r.try_get(1).map_err(db)?,
@@ -168,14 +173,7 @@ impl StatsSource for PgStore {
                     wait_hist, run_hist \
              FROM tasktable_stats WHERE minute >= $1 AND minute < $2 AND {FILTER}"
         );
-        let rows = sqlx::query(&sql)
-            .bind(from)
-            .bind(to)
-            .bind(queue)
-            .bind(kind)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
+        let rows = self.fetch_range(&sql, from, to, queue, kind).await?;
         rows.iter()
             .map(|r| {
                 Ok(MinuteRow {

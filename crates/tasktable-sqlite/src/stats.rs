@@ -36,6 +36,28 @@ fn bucket(r: &SqliteRow, i: usize) -> StoreResult<Option<usize>> {
         .map(|b| b.max(0) as usize))
 }
 
+impl SqliteStore {
+    /// Runs a query over `[?1, ?2)` filtered by `?3` queue and `?4` kind.
+    async fn fetch_range(
+        &self,
+        conn: &mut sqlx::SqliteConnection,
+        sql: &str,
+        from: &str,
+        to: &str,
+        queue: Option<&str>,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<SqliteRow>> {
+        sqlx::query(sql)
+            .bind(from)
+            .bind(to)
+            .bind(queue)
+            .bind(kind)
+            .fetch_all(conn)
+            .await
+            .map_err(db)
+    }
+}
+
 #[async_trait]
 impl StatsSource for SqliteStore {
     async fn stats_now(&self, now: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>> {
@@ -91,14 +113,9 @@ impl StatsSource for SqliteStore {
             run = bucket_sql(&ms("finished_at", "started_at")),
         );
         let mut out = Vec::new();
-        for r in sqlx::query(&submitted)
-            .bind(&from)
-            .bind(&to)
-            .bind(queue)
-            .bind(kind)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db)?
+        for r in self
+            .fetch_range(&mut conn, &submitted, &from, &to, queue, kind)
+            .await?
         {
             out.push(RawGroup::Submitted {
                 minute: from_text(&r.try_get::<String, _>(0).map_err(db)?)?,
@@ -107,14 +124,9 @@ impl StatsSource for SqliteStore {
                 count: count(&r, 3)?,
             });
         }
-        for r in sqlx::query(&attempts)
-            .bind(&from)
-            .bind(&to)
-            .bind(queue)
-            .bind(kind)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db)?
+        for r in self
+            .fetch_range(&mut conn, &attempts, &from, &to, queue, kind)
+            .await?
         {
             out.push(RawGroup::Attempts {
                 minute: from_text(&r.try_get::<String, _>(0).map_err(db)?)?,
@@ -180,14 +192,9 @@ impl StatsSource for SqliteStore {
                     wait_hist, run_hist \
              FROM tasktable_stats WHERE minute >= ?1 AND minute < ?2 AND {FILTER}"
         );
-        let rows = sqlx::query(&sql)
-            .bind(to_text(from))
-            .bind(to_text(to))
-            .bind(queue)
-            .bind(kind)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db)?;
+        let rows = self
+            .fetch_range(&mut conn, &sql, &to_text(from), &to_text(to), queue, kind)
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(MinuteRow {

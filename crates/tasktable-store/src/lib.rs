@@ -8,8 +8,10 @@
 //! `tasktable-core` and reach the store as parameters; the store only makes each
 //! transition atomic and fenced.
 //!
-//! Must not know: SQL or any particular database, and anything about how workers are
-//! scheduled. The runtime and the server hold an `Arc<dyn Store>` and never open a
+//! Must not know: any particular database, and anything about how workers are
+//! scheduled. The one exception to "no SQL" is [`stats`], which keeps the few portable
+//! fragments (histogram buckets, the class of an attempt's end) that every backend's
+//! statistics query must share so their answers agree. The runtime and the server hold an `Arc<dyn Store>` and never open a
 //! transaction themselves.
 
 mod error;
