@@ -98,9 +98,16 @@ async fn build_template(conn: &mut PgConnection, name: &str) {
         .expect("open template");
     store.migrate().await.expect("migrate template");
     store.close().await;
-    // The closed connections' backends may take a moment to exit.
+    // A closed pool can still hold a connection that was being returned to it when it
+    // closed, and closed connections' backends take a moment to exit: end whatever is
+    // still connected to the template-to-be, then rename.
     let rename = format!("ALTER DATABASE \"{building}\" RENAME TO \"{name}\"");
     for attempt in 0.. {
+        sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+            .bind(&building)
+            .execute(&mut *conn)
+            .await
+            .unwrap_or_else(|e| panic!("end connections to {building}: {e}"));
         match conn.execute(rename.as_str()).await {
             Ok(_) => break,
             Err(e) if attempt < 50 => {
