@@ -5,16 +5,24 @@
 --
 -- Ids are drawn from the sequence in input order before the insert, so each input row
 -- knows its id and the answer can be matched back to the input, and ids grow in submit
--- order. A row whose idempotency key exists (committed, or earlier in this batch) is not
--- inserted; ON CONFLICT DO NOTHING waits for a concurrent transaction that holds the same
--- key, so racing submits never both create. Its id comes back NULL here.
-WITH clock AS (
+-- order. The sequence is looked up once (a MATERIALIZED CTE: inlined, the lookup by name
+-- would run once per row).
+--
+-- The line marked ON_CONFLICT below is empty when no row has an idempotency key (such
+-- rows cannot conflict, and ON CONFLICT would cost each a speculative insertion) and
+-- otherwise reads `ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO
+-- NOTHING`: a row whose key exists (committed, or earlier in this batch) is not
+-- inserted, and its id comes back NULL here. ON CONFLICT waits for a concurrent
+-- transaction that holds the same key, so racing submits never both create.
+WITH seq AS MATERIALIZED (
+    SELECT pg_get_serial_sequence('tasktable_tasks', 'id')::regclass AS seq
+), clock AS (
     SELECT coalesce($16::timestamptz, now()) AS now
 ), input AS MATERIALIZED (
-    SELECT i.*, nextval(pg_get_serial_sequence('tasktable_tasks', 'id')) AS id
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::int[],
-                $8::timestamptz[], $9::bigint[], $10::int[], $11::bigint[], $12::float8[],
-                $13::bigint[], $14::float8[], $15::bigint[])
+    SELECT i.*, nextval(seq.seq) AS id
+    FROM seq, unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::int[],
+                     $8::timestamptz[], $9::bigint[], $10::int[], $11::bigint[], $12::float8[],
+                     $13::bigint[], $14::float8[], $15::bigint[])
         WITH ORDINALITY AS i(kind, queue, state, payload, task_key, idempotency_key, priority,
                              run_at, delay_us, max_attempts, backoff_initial_ms, backoff_multiplier,
                              backoff_max_ms, backoff_jitter, timeout_ms, ord)
@@ -31,11 +39,11 @@ WITH clock AS (
            clock.now, clock.now
     FROM input, clock
     ORDER BY input.ord
-    ON CONFLICT (idempotency_key) DO NOTHING
+    /* ON_CONFLICT */
     RETURNING id, queue, state = 'pending' AND run_at <= created_at AS due
 )
 -- Tasks due now wake idle workers when this commits (once per distinct queue).
-SELECT input.ord, inserted.id, inserted.queue, inserted.due,
+SELECT input.ord, inserted.id, inserted.due,
        CASE WHEN inserted.due THEN pg_notify('tasktable_wake', inserted.queue) END AS woke
 FROM input LEFT JOIN inserted ON inserted.id = input.id
 ORDER BY input.ord

@@ -9,6 +9,11 @@ use tasktable_store::{StoreError, StoreResult};
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
     (2, "stats", include_str!("../migrations/0002_stats.sql")),
+    (
+        3,
+        "idempotency_index",
+        include_str!("../migrations/0003_idempotency_index.sql"),
+    ),
 ];
 
 /// Serialises migrators across processes. An arbitrary fixed key ("tasktabl" in ASCII);

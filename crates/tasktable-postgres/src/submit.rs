@@ -5,10 +5,19 @@ use crate::{db, micros};
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use tasktable_core::{NewTask, TaskState};
 use tasktable_store::{StoreError, StoreResult, Submitted};
 
 const INSERT: &str = include_str!("../queries/task_insert.sql");
+
+/// The insert for batches in which some task has an idempotency key.
+static INSERT_KEYED: LazyLock<String> = LazyLock::new(|| {
+    INSERT.replace(
+        "/* ON_CONFLICT */",
+        "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
+    )
+});
 
 pub struct Inserted {
     /// One per input task, in input order.
@@ -37,7 +46,9 @@ pub async fn insert(
             TaskState::Pending
         }
     };
-    let rows = sqlx::query(INSERT)
+    let keyed = tasks.iter().any(|t| t.idempotency_key.is_some());
+    let sql: &'static str = if keyed { &INSERT_KEYED } else { INSERT };
+    let rows = sqlx::query(sql)
         .bind(tasks.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>())
         .bind(tasks.iter().map(|t| t.queue.as_str()).collect::<Vec<_>>())
         .bind(tasks.iter().map(|t| state(t).as_str()).collect::<Vec<_>>())
