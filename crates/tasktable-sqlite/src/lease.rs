@@ -19,10 +19,15 @@ pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>
     if p.limit == 0 || p.kinds.is_empty() {
         return Ok(Vec::new());
     }
+    store
+        .write(move |conn| Box::pin(async move { claim_in(conn, p).await }))
+        .await
+}
+
+async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<Task>> {
     let kinds =
         serde_json::to_string(&p.kinds).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
-    let mut tx = store.begin_write().await?;
-    let now = now_or_db(&mut tx, p.now).await?;
+    let now = now_or_db(&mut *tx, p.now).await?;
     let now_text = to_text(now);
     let ids: Vec<i64> = sqlx::query_scalar(CLAIM_SELECT)
         .bind(&p.queue)
@@ -46,7 +51,6 @@ pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>
         .fetch_all(&mut *tx)
         .await
         .map_err(db)?;
-    tx.commit().await.map_err(db)?;
     let mut tasks = rows
         .iter()
         .map(task_from_row)
@@ -76,8 +80,13 @@ pub async fn renew(store: &SqliteStore, p: RenewParams) -> StoreResult<Vec<Lease
     if p.leases.is_empty() {
         return Ok(Vec::new());
     }
-    let mut tx = store.begin_write().await?;
-    let now = now_or_db(&mut tx, p.now).await?;
+    store
+        .write(move |conn| Box::pin(async move { renew_in(conn, p).await }))
+        .await
+}
+
+async fn renew_in(tx: &mut SqliteConnection, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+    let now = now_or_db(&mut *tx, p.now).await?;
     let until = to_text(plus(now, p.lease_for));
     let mut out = Vec::with_capacity(p.leases.len());
     for lease in &p.leases {
@@ -92,10 +101,9 @@ pub async fn renew(store: &SqliteStore, p: RenewParams) -> StoreResult<Vec<Lease
             Some(t) => LeaseStatus::Held {
                 expires_at: Some(crate::time::from_text(&t)?),
             },
-            None => lost_status(&mut tx, *lease).await?,
+            None => lost_status(&mut *tx, *lease).await?,
         });
     }
-    tx.commit().await.map_err(db)?;
     Ok(out)
 }
 
@@ -110,7 +118,12 @@ pub async fn checkpoint(store: &SqliteStore, p: CheckpointParams) -> StoreResult
             });
         }
     }
-    let mut tx = store.begin_write().await?;
+    store
+        .write(move |conn| Box::pin(async move { checkpoint_in(conn, p).await }))
+        .await
+}
+
+async fn checkpoint_in(tx: &mut SqliteConnection, p: CheckpointParams) -> StoreResult<LeaseStatus> {
     let done = sqlx::query(CHECKPOINT)
         .bind(p.checkpoint.as_ref().map(|v| v.to_string()))
         .bind(p.progress.as_ref().map(|v| v.to_string()))
@@ -122,9 +135,8 @@ pub async fn checkpoint(store: &SqliteStore, p: CheckpointParams) -> StoreResult
     let status = if done.rows_affected() == 1 {
         LeaseStatus::Held { expires_at: None }
     } else {
-        lost_status(&mut tx, p.lease).await?
+        lost_status(&mut *tx, p.lease).await?
     };
-    tx.commit().await.map_err(db)?;
     Ok(status)
 }
 
@@ -132,8 +144,37 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
     if p.items.is_empty() {
         return Ok(Vec::new());
     }
-    let mut tx = store.begin_write().await?;
-    let now = now_or_db(&mut tx, p.now).await?;
+    let (out, requeued) = store
+        .write(move |conn| Box::pin(async move { finish_in(conn, p).await }))
+        .await?;
+    if !requeued.is_empty() {
+        // A task given back without delay is due at once: wake idle workers.
+        let queues: Vec<String> = {
+            let mut conn = store.reader.acquire().await.map_err(db)?;
+            let ids = serde_json::to_string(&requeued)
+                .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+            sqlx::query_scalar(
+                "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
+            )
+            .bind(ids)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db)?
+        };
+        for q in queues {
+            store.wake(&q);
+        }
+    }
+    Ok(out)
+}
+
+/// Ends the attempts of `p` on the writer connection: which applied, and the tasks given
+/// back without delay.
+async fn finish_in(
+    tx: &mut SqliteConnection,
+    p: FinishParams,
+) -> StoreResult<(Vec<bool>, Vec<i64>)> {
+    let now = now_or_db(&mut *tx, p.now).await?;
     let now_text = to_text(now);
     let mut out = Vec::with_capacity(p.items.len());
     let mut requeued = Vec::new();
@@ -174,26 +215,7 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
         }
         out.push(true);
     }
-    tx.commit().await.map_err(db)?;
-    if !requeued.is_empty() {
-        // A task given back without delay is due at once: wake idle workers.
-        let queues: Vec<String> = {
-            let mut conn = store.reader.acquire().await.map_err(db)?;
-            let ids = serde_json::to_string(&requeued)
-                .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
-            sqlx::query_scalar(
-                "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
-            )
-            .bind(ids)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db)?
-        };
-        for q in queues {
-            store.wake(&q);
-        }
-    }
-    Ok(out)
+    Ok((out, requeued))
 }
 
 pub async fn list_expired(conn: &mut SqliteConnection, p: ExpiredParams) -> StoreResult<Vec<Task>> {

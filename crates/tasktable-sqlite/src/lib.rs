@@ -9,8 +9,11 @@
 //! connection, so writers queue in Rust instead of spinning on the file lock; every write
 //! transaction starts with `BEGIN IMMEDIATE`, so a writer in another process waits for
 //! the lock (up to `busy_timeout`) instead of failing when it upgrades a read. Reads use a
-//! separate pool and never wait for writers (WAL).
+//! separate pool and never wait for writers (WAL). Submits, claims, renewals, checkpoints
+//! and finishes that wait at the same moment share one transaction and one commit (see
+//! `group`).
 
+mod group;
 mod lease;
 mod migrate;
 mod query;
@@ -22,6 +25,7 @@ mod update;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -30,7 +34,7 @@ use std::str::FromStr;
 use std::time::Duration;
 use tasktable_core::{Attempt, NewTask, Task, TaskId};
 use tasktable_store::*;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 pub use sqlx::sqlite::SqliteConnection as Connection;
 
@@ -65,6 +69,7 @@ impl SqliteConfig {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     writer: SqlitePool,
+    group: mpsc::UnboundedSender<group::Job>,
     reader: SqlitePool,
     wake: broadcast::Sender<Wake>,
     max_payload_bytes: usize,
@@ -106,6 +111,7 @@ impl SqliteStore {
             .map_err(db)?;
         let (wake, _) = broadcast::channel(1024);
         Ok(SqliteStore {
+            group: group::start(writer.clone()),
             writer,
             reader,
             wake,
@@ -132,6 +138,21 @@ impl SqliteStore {
 
     pub(crate) async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(db)
+    }
+
+    /// Runs `write` in the next group transaction (see `group`); its result comes back once
+    /// that transaction has committed.
+    pub(crate) async fn write<T, F>(&self, write: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<T>>
+            + Send
+            + 'static,
+    {
+        let stopped = || StoreError::Database("the SQLite writer has stopped".into());
+        let (job, answer) = group::Job::new(write);
+        self.group.send(job).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 
     pub(crate) fn wake(&self, queue: &str) {
@@ -185,10 +206,14 @@ impl Store for SqliteStore {
 
     async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
         validate_submit(&params.tasks, self.max_payload_bytes)?;
-        let mut tx = self.begin_write().await?;
-        let out = submit::insert(&mut tx, &params.tasks, params.now).await?;
-        tx.commit().await.map_err(db)?;
-        let mut queues: Vec<&str> = params.tasks.iter().map(|t| t.queue.as_str()).collect();
+        let tasks = std::sync::Arc::new(params.tasks);
+        let now = params.now;
+        let out = {
+            let tasks = tasks.clone();
+            self.write(move |conn| Box::pin(async move { submit::insert(conn, &tasks, now).await }))
+                .await?
+        };
+        let mut queues: Vec<&str> = tasks.iter().map(|t| t.queue.as_str()).collect();
         queues.sort_unstable();
         queues.dedup();
         for q in queues {
