@@ -9,6 +9,7 @@ use tasktable_core::outcome::FinishPlan;
 use tasktable_core::{AttemptOutcome, Backoff, HandlerOutcome, Lease, NewTask, Task, TaskState};
 use tasktable_store::*;
 
+pub use crate::batch_cases::one_finish_call_ends_each_task_by_its_own_item;
 pub use crate::stats_cases::stats_count_throughput_and_latency_per_queue_and_kind;
 
 /// Every case pins its clock here so results do not depend on when it runs.

@@ -7,6 +7,7 @@
 //! Must not know: any particular backend. `tests/<backend>.rs` implements [`Backend`] and
 //! expands [`conformance_suite!`].
 
+pub mod batch_cases;
 pub mod cases;
 pub mod freeze;
 pub mod runtime_cases;
@@ -54,6 +55,7 @@ macro_rules! conformance_suite {
             paused_queue_is_not_claimed_until_resumed,
             claim_counts_the_attempt_and_grows_the_token,
             complete_stores_result_and_history,
+            one_finish_call_ends_each_task_by_its_own_item,
             retryable_error_backs_off_then_fails_when_attempts_run_out,
             stale_token_writes_change_nothing,
             rescue_takes_back_expired_leases_and_counts_the_attempt,

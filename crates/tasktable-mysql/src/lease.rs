@@ -3,8 +3,9 @@
 //!
 //! MySQL has no `UPDATE ... RETURNING` and no arrays to bind, so where PostgreSQL sends a
 //! batch as one statement this store runs one statement per row inside one transaction,
-//! and reads back what it needs while it still holds the row locks. Rows are always
-//! written in id order, so two batches over the same rows cannot deadlock each other.
+//! and reads back what it needs while it still holds the row locks (finish, the hot one,
+//! batches differently: see `finish`). Rows are always written in id order, so two
+//! batches over the same rows cannot deadlock each other.
 
 use crate::clock::{self, plus};
 use crate::db;
@@ -19,8 +20,6 @@ const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
 const CLAIM: &str = include_str!("../queries/task_claim.sql");
 const RENEW: &str = include_str!("../queries/task_renew.sql");
 const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
-const FINISH: &str = include_str!("../queries/task_finish.sql");
-const ATTEMPT_INSERT: &str = include_str!("../queries/attempt_insert.sql");
 
 /// Claims inside the caller's transaction: choose and lock, then update, then read back.
 pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<Vec<Task>> {
@@ -182,96 +181,6 @@ pub fn finish_rows(p: &FinishParams, max_value_bytes: usize) -> StoreResult<Vec<
 
 /// Ends attempts inside the caller's transaction. Returns one flag per item, and the
 /// queues that got a task due at once.
-/// When each task was due, read before the finish moves run_at. No lock is needed: while
-/// a task runs under the lease being ended, nothing changes its run_at, and an item whose
-/// lease was lost records nothing.
-async fn due_times(
-    conn: &mut MySqlConnection,
-    rows: &[FinishRow],
-) -> StoreResult<std::collections::HashMap<i64, chrono::DateTime<chrono::Utc>>> {
-    let mut due = std::collections::HashMap::with_capacity(rows.len());
-    let ids: Vec<i64> = rows.iter().map(|r| r.task_id).collect();
-    for chunk in ids.chunks(MAX_IN_LIST) {
-        let sql = format!(
-            "SELECT id, run_at FROM tasktable_tasks WHERE id IN ({}) AND state = 'running'",
-            marks(chunk.len())
-        );
-        let mut q = sqlx::query_as::<_, (i64, chrono::DateTime<chrono::Utc>)>(&sql);
-        for id in chunk {
-            q = q.bind(id);
-        }
-        due.extend(q.fetch_all(&mut *conn).await.map_err(db)?);
-    }
-    Ok(due)
-}
-
-pub async fn finish(
-    conn: &mut MySqlConnection,
-    rows: &[FinishRow],
-    p: &FinishParams,
-) -> StoreResult<(Vec<bool>, Vec<String>)> {
-    let now = clock::now(conn, p.now).await?;
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by_key(|&i| rows[i].task_id);
-    let mut applied = vec![false; rows.len()];
-    let mut requeued = Vec::new();
-    let due = due_times(conn, rows).await?;
-    for i in order {
-        let r = &rows[i];
-        let done = sqlx::query(FINISH)
-            .bind(r.new_state.map(|s| s.as_str()))
-            .bind(plus(now, r.delay))
-            .bind(now)
-            .bind(i32::from(r.refund_attempt))
-            .bind(&r.result)
-            .bind(&r.error)
-            .bind(now)
-            .bind(r.task_id)
-            .bind(r.token)
-            .bind(p.only_if_expired)
-            .bind(now)
-            .execute(&mut *conn)
-            .await
-            .map_err(db)?;
-        // Two items for the same task cannot both apply: the first moves the row out of
-        // 'running'.
-        if done.rows_affected() != 1 {
-            continue;
-        }
-        sqlx::query(ATTEMPT_INSERT)
-            .bind(i32::from(r.refund_attempt))
-            .bind(now)
-            .bind(r.outcome.as_str())
-            .bind(&r.error)
-            .bind(due.get(&r.task_id))
-            .bind(r.task_id)
-            .execute(&mut *conn)
-            .await
-            .map_err(db)?;
-        applied[i] = true;
-        if r.delay.is_zero() && r.new_state != Some(TaskState::Succeeded) {
-            requeued.push(r.task_id);
-        }
-    }
-    // A task given back without delay is due at once: its queue's idle workers are woken
-    // once this commits.
-    let mut due_queues = Vec::new();
-    for chunk in requeued.chunks(MAX_IN_LIST) {
-        let sql = format!(
-            "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN ({}) AND state = 'pending'",
-            marks(chunk.len())
-        );
-        let mut q = sqlx::query(&sql);
-        for id in chunk {
-            q = q.bind(id);
-        }
-        for r in q.fetch_all(&mut *conn).await.map_err(db)? {
-            due_queues.push(text(&r, "queue")?);
-        }
-    }
-    Ok((applied, due_queues))
-}
-
 pub async fn list_expired(pool: &MySqlPool, p: ExpiredParams) -> StoreResult<Vec<Task>> {
     // The lease never outlasts the deadline, so an expired lease covers both. Reads the
     // index tasktable_tasks_lease (state, lease_expires_at), which ends in the id as

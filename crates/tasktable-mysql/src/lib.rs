@@ -25,6 +25,7 @@
 //! their next poll (`poll_interval`).
 
 mod clock;
+mod finish;
 mod lease;
 mod migrate;
 mod query;
@@ -305,7 +306,7 @@ impl Store for MySqlStore {
         let (applied, due_queues) = self
             .retrying("finish", || async move {
                 let mut tx = self.begin().await?;
-                let out = lease::finish(&mut tx, rows, p).await?;
+                let out = finish::finish(&mut tx, rows, p).await?;
                 tx.commit().await.map_err(db)?;
                 Ok(out)
             })

@@ -1,0 +1,240 @@
+//! Ending a batch of attempts in three statements, whatever its size: a locking read of
+//! the batch's rows, one `UPDATE` of those whose lease is still held, one
+//! `INSERT ... SELECT` of their history rows.
+//!
+//! MySQL has no arrays to bind, so the per-task values (new state, run_at, result,
+//! error, outcome, due time) travel as `CASE id WHEN ? THEN ? ... END` lists. The
+//! locking read (`FOR UPDATE`, in id order like every write of this store) decides which
+//! items apply: the token matches, the task is `running`, and, for the rescuer, the lease
+//! has passed. The rows stay locked until the caller's transaction ends, so nothing can
+//! change that answer before the `UPDATE`, which checks `state = 'running'` again and must
+//! match every chosen row.
+
+use crate::clock::{self, plus};
+use crate::db;
+use crate::query::{marks, MAX_IN_LIST};
+use crate::row::text;
+use chrono::{DateTime, Utc};
+use sqlx::mysql::MySqlArguments;
+use sqlx::query::Query;
+use sqlx::{MySql, MySqlConnection, Row};
+use std::collections::{HashMap, HashSet};
+use tasktable_core::TaskState;
+use tasktable_store::{FinishParams, FinishRow, StoreError, StoreResult};
+
+/// Most items per statement: eleven parameters each, far under MySQL's 65,535.
+const CHUNK: usize = 500;
+
+/// A task row as the locking read found it.
+struct Current {
+    token: i64,
+    running: bool,
+    lease_expires_at: Option<DateTime<Utc>>,
+    run_at: DateTime<Utc>,
+}
+
+/// Ends attempts inside the caller's transaction. Returns one flag per item, and the
+/// queues that got a task due at once.
+pub async fn finish(
+    conn: &mut MySqlConnection,
+    rows: &[FinishRow],
+    p: &FinishParams,
+) -> StoreResult<(Vec<bool>, Vec<String>)> {
+    let now = clock::now(conn, p.now).await?;
+    let current = lock(conn, rows).await?;
+
+    // Items in task id order; of two items for one task only the first can apply.
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| rows[i].task_id);
+    let mut applied = vec![false; rows.len()];
+    let mut taken = HashSet::new();
+    let mut chosen = Vec::new();
+    for i in order {
+        let r = &rows[i];
+        let Some(c) = current.get(&r.task_id) else {
+            continue;
+        };
+        let expired = c.lease_expires_at.is_some_and(|t| t <= now);
+        if c.running
+            && c.token == r.token
+            && (!p.only_if_expired || expired)
+            && taken.insert(r.task_id)
+        {
+            applied[i] = true;
+            chosen.push(i);
+        }
+    }
+
+    let mut requeued = Vec::new();
+    for chunk in chosen.chunks(CHUNK) {
+        let items: Vec<&FinishRow> = chunk.iter().map(|&i| &rows[i]).collect();
+        update(conn, &items, now).await?;
+        record(conn, &items, &current, now).await?;
+        requeued.extend(
+            items
+                .iter()
+                .filter(|r| r.delay.is_zero() && r.new_state != Some(TaskState::Succeeded))
+                .map(|r| r.task_id),
+        );
+    }
+    // A task given back without delay is due at once: its queue's idle workers are woken
+    // once this commits.
+    let mut due_queues = Vec::new();
+    for chunk in requeued.chunks(MAX_IN_LIST) {
+        let sql = format!(
+            "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN ({}) AND state = 'pending'",
+            marks(chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for id in chunk {
+            q = q.bind(id);
+        }
+        for r in q.fetch_all(&mut *conn).await.map_err(db)? {
+            due_queues.push(text(&r, "queue")?);
+        }
+    }
+    Ok((applied, due_queues))
+}
+
+/// Locks the batch's task rows (id order) and reads what decides whether an item applies,
+/// and when each task was due (the update may move run_at).
+async fn lock(
+    conn: &mut MySqlConnection,
+    rows: &[FinishRow],
+) -> StoreResult<HashMap<i64, Current>> {
+    let mut ids: Vec<i64> = rows.iter().map(|r| r.task_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut current = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(MAX_IN_LIST) {
+        let sql = format!(
+            "SELECT id, lease_token, state, lease_expires_at, run_at FROM tasktable_tasks \
+             WHERE id IN ({}) ORDER BY id FOR UPDATE",
+            marks(chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for id in chunk {
+            q = q.bind(id);
+        }
+        for r in q.fetch_all(&mut *conn).await.map_err(db)? {
+            let state: String = text(&r, "state")?;
+            current.insert(
+                r.try_get("id").map_err(db)?,
+                Current {
+                    token: r.try_get("lease_token").map_err(db)?,
+                    running: state == TaskState::Running.as_str(),
+                    lease_expires_at: r.try_get("lease_expires_at").map_err(db)?,
+                    run_at: r.try_get("run_at").map_err(db)?,
+                },
+            );
+        }
+    }
+    Ok(current)
+}
+
+/// `CASE id WHEN ? THEN ? ... END` for `n` items.
+fn by_id(n: usize) -> String {
+    let mut s = String::with_capacity(16 + n * 16);
+    s.push_str("CASE id");
+    for _ in 0..n {
+        s.push_str(" WHEN ? THEN ?");
+    }
+    s.push_str(" END");
+    s
+}
+
+/// Binds one `CASE id` list: each item's id and its value.
+fn bind_by_id<'q, T>(
+    mut q: Query<'q, MySql, MySqlArguments>,
+    items: &[&FinishRow],
+    value: impl Fn(&FinishRow) -> T,
+) -> Query<'q, MySql, MySqlArguments>
+where
+    T: 'q + Send + sqlx::Encode<'q, MySql> + sqlx::Type<MySql>,
+{
+    for r in items {
+        q = q.bind(r.task_id).bind(value(r));
+    }
+    q
+}
+
+/// Moves the chosen tasks out of `running`. MySQL applies single-table assignments left
+/// to right, each seeing the values assigned before it: `state` comes first and decides
+/// from the attempt count the attempt ended with; run_at and finished_at then read the
+/// new state; the attempt is given back only after that.
+async fn update(
+    conn: &mut MySqlConnection,
+    items: &[&FinishRow],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    let case = by_id(items.len());
+    let sql = format!(
+        "UPDATE tasktable_tasks SET \
+           state = COALESCE({case}, IF(attempt >= max_attempts, 'failed', 'pending')), \
+           run_at = IF(state = 'pending', {case}, run_at), \
+           finished_at = IF(state = 'pending', NULL, ?), \
+           attempt = attempt - {case}, \
+           result = COALESCE({case}, result), \
+           last_error = COALESCE({case}, last_error), \
+           lease_expires_at = NULL, \
+           deadline_at = NULL, \
+           updated_at = ? \
+         WHERE id IN ({}) AND state = 'running'",
+        marks(items.len())
+    );
+    let mut q = sqlx::query(&sql);
+    q = bind_by_id(q, items, |r| r.new_state.map(|s| s.as_str()));
+    q = bind_by_id(q, items, |r| plus(now, r.delay));
+    q = q.bind(now);
+    q = bind_by_id(q, items, |r| i32::from(r.refund_attempt));
+    q = bind_by_id(q, items, |r| r.result.clone());
+    q = bind_by_id(q, items, |r| r.error.clone());
+    q = q.bind(now);
+    for r in items {
+        q = q.bind(r.task_id);
+    }
+    let done = q.execute(&mut *conn).await.map_err(db)?;
+    if done.rows_affected() != items.len() as u64 {
+        // The rows are locked since the read that chose them: this would be a bug.
+        return Err(StoreError::Database(
+            format!(
+                "finish changed {} rows of the {} it had locked",
+                done.rows_affected(),
+                items.len()
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Records the attempts just ended, from the rows they left behind.
+async fn record(
+    conn: &mut MySqlConnection,
+    items: &[&FinishRow],
+    current: &HashMap<i64, Current>,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    let case = by_id(items.len());
+    let sql = format!(
+        "INSERT INTO tasktable_attempts \
+           (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error, \
+            queue, kind, due_at, task_state) \
+         SELECT id, attempt + {case}, worker_id, worker_host, started_at, ?, {case}, {case}, \
+                queue, kind, {case}, state \
+         FROM tasktable_tasks WHERE id IN ({}) ORDER BY id",
+        marks(items.len())
+    );
+    let mut q = sqlx::query(&sql);
+    // The row's count no longer includes a refunded attempt: add it back.
+    q = bind_by_id(q, items, |r| i32::from(r.refund_attempt));
+    q = q.bind(now);
+    q = bind_by_id(q, items, |r| r.outcome.as_str());
+    q = bind_by_id(q, items, |r| r.error.clone());
+    q = bind_by_id(q, items, |r| current.get(&r.task_id).map(|c| c.run_at));
+    for r in items {
+        q = q.bind(r.task_id);
+    }
+    q.execute(&mut *conn).await.map_err(db)?;
+    Ok(())
+}
