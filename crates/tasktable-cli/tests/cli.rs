@@ -2,6 +2,9 @@
 //! on a free loopback port with a SQLite database of its own (once on PostgreSQL), and
 //! every other command as a separate process against it.
 
+mod common;
+
+use common::{BIN, ENV};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -10,19 +13,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tasktable");
 const ADMIN: &str = "admin-token-of-the-cli-tests";
 const READER: &str = "reader-token-of-the-cli-tests";
-/// Environment that would change what a command does, removed from every child.
-const ENV: [&str; 7] = [
-    "TASKTABLE_SERVER",
-    "TASKTABLE_TOKEN",
-    "TASKTABLE_TOKENS",
-    "TASKTABLE_TOKENS_FILE",
-    "TASKTABLE_LISTEN",
-    "DATABASE_URL",
-    "RUST_LOG",
-];
 
 fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);

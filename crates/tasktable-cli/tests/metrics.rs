@@ -3,28 +3,22 @@
 //! --metrics-listen` serves its own counts without a token. Each process has a SQLite
 //! file of its own, so the counts are exact.
 
+mod common;
+
+use common::{BIN, ENV};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tasktable");
 const ADMIN: &str = "admin-token-of-the-metrics-tests";
 const READER: &str = "reader-token-of-the-metrics-tests";
-const ENV: [&str; 7] = [
-    "TASKTABLE_SERVER",
-    "TASKTABLE_TOKEN",
-    "TASKTABLE_TOKENS",
-    "TASKTABLE_TOKENS_FILE",
-    "TASKTABLE_LISTEN",
-    "DATABASE_URL",
-    "RUST_LOG",
-];
 
 /// A child process that is killed when the test ends, however it ends.
 struct Process {
-    child: Child,
+    /// `None` once `stop` has taken it to wait for its exit.
+    child: Option<Child>,
     log: std::path::PathBuf,
 }
 
@@ -51,7 +45,7 @@ impl Process {
             let _ = tx.send(line);
         });
         let process = Process {
-            child,
+            child: Some(child),
             log: log.to_owned(),
         };
         match rx.recv_timeout(Duration::from_secs(30)) {
@@ -74,24 +68,33 @@ impl Process {
     fn stop(mut self) {
         use nix::sys::signal::{kill, Signal};
         use nix::unistd::Pid;
-        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits"));
+        let mut child = self.child.take().expect("running");
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
         kill(pid, Signal::SIGTERM).expect("send SIGTERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
+        // Wait for the exit on a thread of its own, so the test can give up after 30 s.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(status) => {
+                let status = status.expect("wait");
                 assert!(status.success(), "{status:?}\n{}", self.log_text());
-                return;
             }
-            assert!(Instant::now() < deadline, "no exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
+            Err(_) => {
+                let _ = kill(pid, Signal::SIGKILL);
+                panic!("no exit after SIGTERM\n{}", self.log_text());
+            }
         }
     }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         if std::thread::panicking() {
             eprintln!("--- log ---\n{}", self.log_text());
         }

@@ -1,0 +1,15 @@
+//! What every test of the `tasktable` binary shares.
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_tasktable");
+
+/// Environment that would change what a command does, removed from every child.
+pub const ENV: [&str; 7] = [
+    "TASKTABLE_SERVER",
+    "TASKTABLE_TOKEN",
+    "TASKTABLE_TOKENS",
+    "TASKTABLE_TOKENS_FILE",
+    "TASKTABLE_LISTEN",
+    "DATABASE_URL",
+    "RUST_LOG",
+];
