@@ -890,6 +890,42 @@ fn a_token_from_token_new_authenticates_with_the_line_it_prints() {
 }
 
 #[test]
+fn token_new_limits_a_worker_token_to_queues() {
+    let made = finish(
+        command(&[
+            "token", "new", "--role", "worker", "--name", "mail", "--queue", "emails", "--queue",
+            "reports", "--json",
+        ]),
+        None,
+    )
+    .json();
+    let line = made["tokens_file_line"].as_str().unwrap();
+    assert!(line.starts_with("worker mail sha256:"), "{line}");
+    assert!(line.ends_with(" queues=emails,reports"), "{line}");
+    assert_eq!(made["queues"], json!(["emails", "reports"]));
+    let human = finish(
+        command(&["token", "new", "--role", "worker", "--queue", "emails"]),
+        None,
+    )
+    .ok()
+    .stdout;
+    assert!(
+        human.contains("TASKTABLE_TOKENS=worker@emails:<token>"),
+        "{human}"
+    );
+    finish(
+        command(&["token", "new", "--role", "reader", "--queue", "emails"]),
+        None,
+    )
+    .fails(2, "only worker tokens");
+    finish(
+        command(&["token", "new", "--role", "worker", "--queue", "a b"]),
+        None,
+    )
+    .fails(2, "without spaces");
+}
+
+#[test]
 fn submit_file_sends_every_line_in_batches() {
     let server = Server::start(&[]);
     let dir = tempfile::tempdir().unwrap();

@@ -10,6 +10,9 @@ use tasktable_core::{AttemptOutcome, Backoff, HandlerOutcome, Lease, NewTask, Ta
 use tasktable_store::*;
 
 pub use crate::batch_cases::one_finish_call_ends_each_task_by_its_own_item;
+pub use crate::lease_cases::{
+    every_claim_gets_a_credential_of_its_own, writes_with_a_wrong_credential_change_nothing,
+};
 pub use crate::stats_cases::stats_count_throughput_and_latency_per_queue_and_kind;
 
 /// Every case pins its clock here so results do not depend on when it runs.
@@ -1200,8 +1203,8 @@ pub async fn checkpoint_and_progress_are_fenced(db: &impl Backend) {
     );
     assert_eq!(t2.progress, Some(json!({"pct": 20})));
     let forged = Lease {
-        task_id: id,
         token: t.lease_token + 1,
+        ..t.lease()
     };
     let status = s
         .task_checkpoint(CheckpointParams {

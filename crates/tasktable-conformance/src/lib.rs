@@ -10,6 +10,7 @@
 pub mod batch_cases;
 pub mod cases;
 pub mod freeze;
+pub mod lease_cases;
 pub mod runtime_cases;
 pub mod stats_cases;
 
@@ -58,6 +59,8 @@ macro_rules! conformance_suite {
             one_finish_call_ends_each_task_by_its_own_item,
             retryable_error_backs_off_then_fails_when_attempts_run_out,
             stale_token_writes_change_nothing,
+            every_claim_gets_a_credential_of_its_own,
+            writes_with_a_wrong_credential_change_nothing,
             rescue_takes_back_expired_leases_and_counts_the_attempt,
             rescue_leaves_a_renewed_lease_alone,
             timeout_caps_the_lease_at_the_deadline,

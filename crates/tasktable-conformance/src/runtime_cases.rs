@@ -328,10 +328,12 @@ pub async fn frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoin
             ("healthy".to_string(), AttemptOutcome::Succeeded)
         ]
     );
-    // The frozen worker's complete, had it sent one, is refused too.
+    // The frozen worker's complete, had it sent one, is refused too (its credential is
+    // not known here; `stale_token_writes_change_nothing` fences a full stale lease).
     let stale = tasktable_core::Lease {
         task_id: id,
         token: 1,
+        credential: None,
     };
     let plan = tasktable_core::outcome::FinishPlan::for_handler(
         tasktable_core::HandlerOutcome::Succeeded {

@@ -16,4 +16,6 @@ pub mod task;
 pub use backoff::Backoff;
 pub use outcome::{AttemptOutcome, FinishAction, HandlerOutcome};
 pub use state::{Operation, TaskState};
-pub use task::{Attempt, InvalidTask, Lease, NewTask, Task, TaskId};
+pub use task::{
+    Attempt, InvalidTask, Lease, LeaseCredential, MalformedCredential, NewTask, Task, TaskId,
+};

@@ -197,6 +197,10 @@ pub struct Task {
     pub timeout: Option<Duration>,
     /// Grows by one on every claim; every worker write must carry the current value.
     pub lease_token: i64,
+    /// The current claim's secret. Never serialized: only the claimer learns it, from the
+    /// claim itself.
+    #[serde(skip)]
+    pub lease_credential: Option<LeaseCredential>,
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// When the running attempt's timeout passes.
     pub deadline_at: Option<DateTime<Utc>>,
@@ -217,6 +221,7 @@ impl Task {
         Lease {
             task_id: self.id,
             token: self.lease_token,
+            credential: self.lease_credential,
         }
     }
 
@@ -230,11 +235,84 @@ impl Task {
 }
 
 /// Proof of a claim: a worker's writes about a task are applied only while the task is
-/// running under this token.
+/// running under this token and credential.
+///
+/// The token is a counter that grows on every claim: it orders claims, so a worker can
+/// fence its own side effects with it, and it is no secret. The credential is random and
+/// known only to the claimer, so nobody else can write under the lease, whatever they
+/// guess.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Lease {
     pub task_id: TaskId,
     pub token: i64,
+    /// `None` only for a task claimed before credentials existed (schema version 4).
+    pub credential: Option<LeaseCredential>,
+}
+
+/// A claim's secret: 128 random bits, written as 32 lowercase hex digits. `Debug` hides it,
+/// so it never reaches a log.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseCredential([u8; 16]);
+
+impl LeaseCredential {
+    /// Length of the text form.
+    pub const HEX_LEN: usize = 32;
+
+    /// A credential from random bytes; the caller supplies the randomness (core reads no
+    /// random source), which must come from a cryptographically secure generator.
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        LeaseCredential(bytes)
+    }
+
+    pub fn to_hex(&self) -> String {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(Self::HEX_LEN);
+        for b in self.0 {
+            out.push(DIGITS[usize::from(b >> 4)] as char);
+            out.push(DIGITS[usize::from(b & 0xf)] as char);
+        }
+        out
+    }
+}
+
+impl std::fmt::Debug for LeaseCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LeaseCredential(<redacted>)")
+    }
+}
+
+/// Text that is not 32 hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a lease credential is {} hex digits", LeaseCredential::HEX_LEN)]
+pub struct MalformedCredential;
+
+impl std::str::FromStr for LeaseCredential {
+    type Err = MalformedCredential;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let digits = s.as_bytes();
+        if digits.len() != Self::HEX_LEN {
+            return Err(MalformedCredential);
+        }
+        let nibble = |c: u8| (c as char).to_digit(16).ok_or(MalformedCredential);
+        let mut bytes = [0u8; 16];
+        for (i, pair) in digits.chunks_exact(2).enumerate() {
+            bytes[i] = (nibble(pair[0])? << 4 | nibble(pair[1])?) as u8;
+        }
+        Ok(LeaseCredential(bytes))
+    }
+}
+
+impl Serialize for LeaseCredential {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for LeaseCredential {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// One attempt in a task's history.
@@ -287,6 +365,28 @@ mod tests {
         for (task, want) in cases {
             let err = task.validate().unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should contain {want:?}");
+        }
+    }
+
+    #[test]
+    fn credentials_round_trip_as_hex_and_never_print() {
+        let c = LeaseCredential::from_bytes([0xab; 16]);
+        assert_eq!(c.to_hex(), "ab".repeat(16));
+        assert_eq!(c.to_hex().parse::<LeaseCredential>(), Ok(c));
+        assert_eq!("AB".repeat(16).parse::<LeaseCredential>(), Ok(c));
+        assert!(!format!("{c:?}").contains("ab"));
+        for bad in [
+            "",
+            "ab",
+            &"g".repeat(32),
+            &"a".repeat(33),
+            "é".repeat(16).as_str(),
+        ] {
+            assert_eq!(
+                bad.parse::<LeaseCredential>(),
+                Err(MalformedCredential),
+                "{bad:?}"
+            );
         }
     }
 

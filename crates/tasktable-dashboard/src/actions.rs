@@ -28,6 +28,7 @@ pub async fn login_page(State(state): State<DashState>) -> Response {
         let session = state.sessions.create(Principal {
             name: "anonymous".into(),
             role: Role::Admin,
+            queues: None,
         });
         return (
             [(header::SET_COOKIE, cookie_for(&session))],

@@ -1,6 +1,7 @@
 -- Takes the tasks task_claim_select.sql chose and locked, in the same transaction.
--- Binds, in order: now, lease expiry (twice), worker id, worker host, now (twice), each
--- chosen id (one placeholder per id).
+-- Binds, in order: now, lease expiry (twice), worker id, worker host, each chosen id with
+-- its fresh credential (`{credentials}` is `CASE id WHEN ? THEN ? ... END`), now (twice),
+-- each chosen id (one placeholder per id).
 --
 -- MySQL applies single-table SET assignments left to right, and each one sees the values
 -- assigned before it (PostgreSQL evaluates all of them against the old row). The lease
@@ -15,6 +16,7 @@ UPDATE tasktable_tasks SET
     lease_expires_at = LEAST(?, COALESCE(deadline_at, ?)),
     worker_id = ?,
     worker_host = ?,
+    lease_credential = {credentials},
     started_at = ?,
     finished_at = NULL,
     updated_at = ?

@@ -5,7 +5,7 @@
 //! MySQL has no arrays to bind, so the per-task values (new state, run_at, result,
 //! error, outcome, due time) travel as `CASE id WHEN ? THEN ? ... END` lists. The
 //! locking read (`FOR UPDATE`, in id order like every write of this store) decides which
-//! items apply: the token matches, the task is `running`, and, for the rescuer, the lease
+//! items apply: the token and credential match, the task is `running`, and, for the rescuer, the lease
 //! has passed. The rows stay locked until the caller's transaction ends, so nothing can
 //! change that answer before the `UPDATE`, which checks `state = 'running'` again and must
 //! match every chosen row.
@@ -28,6 +28,7 @@ const CHUNK: usize = 500;
 /// A task row as the locking read found it.
 struct Current {
     token: i64,
+    credential: Option<String>,
     running: bool,
     lease_expires_at: Option<DateTime<Utc>>,
     run_at: DateTime<Utc>,
@@ -57,6 +58,7 @@ pub async fn finish(
         let expired = c.lease_expires_at.is_some_and(|t| t <= now);
         if c.running
             && c.token == r.token
+            && c.credential == r.credential
             && (!p.only_if_expired || expired)
             && taken.insert(r.task_id)
         {
@@ -108,7 +110,8 @@ async fn lock(
     let mut current = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(MAX_IN_LIST) {
         let sql = format!(
-            "SELECT id, lease_token, state, lease_expires_at, run_at FROM tasktable_tasks \
+            "SELECT id, lease_token, lease_credential, state, lease_expires_at, run_at \
+             FROM tasktable_tasks \
              WHERE id IN ({}) ORDER BY id FOR UPDATE",
             marks(chunk.len())
         );
@@ -122,6 +125,7 @@ async fn lock(
                 r.try_get("id").map_err(db)?,
                 Current {
                     token: r.try_get("lease_token").map_err(db)?,
+                    credential: text(&r, "lease_credential")?,
                     running: state == TaskState::Running.as_str(),
                     lease_expires_at: r.try_get("lease_expires_at").map_err(db)?,
                     run_at: r.try_get("run_at").map_err(db)?,
@@ -133,7 +137,7 @@ async fn lock(
 }
 
 /// `CASE id WHEN ? THEN ? ... END` for `n` items.
-fn by_id(n: usize) -> String {
+pub(crate) fn by_id(n: usize) -> String {
     let mut s = String::with_capacity(16 + n * 16);
     s.push_str("CASE id");
     for _ in 0..n {

@@ -1,5 +1,6 @@
 //! The worker's side of a task: claim, renew, checkpoint, finish, and the rescuer's scan.
-//! Every write after the claim is fenced by `(id, lease_token, state = 'running')`.
+//! Every write after the claim is fenced by `(id, lease_token, lease_credential, state =
+//! 'running')`.
 //!
 //! MySQL has no `UPDATE ... RETURNING` and no arrays to bind, so where PostgreSQL sends a
 //! batch as one statement this store runs one statement per row inside one transaction,
@@ -9,11 +10,12 @@
 
 use crate::clock::{self, plus};
 use crate::db;
+use crate::finish::by_id;
 use crate::query::{get_many, marks, MAX_IN_LIST};
 use crate::row::{state, task_from_row, text, TASK_COLUMNS};
 use sqlx::{MySqlConnection, MySqlPool, Row};
 use std::collections::HashMap;
-use tasktable_core::{Lease, Task, TaskId, TaskState};
+use tasktable_core::{Lease, Task, TaskId};
 use tasktable_store::*;
 
 const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
@@ -52,15 +54,19 @@ pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<V
     ids.sort_unstable();
     let until = plus(now, p.lease_for);
     for chunk in ids.chunks(MAX_IN_LIST) {
-        let sql = CLAIM.replace("{ids}", &marks(chunk.len()));
+        let sql = CLAIM
+            .replace("{credentials}", &by_id(chunk.len()))
+            .replace("{ids}", &marks(chunk.len()));
         let mut q = sqlx::query(&sql)
             .bind(now)
             .bind(until)
             .bind(until)
             .bind(&p.worker_id)
-            .bind(&p.worker_host)
-            .bind(now)
-            .bind(now);
+            .bind(&p.worker_host);
+        for (id, credential) in chunk.iter().zip(new_lease_credentials(chunk.len())) {
+            q = q.bind(id).bind(credential.to_hex());
+        }
+        q = q.bind(now).bind(now);
         for id in chunk {
             q = q.bind(id);
         }
@@ -71,15 +77,16 @@ pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<V
     Ok(tasks)
 }
 
-/// `(state, lease_token)` of the given tasks, read on `conn`.
+/// The lease columns and expiry of the given tasks, read on `conn`.
 async fn lease_rows(
     conn: &mut MySqlConnection,
     ids: &[TaskId],
-) -> StoreResult<HashMap<TaskId, (TaskState, i64, Option<chrono::DateTime<chrono::Utc>>)>> {
+) -> StoreResult<HashMap<TaskId, (LeaseRow, Option<chrono::DateTime<chrono::Utc>>)>> {
     let mut found = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(MAX_IN_LIST) {
         let sql = format!(
-            "SELECT id, state, lease_token, lease_expires_at FROM tasktable_tasks WHERE id IN ({})",
+            "SELECT id, state, lease_token, lease_credential, lease_expires_at \
+             FROM tasktable_tasks WHERE id IN ({})",
             marks(chunk.len())
         );
         let mut q = sqlx::query(&sql);
@@ -90,8 +97,11 @@ async fn lease_rows(
             found.insert(
                 r.try_get("id").map_err(db)?,
                 (
-                    state(text(&r, "state")?)?,
-                    r.try_get("lease_token").map_err(db)?,
+                    LeaseRow {
+                        state: state(text(&r, "state")?)?,
+                        token: r.try_get("lease_token").map_err(db)?,
+                        credential: credential_from_db(text(&r, "lease_credential")?)?,
+                    },
                     r.try_get("lease_expires_at").map_err(db)?,
                 ),
             );
@@ -116,6 +126,7 @@ pub async fn renew(conn: &mut MySqlConnection, p: &RenewParams) -> StoreResult<V
             .bind(until)
             .bind(lease.task_id)
             .bind(lease.token)
+            .bind(lease.credential.map(|c| c.to_hex()))
             .execute(&mut *conn)
             .await
             .map_err(db)?;
@@ -130,8 +141,8 @@ pub async fn renew(conn: &mut MySqlConnection, p: &RenewParams) -> StoreResult<V
         .map(|l| {
             let row = rows.get(&l.task_id).copied();
             match (held.get(l), row) {
-                (Some(true), Some((_, _, expires_at))) => LeaseStatus::Held { expires_at },
-                _ => lost_lease_status(*l, row.map(|(s, token, _)| (s, token))),
+                (Some(true), Some((_, expires_at))) => LeaseStatus::Held { expires_at },
+                _ => lost_lease_status(*l, row.map(|(lease_row, _)| lease_row)),
             }
         })
         .collect())
@@ -147,6 +158,7 @@ pub async fn checkpoint(
         .bind(&p.progress)
         .bind(p.lease.task_id)
         .bind(p.lease.token)
+        .bind(p.lease.credential.map(|c| c.to_hex()))
         .execute(&mut *conn)
         .await
         .map_err(db)?;
@@ -156,7 +168,7 @@ pub async fn checkpoint(
     let row = lease_rows(conn, &[p.lease.task_id])
         .await?
         .remove(&p.lease.task_id)
-        .map(|(s, token, _)| (s, token));
+        .map(|(lease_row, _)| lease_row);
     Ok(lost_lease_status(p.lease, row))
 }
 

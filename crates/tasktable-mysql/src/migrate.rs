@@ -21,6 +21,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "idempotency_index",
         include_str!("../migrations/0003_idempotency_index.sql"),
     ),
+    (
+        4,
+        "lease_credential",
+        include_str!("../migrations/0004_lease_credential.sql"),
+    ),
 ];
 
 /// How long a migrator waits for another one to finish, in seconds.

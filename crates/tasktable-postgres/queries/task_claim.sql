@@ -1,6 +1,7 @@
 -- Leases up to $4 due tasks of queue $1 in one statement.
 -- $1 queue, $2 now (NULL: the database's now()), $3 kinds, $4 limit, $5 lease in µs,
--- $6 worker id, $7 worker host.
+-- $6 worker id, $7 worker host, $8 one fresh credential per task that may be claimed
+-- ($4 of them; the n-th picked row takes the n-th).
 --
 -- The CTE is an optimisation fence around SKIP LOCKED: the ids are chosen (and locked)
 -- once, in index order, and only those rows are updated. Inlined into the UPDATE, the
@@ -19,6 +20,9 @@ WITH clock AS (
     ORDER BY t.priority DESC, t.run_at, t.id
     LIMIT $4
     FOR UPDATE OF t SKIP LOCKED
+), numbered AS (
+    -- Apart from `picked`: PostgreSQL allows no window function beside FOR UPDATE.
+    SELECT id, row_number() OVER () AS n FROM picked
 )
 UPDATE tasktable_tasks t SET
     state = 'running',
@@ -31,9 +35,10 @@ UPDATE tasktable_tasks t SET
                              clock.now + t.timeout_ms * interval '1 millisecond'),
     worker_id = $6,
     worker_host = $7,
+    lease_credential = ($8::text[])[numbered.n],
     started_at = clock.now,
     finished_at = NULL,
     updated_at = clock.now
-FROM picked, clock
-WHERE t.id = picked.id
+FROM numbered, clock
+WHERE t.id = numbered.id
 RETURNING t.*

@@ -3,14 +3,15 @@
 -- $1 ids, $2 tokens, $3 new states (NULL: pending, or failed when no attempts are left),
 -- $4 delays in µs (run_at = now + delay if the task goes back to pending), $5 give the
 -- attempt back, $6 results, $7 errors, $8 outcomes; $9 now (NULL: now()), $10 apply only
--- if the lease (which never outlasts the deadline) has passed.
+-- if the lease (which never outlasts the deadline) has passed; $11 credentials.
 -- Returns the input positions that applied; the others lost their lease.
 WITH clock AS (
     SELECT coalesce($9::timestamptz, now()) AS now
 ), input AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[],
-                         $6::jsonb[], $7::text[], $8::text[])
-        WITH ORDINALITY AS i(id, token, new_state, delay_us, refund, result, error, outcome, ord)
+                         $6::jsonb[], $7::text[], $8::text[], $11::text[])
+        WITH ORDINALITY AS i(id, token, new_state, delay_us, refund, result, error, outcome,
+                             credential, ord)
 ), done AS (
     -- Two items for the same task cannot both apply: the row is updated once.
     -- The retry decision reads the row's current max_attempts, so an operator's change
@@ -32,6 +33,7 @@ WITH clock AS (
     FROM input, clock, tasktable_tasks before
     WHERE t.id = input.id AND before.id = t.id
       AND t.lease_token = input.token AND t.state = 'running'
+      AND t.lease_credential IS NOT DISTINCT FROM input.credential
       AND (NOT $10 OR t.lease_expires_at <= clock.now)
     -- RETURNING sees the row after the update: add the refunded attempt back so the
     -- history names the attempt that just ended.

@@ -1,10 +1,12 @@
 -- Extends a batch of leases in one statement. $1 ids, $2 tokens, $3 now (NULL: now()),
--- $4 lease in µs. Never extends past the attempt's deadline (least() ignores a NULL one).
+-- $4 lease in µs, $5 credentials. Never extends past the attempt's deadline (least()
+-- ignores a NULL one).
 WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS i(id, token)
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $5::text[]) AS i(id, token, credential)
 )
 UPDATE tasktable_tasks t SET
     lease_expires_at = least(coalesce($3::timestamptz, now()) + $4 * interval '1 microsecond', t.deadline_at)
 FROM input
 WHERE t.id = input.id AND t.lease_token = input.token AND t.state = 'running'
-RETURNING t.id, t.lease_token, t.lease_expires_at
+  AND t.lease_credential IS NOT DISTINCT FROM input.credential
+RETURNING t.id, t.lease_token, t.lease_credential, t.lease_expires_at

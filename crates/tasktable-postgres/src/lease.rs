@@ -28,6 +28,12 @@ pub async fn claim(pool: &PgPool, p: ClaimParams) -> StoreResult<Vec<Task>> {
         .bind(micros(p.lease_for))
         .bind(&p.worker_id)
         .bind(&p.worker_host)
+        .bind(
+            new_lease_credentials(p.limit as usize)
+                .iter()
+                .map(|c| c.to_hex())
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(pool)
         .await
         .map_err(db)?;
@@ -46,26 +52,36 @@ async fn lost_statuses(pool: &PgPool, leases: &[Lease]) -> StoreResult<Vec<Lease
         return Ok(Vec::new());
     }
     let ids: Vec<TaskId> = leases.iter().map(|l| l.task_id).collect();
-    let rows = sqlx::query("SELECT id, state, lease_token FROM tasktable_tasks WHERE id = ANY($1)")
-        .bind(&ids)
-        .fetch_all(pool)
-        .await
-        .map_err(db)?;
+    let rows = sqlx::query(
+        "SELECT id, state, lease_token, lease_credential FROM tasktable_tasks WHERE id = ANY($1)",
+    )
+    .bind(&ids)
+    .fetch_all(pool)
+    .await
+    .map_err(db)?;
     let mut found = HashMap::with_capacity(rows.len());
     for r in &rows {
         let id: TaskId = r.try_get("id").map_err(db)?;
         found.insert(
             id,
-            (
-                state(r.try_get("state").map_err(db)?)?,
-                r.try_get::<i64, _>("lease_token").map_err(db)?,
-            ),
+            LeaseRow {
+                state: state(r.try_get("state").map_err(db)?)?,
+                token: r.try_get("lease_token").map_err(db)?,
+                credential: credential_from_db(r.try_get("lease_credential").map_err(db)?)?,
+            },
         );
     }
     Ok(leases
         .iter()
         .map(|l| lost_lease_status(*l, found.get(&l.task_id).copied()))
         .collect())
+}
+
+fn hex_credentials(leases: &[Lease]) -> Vec<Option<String>> {
+    leases
+        .iter()
+        .map(|l| l.credential.map(|c| c.to_hex()))
+        .collect()
 }
 
 pub async fn renew(pool: &PgPool, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
@@ -77,6 +93,7 @@ pub async fn renew(pool: &PgPool, p: RenewParams) -> StoreResult<Vec<LeaseStatus
         .bind(p.leases.iter().map(|l| l.token).collect::<Vec<_>>())
         .bind(p.now)
         .bind(micros(p.lease_for))
+        .bind(hex_credentials(&p.leases))
         .fetch_all(pool)
         .await
         .map_err(db)?;
@@ -87,6 +104,7 @@ pub async fn renew(pool: &PgPool, p: RenewParams) -> StoreResult<Vec<LeaseStatus
         let lease = Lease {
             task_id: r.try_get("id").map_err(db)?,
             token: r.try_get("lease_token").map_err(db)?,
+            credential: credential_from_db(r.try_get("lease_credential").map_err(db)?)?,
         };
         held.insert(lease, r.try_get("lease_expires_at").map_err(db)?);
     }
@@ -128,6 +146,7 @@ pub async fn checkpoint(
         .bind(&p.progress)
         .bind(p.lease.task_id)
         .bind(p.lease.token)
+        .bind(p.lease.credential.map(|c| c.to_hex()))
         .execute(pool)
         .await
         .map_err(db)?;
@@ -158,6 +177,11 @@ pub async fn finish(pool: &PgPool, p: FinishParams) -> StoreResult<(Vec<bool>, V
         .bind(rows.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>())
         .bind(p.now)
         .bind(p.only_if_expired)
+        .bind(
+            rows.iter()
+                .map(|r| r.credential.clone())
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(pool)
         .await
         .map_err(db)?;

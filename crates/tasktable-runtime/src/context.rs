@@ -84,8 +84,24 @@ impl TaskContext {
     pub fn task(&self) -> &Task {
         &self.inner.task
     }
+    /// The lease this attempt runs under, with its credential: the store accepts this
+    /// attempt's writes only while it holds.
     pub fn lease(&self) -> Lease {
         self.inner.task.lease()
+    }
+
+    /// This attempt's fencing token: greater than the token of every earlier claim of the
+    /// task. Pass it to systems the handler writes to, so they can refuse a write from an
+    /// attempt that has lost its lease but does not know it yet (a paused process, a slow
+    /// network): keep the highest token seen per task and accept a write only with a
+    /// token at least that high.
+    ///
+    /// ```sql
+    /// UPDATE invoices SET sent = true, fence = $token
+    ///  WHERE task_id = $task AND fence <= $token
+    /// ```
+    pub fn fencing_token(&self) -> i64 {
+        self.inner.task.lease_token
     }
 
     /// The last checkpoint saved for this task, by this attempt or an earlier one on any

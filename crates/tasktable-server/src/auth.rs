@@ -90,6 +90,7 @@ struct Entry {
     name: String,
     role: Role,
     digest: [u8; 32],
+    queues: Option<Vec<String>>,
 }
 
 /// Who a request authenticated as.
@@ -97,6 +98,34 @@ struct Entry {
 pub struct Principal {
     pub name: String,
     pub role: Role,
+    /// The only queues a worker token may claim from; `None`: every queue.
+    pub queues: Option<Vec<String>>,
+}
+
+impl Principal {
+    /// Whether this caller may claim tasks of `queue`.
+    pub fn may_claim_from(&self, queue: &str) -> bool {
+        self.queues
+            .as_ref()
+            .is_none_or(|queues| queues.iter().any(|q| q == queue))
+    }
+}
+
+/// Parses a queue list written `a,b` (tokens file) or `a+b` (environment): the queues a
+/// worker token is limited to. Such names cannot hold whitespace or any of `: , + @`; a
+/// queue named so can only be claimed by an unlimited token.
+pub fn parse_queue_list(text: &str, separator: char) -> Result<Vec<String>, TokenConfigError> {
+    let reserved = |c: char| c.is_whitespace() || c.is_control() || ":,+@".contains(c);
+    let queues: Vec<String> = text.split(separator).map(str::to_owned).collect();
+    for q in &queues {
+        if q.is_empty() || q.len() > 255 || q.chars().any(reserved) {
+            return Err(TokenConfigError(format!(
+                "queue list {text:?}: each queue must be 1 to 255 bytes without spaces or any \
+                 of : , + @, separated by {separator:?}"
+            )));
+        }
+    }
+    Ok(queues)
 }
 
 /// The configured tokens. Empty means authentication is off, which the binary allows only
@@ -140,31 +169,64 @@ impl TokenSet {
         role: Role,
         token: &str,
     ) -> Result<(), TokenConfigError> {
+        self.add_plain_with(name, role, token, None)
+    }
+
+    /// Adds a worker token, given in plain text, that may claim only from `queues`.
+    pub fn add_plain_limited(
+        &mut self,
+        name: &str,
+        token: &str,
+        queues: Vec<String>,
+    ) -> Result<(), TokenConfigError> {
+        self.add_plain_with(name, Role::Worker, token, Some(queues))
+    }
+
+    fn add_plain_with(
+        &mut self,
+        name: &str,
+        role: Role,
+        token: &str,
+        queues: Option<Vec<String>>,
+    ) -> Result<(), TokenConfigError> {
         if token.len() < MIN_TOKEN_LEN {
             return Err(TokenConfigError(format!(
                 "token {name:?} is shorter than {MIN_TOKEN_LEN} characters; generate one with `tasktable token new`"
             )));
         }
-        self.push(name, role, Sha256::digest(token.as_bytes()).into())
+        self.push(name, role, Sha256::digest(token.as_bytes()).into(), queues)
     }
 
-    fn push(&mut self, name: &str, role: Role, digest: [u8; 32]) -> Result<(), TokenConfigError> {
+    fn push(
+        &mut self,
+        name: &str,
+        role: Role,
+        digest: [u8; 32],
+        queues: Option<Vec<String>>,
+    ) -> Result<(), TokenConfigError> {
         if self.entries.iter().any(|e| e.name == name) {
             return Err(TokenConfigError(format!(
                 "token name {name:?} is used twice"
+            )));
+        }
+        if queues.is_some() && role != Role::Worker {
+            return Err(TokenConfigError(format!(
+                "token {name:?} has role {role}: only worker tokens can be limited to queues"
             )));
         }
         self.entries.push(Entry {
             name: name.to_owned(),
             role,
             digest,
+            queues,
         });
         Ok(())
     }
 
-    /// Reads a tokens file: one token per line, `<role> <name> sha256:<hex digest>`;
-    /// blank lines and lines starting with `#` are ignored. Plain-text tokens are refused
-    /// so the file is not itself a secret.
+    /// Reads a tokens file: one token per line, `<role> <name> sha256:<hex digest>`, and
+    /// for a worker token optionally ` queues=<queue>,<queue>` to limit the queues it may
+    /// claim from; blank lines and lines starting with `#` are ignored. Plain-text tokens
+    /// are refused so the file is not itself a secret.
     pub fn add_file_contents(&mut self, text: &str) -> Result<(), TokenConfigError> {
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -173,9 +235,20 @@ impl TokenSet {
             }
             let bad = |why: &str| TokenConfigError(format!("tokens file line {}: {why}", n + 1));
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let [role, name, digest] = fields[..] else {
-                return Err(bad("expected `<role> <name> sha256:<hex>`"));
-            };
+            let (role, name, digest, queues) =
+                match fields[..] {
+                    [role, name, digest] => (role, name, digest, None),
+                    [role, name, digest, limit] => {
+                        let list = limit.strip_prefix("queues=").ok_or_else(|| {
+                            bad("the fourth field, if any, must be queues=<queue>,<queue>")
+                        })?;
+                        let queues = parse_queue_list(list, ',').map_err(|e| bad(&e.0))?;
+                        (role, name, digest, Some(queues))
+                    }
+                    _ => return Err(bad(
+                        "expected `<role> <name> sha256:<hex>` and, for a worker, `queues=<a>,<b>`",
+                    )),
+                };
             let role: Role = role.parse().map_err(|e: TokenConfigError| bad(&e.0))?;
             let hex_digest = digest
                 .strip_prefix("sha256:")
@@ -184,12 +257,14 @@ impl TokenSet {
                 .ok()
                 .and_then(|b| <[u8; 32]>::try_from(b).ok())
                 .ok_or_else(|| bad("sha256 digest must be 64 hex digits"))?;
-            self.push(name, role, bytes).map_err(|e| bad(&e.0))?;
+            self.push(name, role, bytes, queues)
+                .map_err(|e| bad(&e.0))?;
         }
         Ok(())
     }
 
-    /// Reads `TASKTABLE_TOKENS`-style text: comma-separated `<role>:<token>` pairs.
+    /// Reads `TASKTABLE_TOKENS`-style text: comma-separated `<role>:<token>` pairs; a
+    /// worker token may be limited to queues as `worker@<queue>+<queue>:<token>`.
     pub fn add_env_value(&mut self, value: &str) -> Result<(), TokenConfigError> {
         for (n, pair) in value
             .split(',')
@@ -203,8 +278,12 @@ impl TokenSet {
                     n + 1
                 ))
             })?;
-            let role: Role = role.trim().parse()?;
-            self.add_plain(&format!("env-{}", n + 1), role, token.trim())?;
+            let (role, queues) = match role.trim().split_once('@') {
+                Some((role, list)) => (role, Some(parse_queue_list(list, '+')?)),
+                None => (role.trim(), None),
+            };
+            let role: Role = role.parse()?;
+            self.add_plain_with(&format!("env-{}", n + 1), role, token.trim(), queues)?;
         }
         Ok(())
     }
@@ -222,6 +301,7 @@ impl TokenSet {
         found.map(|e| Principal {
             name: e.name.clone(),
             role: e.role,
+            queues: e.queues.clone(),
         })
     }
 }
@@ -258,6 +338,28 @@ mod tests {
     }
 
     #[test]
+    fn worker_tokens_may_be_limited_to_queues() {
+        let mut set = TokenSet::default();
+        let file = format!(
+            "worker mail {} queues=emails,reports\nworker any {}\n",
+            token_digest("mail-worker-token-123"),
+            token_digest("any-worker-token-1234")
+        );
+        set.add_file_contents(&file).unwrap();
+        set.add_env_value("worker@thumbs+video:env-worker-token-12345")
+            .unwrap();
+        let mail = set.authenticate("mail-worker-token-123").unwrap();
+        assert!(mail.may_claim_from("emails") && mail.may_claim_from("reports"));
+        assert!(!mail.may_claim_from("default") && !mail.may_claim_from("email"));
+        let env = set.authenticate("env-worker-token-12345").unwrap();
+        assert_eq!(env.queues, Some(vec!["thumbs".into(), "video".into()]));
+        assert!(set
+            .authenticate("any-worker-token-1234")
+            .unwrap()
+            .may_claim_from("anything"));
+    }
+
+    #[test]
     fn bad_configuration_says_what_is_wrong() {
         let mut set = TokenSet::default();
         let err = set
@@ -273,6 +375,22 @@ mod tests {
         assert!(err.0.contains("shorter than 16"), "{err}");
         let err = set.add_file_contents("reader r sha256:abcd").unwrap_err();
         assert!(err.0.contains("64 hex digits"), "{err}");
+        let err = set
+            .add_env_value("reader@q:0123456789abcdefxyz")
+            .unwrap_err();
+        assert!(err.0.contains("only worker tokens"), "{err}");
+        let err = set
+            .add_file_contents(&format!("worker w {} queues=", token_digest("x")))
+            .unwrap_err();
+        assert!(
+            err.0.contains("line 1") && err.0.contains("queue list"),
+            "{err}"
+        );
+        let err = set
+            .add_file_contents(&format!("worker w {} limit=a", token_digest("x")))
+            .unwrap_err();
+        assert!(err.0.contains("queues="), "{err}");
+        assert!(set.is_empty(), "a refused line adds nothing");
         set.add_env_value("reader:0123456789abcdef, admin:fedcba9876543210")
             .unwrap();
         assert_eq!(set.len(), 2);

@@ -46,6 +46,7 @@ pub fn authorize(tokens: &TokenSet, access: Access, req: &Request) -> Result<Pri
         return Ok(Principal {
             name: "anonymous".into(),
             role: Role::Admin,
+            queues: None,
         });
     }
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {

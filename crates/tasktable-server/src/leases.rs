@@ -1,24 +1,28 @@
 //! The pull protocol: workers in any language claim tasks over HTTP and then renew,
-//! checkpoint and end them under the lease's fencing token, exactly as in-process workers
-//! do through the store. A call under a token that no longer holds the task is refused
-//! with 409 `lease_lost` (or `task_cancelled`) and changes nothing.
+//! checkpoint and end them under the lease's fencing token and credential, exactly as
+//! in-process workers do through the store. A call whose token or credential does not
+//! hold the task is refused with 409 `lease_lost` (or `task_cancelled`, only for the
+//! claimer's own lease) and changes nothing: a wrong credential cannot be told from a
+//! stale one.
 
+use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Path};
 use crate::wire::{contains_nul, ClaimedTask};
 use crate::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
 use tasktable_core::task::{DEFAULT_QUEUE, MAX_DELAY};
-use tasktable_core::{Lease, TaskId};
+use tasktable_core::{Lease, LeaseCredential, TaskId};
 use tasktable_store::{
-    lost_lease_status, CheckpointParams, ClaimParams, FinishItem, FinishParams, LeaseStatus,
-    RenewParams, DEFAULT_MAX_PAYLOAD_BYTES,
+    lost_lease_status, CheckpointParams, ClaimParams, FinishItem, FinishParams, LeaseRow,
+    LeaseStatus, RenewParams, DEFAULT_MAX_PAYLOAD_BYTES,
 };
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -84,10 +88,18 @@ fn check_name(field: &str, value: &str) -> ApiResult<()> {
 
 pub async fn claim(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     Body(req): Body<ClaimRequest>,
 ) -> ApiResult<Response> {
     let queue = req.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_owned());
     check_name("queue", &queue)?;
+    if !caller.may_claim_from(&queue) {
+        return Err(ApiError::forbidden(format!(
+            "token {:?} may claim only from the queues {}",
+            caller.name,
+            caller.queues.unwrap_or_default().join(", ")
+        )));
+    }
     check_name("worker_id", &req.worker_id)?;
     if req.kinds.is_empty() {
         return Err(ApiError::invalid(
@@ -154,11 +166,12 @@ async fn wake_for(wakes: &mut broadcast::Receiver<tasktable_store::Wake>, queue:
     }
 }
 
-/// Every lease call names its token; the rest depends on the operation.
+/// Every lease call names its token and credential; the rest depends on the operation.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
     token: i64,
+    credential: String,
     #[serde(default)]
     lease_ms: Option<u64>,
     #[serde(default)]
@@ -247,9 +260,16 @@ pub async fn lease_op(
         )));
     };
     req.only(&op, allowed)?;
+    let credential: LeaseCredential = req.credential.parse().map_err(|_| {
+        ApiError::invalid(format!(
+            "credential must be the {} hex digits the claim returned",
+            LeaseCredential::HEX_LEN
+        ))
+    })?;
     let lease = Lease {
         task_id: id,
         token: req.token,
+        credential: Some(credential),
     };
     match op.as_str() {
         "renew" => {
@@ -351,7 +371,11 @@ async fn finish(state: &AppState, lease: Lease, plan: FinishPlan) -> ApiResult<R
         .await?;
     let task = state.store.task_get(lease.task_id).await?;
     if applied.first() != Some(&true) {
-        let row = task.map(|t| (t.state, t.lease_token));
+        let row = task.map(|t| LeaseRow {
+            state: t.state,
+            token: t.lease_token,
+            credential: t.lease_credential,
+        });
         return Err(status_error(lease.task_id, lost_lease_status(lease, row)));
     }
     let (state_now, run_at) = task

@@ -201,8 +201,12 @@ impl From<Attempt> for AttemptView {
 #[derive(Debug, Clone, Serialize)]
 pub struct ClaimedTask {
     pub id: TaskId,
-    /// The fencing token: send it with every renew, checkpoint, complete and fail.
+    /// The fencing token: grows on every claim of the task. Send it with every lease call,
+    /// and use it to fence side effects (an external write accepted only with a token at
+    /// least as new as the last one seen).
     pub token: i64,
+    /// The claim's secret: send it with every lease call. Nobody but this claimer is told.
+    pub credential: String,
     pub kind: String,
     pub queue: String,
     pub payload: Value,
@@ -220,6 +224,7 @@ impl From<Task> for ClaimedTask {
         ClaimedTask {
             id: t.id,
             token: t.lease_token,
+            credential: t.lease_credential.map(|c| c.to_hex()).unwrap_or_default(),
             kind: t.kind,
             queue: t.queue,
             payload: t.payload,

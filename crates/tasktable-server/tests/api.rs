@@ -190,11 +190,11 @@ async fn show_includes_the_attempt_history(s: Server) {
             json!({"kinds": ["k"], "worker_id": "w1", "worker_host": "box-1"}),
         )
         .await;
-    let token = claimed["tasks"][0]["token"].as_i64().unwrap();
+    let task = &claimed["tasks"][0];
     let (status, _) = s
         .post(
             &format!("/api/v1/leases/{id}/fail"),
-            json!({"token": token, "error": "smtp down"}),
+            json!({"token": task["token"], "credential": task["credential"], "error": "smtp down"}),
         )
         .await;
     assert_eq!(status, 200);
@@ -418,20 +418,23 @@ async fn stats_report_throughput_success_and_latency_per_kind(s: Server) {
         .await;
     let leases = claimed["tasks"].as_array().unwrap();
     assert_eq!(leases.len(), 2, "{claimed}");
-    let lease = |i: usize| (leases[i]["id"].as_i64().unwrap(), &leases[i]["token"]);
-    let (id, token) = lease(0);
+    let lease = |i: usize| {
+        let t = &leases[i];
+        (t["id"].as_i64().unwrap(), &t["token"], &t["credential"])
+    };
+    let (id, token, credential) = lease(0);
     let (status, body) = s
         .post(
             &format!("/api/v1/leases/{id}/complete"),
-            json!({"token": token, "result": {"sent": true}}),
+            json!({"token": token, "credential": credential, "result": {"sent": true}}),
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    let (id, token) = lease(1);
+    let (id, token, credential) = lease(1);
     let (status, body) = s
         .post(
             &format!("/api/v1/leases/{id}/fail"),
-            json!({"token": token, "error": "mailbox full"}),
+            json!({"token": token, "credential": credential, "error": "mailbox full"}),
         )
         .await;
     assert_eq!(status, 200, "{body}");

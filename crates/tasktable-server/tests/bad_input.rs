@@ -233,38 +233,60 @@ async fn bad_lease_calls_are_refused(s: Server) {
         let message = answer.1["error"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{body} -> {message:?}");
     }
-    assert_error(
-        &s.post("/api/v1/leases/1/renew", json!({})).await,
-        422,
-        "invalid_input",
-    );
-    assert_error(
-        &s.post("/api/v1/leases/1/renew", json!({"token": 1, "result": 2}))
-            .await,
-        422,
-        "invalid_input",
-    );
-    assert_error(
-        &s.post("/api/v1/leases/1/teleport", json!({"token": 1}))
-            .await,
-        404,
-        "not_found",
-    );
-    assert_error(
-        &s.post("/api/v1/leases/1/checkpoint", json!({"token": 1}))
-            .await,
-        422,
-        "invalid_input",
-    );
-    assert_error(
-        &s.post(
-            "/api/v1/leases/1/snooze",
-            json!({"token": 1, "delay_ms": u64::MAX}),
-        )
-        .await,
-        422,
-        "invalid_input",
-    );
+    // A well-formed credential, so each case fails for the reason it names.
+    let c = "0".repeat(32);
+    let lease_cases = [
+        ("renew", json!({}), 422, "missing field `token`"),
+        (
+            "renew",
+            json!({"token": 1}),
+            422,
+            "missing field `credential`",
+        ),
+        (
+            "renew",
+            json!({"token": 1, "credential": "xyz"}),
+            422,
+            "32 hex digits",
+        ),
+        (
+            "renew",
+            json!({"token": 1, "credential": c, "result": 2}),
+            422,
+            "renew does not take result",
+        ),
+        (
+            "teleport",
+            json!({"token": 1, "credential": c}),
+            404,
+            "unknown lease operation",
+        ),
+        (
+            "checkpoint",
+            json!({"token": 1, "credential": c}),
+            422,
+            "checkpoint needs",
+        ),
+        (
+            "snooze",
+            json!({"token": 1, "credential": c, "delay_ms": u64::MAX}),
+            422,
+            "delay_ms must be at most",
+        ),
+    ];
+    for (op, body, status, says) in lease_cases {
+        let answer = s
+            .post(&format!("/api/v1/leases/1/{op}"), body.clone())
+            .await;
+        let code = if status == 404 {
+            "not_found"
+        } else {
+            "invalid_input"
+        };
+        assert_error(&answer, status, code);
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{op} {body} -> {message:?}");
+    }
 }
 
 async fn oversized_bodies_are_refused(s: Server) {

@@ -23,7 +23,30 @@ async fn submit(s: &Server, body: Value) -> i64 {
     answer["id"].as_i64().unwrap()
 }
 
-async fn claim_one(s: &Server, kind: &str) -> (i64, i64, Value) {
+/// What a claim hands its worker: every lease call sends the token and credential back.
+#[derive(Debug, Clone)]
+struct Held {
+    token: i64,
+    credential: String,
+}
+
+impl Held {
+    fn of(task: &Value) -> Self {
+        Held {
+            token: task["token"].as_i64().unwrap(),
+            credential: task["credential"].as_str().unwrap().to_owned(),
+        }
+    }
+
+    /// `fields` with this lease's token and credential added.
+    fn with(&self, mut fields: Value) -> Value {
+        fields["token"] = json!(self.token);
+        fields["credential"] = json!(self.credential);
+        fields
+    }
+}
+
+async fn claim_one(s: &Server, kind: &str) -> (i64, Held, Value) {
     let (status, body) = s
         .post(
             "/api/v1/claim",
@@ -33,11 +56,7 @@ async fn claim_one(s: &Server, kind: &str) -> (i64, i64, Value) {
     assert_eq!(status, 200, "{body}");
     let task = body["tasks"][0].clone();
     assert!(task.is_object(), "a task was claimed: {body}");
-    (
-        task["id"].as_i64().unwrap(),
-        task["token"].as_i64().unwrap(),
-        task,
-    )
+    (task["id"].as_i64().unwrap(), Held::of(&task), task)
 }
 
 async fn task(s: &Server, id: i64) -> Value {
@@ -50,7 +69,7 @@ async fn claim_renew_checkpoint_complete(s: Server) {
         json!({"kind": "resize", "payload": {"w": 10}, "timeout_ms": 60_000}),
     )
     .await;
-    let (claimed_id, token, claimed) = claim_one(&s, "resize").await;
+    let (claimed_id, lease, claimed) = claim_one(&s, "resize").await;
     assert_eq!(claimed_id, id);
     assert_eq!(claimed["payload"], json!({"w": 10}));
     assert_eq!(claimed["attempt"], 1);
@@ -63,7 +82,7 @@ async fn claim_renew_checkpoint_complete(s: Server) {
     let (status, body) = s
         .post(
             &format!("/api/v1/leases/{id}/renew"),
-            json!({"token": token, "lease_ms": 120_000}),
+            lease.with(json!({"lease_ms": 120_000})),
         )
         .await;
     assert_eq!(status, 200, "{body}");
@@ -80,7 +99,7 @@ async fn claim_renew_checkpoint_complete(s: Server) {
     let (status, _) = s
         .post(
             &format!("/api/v1/leases/{id}/checkpoint"),
-            json!({"token": token, "checkpoint": {"row": 5}, "progress": {"done": 50}}),
+            lease.with(json!({"checkpoint": {"row": 5}, "progress": {"done": 50}})),
         )
         .await;
     assert_eq!(status, 200);
@@ -91,7 +110,7 @@ async fn claim_renew_checkpoint_complete(s: Server) {
     let (status, body) = s
         .post(
             &format!("/api/v1/leases/{id}/complete"),
-            json!({"token": token, "result": {"url": "/img/1"}}),
+            lease.with(json!({"result": {"url": "/img/1"}})),
         )
         .await;
     assert_eq!(
@@ -106,7 +125,7 @@ async fn claim_renew_checkpoint_complete(s: Server) {
     assert_error(
         &s.post(
             &format!("/api/v1/leases/{id}/complete"),
-            json!({"token": token}),
+            lease.with(json!({})),
         )
         .await,
         409,
@@ -157,19 +176,27 @@ async fn long_poll_claim_wakes_on_submit_and_times_out_empty(s: Server) {
 
 async fn stale_and_cancelled_leases_are_refused_and_change_nothing(s: Server) {
     let id = submit(&s, json!({"kind": "k", "payload": 1})).await;
-    let (_, token, _) = claim_one(&s, "k").await;
-    let stale = token - 1;
-    for (op, body) in [
-        ("renew", json!({"token": stale})),
-        ("checkpoint", json!({"token": stale, "checkpoint": 1})),
-        ("complete", json!({"token": stale, "result": "forged"})),
-        (
-            "fail",
-            json!({"token": stale, "error": "x", "retryable": false}),
-        ),
-    ] {
-        let answer = s.post(&format!("/api/v1/leases/{id}/{op}"), body).await;
-        assert_error(&answer, 409, "lease_lost");
+    let (_, lease, _) = claim_one(&s, "k").await;
+    let stale = Held {
+        token: lease.token - 1,
+        ..lease.clone()
+    };
+    let guessed = Held {
+        credential: "0".repeat(32),
+        ..lease.clone()
+    };
+    for wrong in [&stale, &guessed] {
+        for (op, body) in [
+            ("renew", json!({})),
+            ("checkpoint", json!({"checkpoint": 1})),
+            ("complete", json!({"result": "forged"})),
+            ("fail", json!({"error": "x", "retryable": false})),
+        ] {
+            let answer = s
+                .post(&format!("/api/v1/leases/{id}/{op}"), wrong.with(body))
+                .await;
+            assert_error(&answer, 409, "lease_lost");
+        }
     }
     let shown = task(&s, id).await;
     assert_eq!(shown["task"]["state"], "running");
@@ -178,17 +205,22 @@ async fn stale_and_cancelled_leases_are_refused_and_change_nothing(s: Server) {
 
     s.post(&format!("/api/v1/tasks/{id}/cancel"), json!({}))
         .await;
+    // Only the claimer learns that the task was cancelled.
     let answer = s
         .post(
             &format!("/api/v1/leases/{id}/renew"),
-            json!({"token": token}),
+            guessed.with(json!({})),
         )
+        .await;
+    assert_error(&answer, 409, "lease_lost");
+    let answer = s
+        .post(&format!("/api/v1/leases/{id}/renew"), lease.with(json!({})))
         .await;
     assert_error(&answer, 409, "task_cancelled");
     let answer = s
         .post(
             &format!("/api/v1/leases/{id}/complete"),
-            json!({"token": token, "result": 1}),
+            lease.with(json!({"result": 1})),
         )
         .await;
     assert_error(&answer, 409, "task_cancelled");
@@ -206,30 +238,30 @@ async fn failures_retry_with_the_attempt_counted_or_fail_for_good(s: Server) {
         json!({"kind": "k", "payload": 1, "max_attempts": 2, "backoff": fast}),
     )
     .await;
-    let (_, token, _) = claim_one(&s, "k").await;
+    let (_, lease, _) = claim_one(&s, "k").await;
     let (_, body) = s
         .post(
             &format!("/api/v1/leases/{id}/fail"),
-            json!({"token": token, "error": "flaky"}),
+            lease.with(json!({"error": "flaky"})),
         )
         .await;
     assert_eq!(body["state"], "pending");
-    let (_, token, claimed) = claim_one(&s, "k").await;
+    let (_, lease, claimed) = claim_one(&s, "k").await;
     assert_eq!(claimed["attempt"], 2);
     let (_, body) = s
         .post(
             &format!("/api/v1/leases/{id}/fail"),
-            json!({"token": token, "error": "flaky again"}),
+            lease.with(json!({"error": "flaky again"})),
         )
         .await;
     assert_eq!(body["state"], "failed", "no attempts left");
 
     let id = submit(&s, json!({"kind": "k", "payload": 2, "max_attempts": 9})).await;
-    let (_, token, _) = claim_one(&s, "k").await;
+    let (_, lease, _) = claim_one(&s, "k").await;
     let (_, body) = s
         .post(
             &format!("/api/v1/leases/{id}/fail"),
-            json!({"token": token, "error": "bad input", "retryable": false}),
+            lease.with(json!({"error": "bad input", "retryable": false})),
         )
         .await;
     assert_eq!(
@@ -240,11 +272,11 @@ async fn failures_retry_with_the_attempt_counted_or_fail_for_good(s: Server) {
     assert_eq!(shown["attempts"][0]["outcome"], "failed");
 
     let id = submit(&s, json!({"kind": "k", "payload": 3})).await;
-    let (_, token, _) = claim_one(&s, "k").await;
+    let (_, lease, _) = claim_one(&s, "k").await;
     let (_, body) = s
         .post(
             &format!("/api/v1/leases/{id}/fail"),
-            json!({"token": token, "error": "rate limited", "retry_after_ms": 3_600_000}),
+            lease.with(json!({"error": "rate limited", "retry_after_ms": 3_600_000})),
         )
         .await;
     assert_eq!(body["state"], "pending");
@@ -256,11 +288,8 @@ async fn failures_retry_with_the_attempt_counted_or_fail_for_good(s: Server) {
         "retry_after is honoured: {wait}"
     );
     assert_error(
-        &s.post(
-            &format!("/api/v1/leases/{id}/fail"),
-            json!({"token": token}),
-        )
-        .await,
+        &s.post(&format!("/api/v1/leases/{id}/fail"), lease.with(json!({})))
+            .await,
         422,
         "invalid_input",
     );
@@ -268,25 +297,25 @@ async fn failures_retry_with_the_attempt_counted_or_fail_for_good(s: Server) {
 
 async fn snooze_and_release_give_the_attempt_back(s: Server) {
     let id = submit(&s, json!({"kind": "k", "payload": 1})).await;
-    let (_, token, _) = claim_one(&s, "k").await;
+    let (_, lease, _) = claim_one(&s, "k").await;
     let (_, body) = s
         .post(
             &format!("/api/v1/leases/{id}/snooze"),
-            json!({"token": token, "delay_ms": 0}),
+            lease.with(json!({"delay_ms": 0})),
         )
         .await;
     assert_eq!(body["state"], "pending");
     assert_eq!(task(&s, id).await["task"]["attempt"], 0);
-    let (_, token, _) = claim_one(&s, "k").await;
+    let (_, lease, _) = claim_one(&s, "k").await;
     s.post(
         &format!("/api/v1/leases/{id}/checkpoint"),
-        json!({"token": token, "checkpoint": "half"}),
+        lease.with(json!({"checkpoint": "half"})),
     )
     .await;
     let (_, body) = s
         .post(
             &format!("/api/v1/leases/{id}/release"),
-            json!({"token": token}),
+            lease.with(json!({})),
         )
         .await;
     assert_eq!(body["state"], "pending");
@@ -302,7 +331,7 @@ async fn snooze_and_release_give_the_attempt_back(s: Server) {
     assert_error(
         &s.post(
             &format!("/api/v1/leases/{id}/release"),
-            json!({"token": token, "result": 1}),
+            lease.with(json!({"result": 1})),
         )
         .await,
         422,
@@ -320,7 +349,7 @@ async fn an_abandoned_lease_is_rescued_and_its_old_token_refused(s: Server) {
         )
         .await;
     assert_eq!(status, 200);
-    let token = body["tasks"][0]["token"].as_i64().unwrap();
+    let lease = Held::of(&body["tasks"][0]);
     // The worker vanishes. Rescue as a server would, at a database time past the lease.
     let later = s.store.db_now().await.unwrap() + chrono::Duration::seconds(2);
     let rescued = Rescuer::new(s.store.clone(), RescuerConfig::default())
@@ -334,7 +363,7 @@ async fn an_abandoned_lease_is_rescued_and_its_old_token_refused(s: Server) {
     assert_error(
         &s.post(
             &format!("/api/v1/leases/{id}/complete"),
-            json!({"token": token, "result": 1}),
+            lease.with(json!({"result": 1})),
         )
         .await,
         409,

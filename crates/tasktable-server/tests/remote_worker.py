@@ -41,7 +41,7 @@ def expect(condition, what, answer):
 
 
 def lease(task, op, **fields):
-    return call("POST", f"/api/v1/leases/{task['id']}/{op}", {"token": task["token"], **fields})
+    return call("POST", f"/api/v1/leases/{task['id']}/{op}", {"token": task["token"], "credential": task["credential"], **fields})
 
 
 def work_until_idle():

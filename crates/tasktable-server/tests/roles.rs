@@ -76,7 +76,7 @@ fn matrix(id: i64) -> Vec<Row> {
             "POST",
             "/api/v1/leases/{id}/{op}",
             format!("/api/v1/leases/{id}/renew"),
-            Some(json!({"token": 0})),
+            Some(json!({"token": 0, "credential": "0".repeat(32)})),
             work,
         ),
         (

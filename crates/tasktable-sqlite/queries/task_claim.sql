@@ -1,6 +1,7 @@
 -- Takes the chosen due tasks. Run inside BEGIN IMMEDIATE, so no other writer can claim
 -- them between the SELECT that chose them and this UPDATE (SQLite has one writer).
--- ?1 ids (JSON array), ?2 now, ?3 lease expiry, ?4 worker id, ?5 worker host
+-- ?1 ids (JSON array), ?2 now, ?3 lease expiry, ?4 worker id, ?5 worker host, ?6 a fresh
+-- credential for each id (a JSON object keyed by id)
 UPDATE tasktable_tasks SET
     state = 'running',
     attempt = attempt + 1,
@@ -12,6 +13,7 @@ UPDATE tasktable_tasks SET
         ELSE min(?3, strftime('%Y-%m-%dT%H:%M:%fZ', ?2, '+' || (timeout_ms / 1000.0) || ' seconds')) END,
     worker_id = ?4,
     worker_host = ?5,
+    lease_credential = json_extract(?6, '$."' || id || '"'),
     started_at = ?2,
     finished_at = NULL,
     updated_at = ?2

@@ -1,6 +1,7 @@
 -- Ends one attempt (attempt_insert.sql has recorded it). ?1 new state (NULL: pending, or failed when no attempts are left),
 -- ?2 run_at if it goes back to pending, ?3 1 to give the attempt back, ?4 result,
--- ?5 error, ?6 now, ?7 id, ?8 token, ?9 1 to apply only if the lease or deadline passed.
+-- ?5 error, ?6 now, ?7 id, ?8 token, ?9 1 to apply only if the lease or deadline passed,
+-- ?10 credential (`IS`: NULL matches NULL).
 UPDATE tasktable_tasks SET
     state = coalesce(?1, CASE WHEN attempt >= max_attempts THEN 'failed' ELSE 'pending' END),
     run_at = CASE WHEN coalesce(?1, CASE WHEN attempt >= max_attempts THEN 'failed' ELSE 'pending' END) = 'pending'
@@ -13,4 +14,5 @@ UPDATE tasktable_tasks SET
     lease_expires_at = NULL,
     deadline_at = NULL,
     updated_at = ?6
-WHERE id = ?7 AND lease_token = ?8 AND state = 'running' AND (?9 = 0 OR lease_expires_at <= ?6)
+WHERE id = ?7 AND lease_token = ?8 AND state = 'running' AND lease_credential IS ?10
+  AND (?9 = 0 OR lease_expires_at <= ?6)

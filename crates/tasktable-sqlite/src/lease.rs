@@ -1,5 +1,6 @@
 //! The worker's side of a task: claim, renew, checkpoint, finish, and the rescuer's scan.
-//! Every write after the claim is fenced by `(id, lease_token, state = 'running')`.
+//! Every write after the claim is fenced by `(id, lease_token, lease_credential, state =
+//! 'running')`.
 
 use crate::row::{task_from_row, TASK_COLUMNS};
 use crate::time::{plus, to_text};
@@ -42,12 +43,18 @@ async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<
     }
     let ids_json =
         serde_json::to_string(&ids).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+    let credentials: serde_json::Map<String, serde_json::Value> = ids
+        .iter()
+        .zip(new_lease_credentials(ids.len()))
+        .map(|(id, c)| (id.to_string(), c.to_hex().into()))
+        .collect();
     let rows = sqlx::query(CLAIM)
         .bind(ids_json)
         .bind(&now_text)
         .bind(to_text(plus(now, p.lease_for)))
         .bind(&p.worker_id)
         .bind(&p.worker_host)
+        .bind(serde_json::Value::Object(credentials).to_string())
         .fetch_all(&mut *tx)
         .await
         .map_err(db)?;
@@ -60,16 +67,24 @@ async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<
 }
 
 async fn lost_status(conn: &mut SqliteConnection, lease: Lease) -> StoreResult<LeaseStatus> {
-    let row = sqlx::query("SELECT state, lease_token FROM tasktable_tasks WHERE id = ?")
-        .bind(lease.task_id)
-        .fetch_optional(conn)
-        .await
-        .map_err(db)?;
+    let row = sqlx::query(
+        "SELECT state, lease_token, lease_credential FROM tasktable_tasks WHERE id = ?",
+    )
+    .bind(lease.task_id)
+    .fetch_optional(conn)
+    .await
+    .map_err(db)?;
     let row = match row {
         Some(r) => {
             let state: String = r.try_get(0).map_err(db)?;
-            let token: i64 = r.try_get(1).map_err(db)?;
-            state.parse::<TaskState>().ok().map(|s| (s, token))
+            match state.parse::<TaskState>() {
+                Ok(state) => Some(LeaseRow {
+                    state,
+                    token: r.try_get(1).map_err(db)?,
+                    credential: credential_from_db(r.try_get(2).map_err(db)?)?,
+                }),
+                Err(_) => None,
+            }
         }
         None => None,
     };
@@ -94,6 +109,7 @@ async fn renew_in(tx: &mut SqliteConnection, p: RenewParams) -> StoreResult<Vec<
             .bind(&until)
             .bind(lease.task_id)
             .bind(lease.token)
+            .bind(lease.credential.map(|c| c.to_hex()))
             .fetch_optional(&mut *tx)
             .await
             .map_err(db)?;
@@ -129,6 +145,7 @@ async fn checkpoint_in(tx: &mut SqliteConnection, p: CheckpointParams) -> StoreR
         .bind(p.progress.as_ref().map(|v| v.to_string()))
         .bind(p.lease.task_id)
         .bind(p.lease.token)
+        .bind(p.lease.credential.map(|c| c.to_hex()))
         .execute(&mut *tx)
         .await
         .map_err(db)?;
@@ -188,6 +205,7 @@ async fn finish_in(
             .bind(r.task_id)
             .bind(r.token)
             .bind(p.only_if_expired)
+            .bind(&r.credential)
             .execute(&mut *tx)
             .await
             .map_err(db)?;
@@ -207,6 +225,7 @@ async fn finish_in(
             .bind(r.task_id)
             .bind(r.token)
             .bind(p.only_if_expired)
+            .bind(&r.credential)
             .execute(&mut *tx)
             .await
             .map_err(db)?;

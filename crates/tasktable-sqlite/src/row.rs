@@ -6,13 +6,13 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 use std::time::Duration;
 use tasktable_core::{Attempt, Backoff, Task};
-use tasktable_store::{StoreError, StoreResult};
+use tasktable_store::{credential_from_db, StoreError, StoreResult};
 
 /// Every column of `tasktable_tasks`, in the order `task_from_row` reads them by name.
 pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpoint, progress, \
     task_key, idempotency_key, priority, run_at, attempt, max_attempts, backoff_initial_ms, \
     backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
-    lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
+    lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
     started_at, finished_at";
 
 fn db(e: sqlx::Error) -> StoreError {
@@ -59,6 +59,7 @@ pub fn task_from_row(row: &SqliteRow) -> StoreResult<Task> {
             .map_err(db)?
             .map(millis),
         lease_token: row.try_get("lease_token").map_err(db)?,
+        lease_credential: credential_from_db(row.try_get("lease_credential").map_err(db)?)?,
         lease_expires_at: opt_from_text(row.try_get("lease_expires_at").map_err(db)?)?,
         deadline_at: opt_from_text(row.try_get("deadline_at").map_err(db)?)?,
         worker_id: row.try_get("worker_id").map_err(db)?,

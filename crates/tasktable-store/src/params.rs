@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
-use tasktable_core::{Lease, NewTask, Task, TaskId, TaskState};
+use tasktable_core::{Lease, LeaseCredential, NewTask, Task, TaskId, TaskState};
 
 #[derive(Debug, Clone, Default)]
 pub struct SubmitParams {
@@ -265,6 +265,8 @@ pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1 << 20;
 pub struct FinishRow {
     pub task_id: TaskId,
     pub token: i64,
+    /// Matched null-safely: `None` only matches a task claimed before credentials existed.
+    pub credential: Option<String>,
     /// The state to move to; `None` for a retry, where the store picks `pending`, or
     /// `failed` when the row's `attempt` has reached its `max_attempts`.
     pub new_state: Option<TaskState>,
@@ -296,6 +298,7 @@ impl FinishItem {
         FinishRow {
             task_id: self.lease.task_id,
             token: self.lease.token,
+            credential: self.lease.credential.map(|c| c.to_hex()),
             new_state,
             delay,
             refund_attempt,
@@ -306,13 +309,43 @@ impl FinishItem {
     }
 }
 
+/// The row a fenced write did not match, as [`lost_lease_status`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseRow {
+    pub state: TaskState,
+    pub token: i64,
+    pub credential: Option<LeaseCredential>,
+}
+
 /// The status of a lease that a fenced write did not match: `Cancelled` when an operator
-/// cancelled the task under this very token, `Lost` otherwise.
-pub fn lost_lease_status(lease: Lease, row: Option<(TaskState, i64)>) -> LeaseStatus {
+/// cancelled the task under this very lease (token and credential), `Lost` otherwise, so a
+/// caller who guesses a credential learns nothing from the answer.
+pub fn lost_lease_status(lease: Lease, row: Option<LeaseRow>) -> LeaseStatus {
     match row {
-        Some((TaskState::Cancelled, token)) if token == lease.token => LeaseStatus::Cancelled,
+        Some(LeaseRow {
+            state: TaskState::Cancelled,
+            token,
+            credential,
+        }) if token == lease.token && credential == lease.credential => LeaseStatus::Cancelled,
         _ => LeaseStatus::Lost,
     }
+}
+
+/// A credential column as stored (32 hex digits, or NULL).
+pub fn credential_from_db(text: Option<&str>) -> crate::StoreResult<Option<LeaseCredential>> {
+    text.map(|t| {
+        t.parse()
+            .map_err(|e| crate::StoreError::Database(Box::new(e)))
+    })
+    .transpose()
+}
+
+/// Fresh credentials for `n` claims, from the thread's cryptographically secure generator
+/// (ChaCha, reseeded from the operating system).
+pub fn new_lease_credentials(n: usize) -> Vec<LeaseCredential> {
+    (0..n)
+        .map(|_| LeaseCredential::from_bytes(rand::random()))
+        .collect()
 }
 
 /// The rows an operator's change applies to, chosen from the rows its target matched.

@@ -26,6 +26,9 @@ pub struct NewToken {
     /// A name for the token, shown in the server's log and errors; default ROLE-<8 hex>.
     #[arg(long)]
     name: Option<String>,
+    /// Limit a worker token to this queue (repeat for more): it can claim from no other.
+    #[arg(long = "queue", value_name = "QUEUE")]
+    queues: Vec<String>,
 }
 
 pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
@@ -34,6 +37,13 @@ pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
         .role
         .parse()
         .map_err(|e: tasktable_server::TokenConfigError| CliError::usage(e.0))?;
+    if !args.queues.is_empty() {
+        if role != Role::Worker {
+            return Err(CliError::usage("--queue limits only worker tokens"));
+        }
+        tasktable_server::auth::parse_queue_list(&args.queues.join(","), ',')
+            .map_err(|e| CliError::usage(e.0))?;
+    }
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.try_fill_bytes(&mut bytes).map_err(|e| {
         CliError::failure(format!("the operating system gave no random bytes: {e}"))
@@ -47,15 +57,23 @@ pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
         Some(name) => name.clone(),
         None => format!("{role}-{}", &digest["sha256:".len()..][..8]),
     };
-    let line = format!("{role} {name} {digest}");
+    let (line, env_role) = if args.queues.is_empty() {
+        (format!("{role} {name} {digest}"), role.to_string())
+    } else {
+        (
+            format!("{role} {name} {digest} queues={}", args.queues.join(",")),
+            format!("{role}@{}", args.queues.join("+")),
+        )
+    };
     if json {
-        return output::json(
-            &json!({"role": role, "name": name, "token": token, "tokens_file_line": line}),
-        );
+        return output::json(&json!({
+            "role": role, "name": name, "token": token, "tokens_file_line": line,
+            "queues": (!args.queues.is_empty()).then_some(&args.queues),
+        }));
     }
     output::emit(&format!(
         "token (give it to clients as --token or TASKTABLE_TOKEN; it is not shown again):\n  {token}\n\
          tokens-file line (add it to the file given to `tasktable serve --tokens-file`):\n  {line}\n\
-         or give the token to the server itself as TASKTABLE_TOKENS={role}:<token>\n"
+         or give the token to the server itself as TASKTABLE_TOKENS={env_role}:<token>\n"
     ))
 }
