@@ -14,6 +14,10 @@ pub use crate::lease_cases::{
     every_claim_gets_a_credential_of_its_own, writes_with_a_wrong_credential_change_nothing,
 };
 pub use crate::stats_cases::stats_count_throughput_and_latency_per_queue_and_kind;
+pub use crate::write_cases::{
+    payloads_with_nul_and_oversized_results_are_refused,
+    worker_output_with_nul_is_stored_alike_everywhere,
+};
 
 /// Every case pins its clock here so results do not depend on when it runs.
 pub fn t0() -> DateTime<Utc> {

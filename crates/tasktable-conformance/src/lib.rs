@@ -11,8 +11,10 @@ pub mod batch_cases;
 pub mod cases;
 pub mod freeze;
 pub mod lease_cases;
+pub mod refusal_cases;
 pub mod runtime_cases;
 pub mod stats_cases;
+pub mod write_cases;
 
 use std::sync::Arc;
 use tasktable_core::NewTask;
@@ -61,6 +63,8 @@ macro_rules! conformance_suite {
             stale_token_writes_change_nothing,
             every_claim_gets_a_credential_of_its_own,
             writes_with_a_wrong_credential_change_nothing,
+            worker_output_with_nul_is_stored_alike_everywhere,
+            payloads_with_nul_and_oversized_results_are_refused,
             rescue_takes_back_expired_leases_and_counts_the_attempt,
             rescue_leaves_a_renewed_lease_alone,
             timeout_caps_the_lease_at_the_deadline,
@@ -86,6 +90,7 @@ macro_rules! conformance_suite {
             paused_queue_stops_workers_and_resume_restarts_them,
             idle_worker_wakes_on_submit_without_waiting_for_a_poll,
             claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most,
+            one_refused_result_never_sends_other_tasks_back,
         );
     };
     (@cases $backend:ty; $($name:ident),* $(,)?) => {

@@ -16,9 +16,11 @@ use tasktable_store::*;
 use tokio::sync::{broadcast, mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
-const PATIENCE: Duration = Duration::from_secs(90);
+pub use crate::refusal_cases::one_refused_result_never_sends_other_tasks_back;
 
-fn instant_retry() -> Backoff {
+pub(crate) const PATIENCE: Duration = Duration::from_secs(90);
+
+pub(crate) fn instant_retry() -> Backoff {
     Backoff {
         initial: Duration::ZERO,
         multiplier: 1.0,
@@ -27,13 +29,13 @@ fn instant_retry() -> Backoff {
     }
 }
 
-struct Running {
+pub(crate) struct Running {
     stop: CancellationToken,
     join: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
-    async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         self.stop.cancel();
         tokio::time::timeout(PATIENCE, self.join)
             .await
@@ -42,19 +44,19 @@ impl Running {
     }
 }
 
-fn start(worker: Worker) -> Running {
+pub(crate) fn start(worker: Worker) -> Running {
     let stop = CancellationToken::new();
     let join = tokio::spawn(worker.run(stop.clone().cancelled_owned()));
     Running { stop, join }
 }
 
-fn fast(store: Arc<dyn Store>) -> WorkerBuilder {
+pub(crate) fn fast(store: Arc<dyn Store>) -> WorkerBuilder {
     Worker::builder(store)
         .poll_interval(Duration::from_millis(50))
         .rescue_interval(None)
 }
 
-async fn wait_event(
+pub(crate) async fn wait_event(
     rx: &mut broadcast::Receiver<WorkerEvent>,
     what: &str,
     pred: impl Fn(&WorkerEvent) -> bool,
@@ -72,11 +74,11 @@ async fn wait_event(
     .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
 
-fn finished(id: i64) -> impl Fn(&WorkerEvent) -> bool {
+pub(crate) fn finished(id: i64) -> impl Fn(&WorkerEvent) -> bool {
     move |e| matches!(e, WorkerEvent::Finished { task_id, .. } if *task_id == id)
 }
 
-async fn submit(store: &dyn Store, task: NewTask) -> i64 {
+pub(crate) async fn submit(store: &dyn Store, task: NewTask) -> i64 {
     store
         .task_submit(SubmitParams {
             tasks: vec![task],
@@ -87,11 +89,11 @@ async fn submit(store: &dyn Store, task: NewTask) -> i64 {
         .id
 }
 
-async fn get(store: &dyn Store, id: i64) -> tasktable_core::Task {
+pub(crate) async fn get(store: &dyn Store, id: i64) -> tasktable_core::Task {
     store.task_get(id).await.unwrap().expect("task")
 }
 
-async fn outcomes(store: &dyn Store, id: i64) -> Vec<AttemptOutcome> {
+pub(crate) async fn outcomes(store: &dyn Store, id: i64) -> Vec<AttemptOutcome> {
     store
         .attempt_list(id)
         .await

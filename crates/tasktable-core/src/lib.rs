@@ -2,7 +2,8 @@
 //!
 //! Owns: what a task is ([`Task`], [`NewTask`]), its states and the one table of legal
 //! transitions ([`state`]), what a handler may answer and what that means for the task
-//! ([`outcome`]), and the retry/backoff maths ([`Backoff`]).
+//! ([`outcome`]), the retry/backoff maths ([`Backoff`]), and what becomes of text a worker
+//! writes on its way into a row ([`stored`]).
 //!
 //! Must not know: SQL, any database, tokio, or the time of day. Every function here is
 //! pure: the current time and any randomness are passed in as arguments, so the rules can
@@ -11,6 +12,7 @@
 pub mod backoff;
 pub mod outcome;
 pub mod state;
+pub mod stored;
 pub mod task;
 
 pub use backoff::Backoff;

@@ -134,6 +134,9 @@ impl NewTask {
             }
         }
         self.backoff.validate()?;
+        if crate::stored::contains_nul(&self.payload) {
+            return Err(InvalidTask::Nul("payload"));
+        }
         Ok(())
     }
 }
@@ -173,6 +176,8 @@ pub enum InvalidTask {
     Timeout(Duration),
     #[error(transparent)]
     Backoff(#[from] InvalidBackoff),
+    #[error("{0} contains a NUL character (\\u0000), which PostgreSQL cannot store; tasktable refuses it on every backend")]
+    Nul(&'static str),
 }
 
 /// A stored task: one row of `tasktable_tasks`.
@@ -360,6 +365,10 @@ mod tests {
             (
                 t().timeout(Duration::ZERO),
                 "timeout must be greater than zero",
+            ),
+            (
+                NewTask::new("k", json!({"a": ["x\u{0}"]})),
+                "payload contains a NUL character",
             ),
         ];
         for (task, want) in cases {

@@ -279,16 +279,7 @@ impl Store for MySqlStore {
     }
 
     async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
-        for value in [&params.checkpoint, &params.progress].into_iter().flatten() {
-            let size = value.to_string().len();
-            if size > self.max_payload_bytes {
-                return Err(StoreError::PayloadTooLarge {
-                    index: 0,
-                    size,
-                    limit: self.max_payload_bytes,
-                });
-            }
-        }
+        let params = prepare_checkpoint(params, self.max_payload_bytes)?;
         let p = &params;
         self.retrying("checkpoint", || async move {
             let mut conn = self.pool.acquire().await.map_err(db)?;
@@ -301,6 +292,7 @@ impl Store for MySqlStore {
         if params.items.is_empty() {
             return Ok(Vec::new());
         }
+        check_finish(&params.items, self.max_payload_bytes)?;
         let rows = lease::finish_rows(&params, self.max_value_bytes)?;
         let (rows, p) = (&rows, &params);
         let (applied, due_queues) = self

@@ -126,21 +126,8 @@ pub async fn renew(pool: &PgPool, p: RenewParams) -> StoreResult<Vec<LeaseStatus
         .collect())
 }
 
-pub async fn checkpoint(
-    pool: &PgPool,
-    p: CheckpointParams,
-    max_payload_bytes: usize,
-) -> StoreResult<LeaseStatus> {
-    for value in [&p.checkpoint, &p.progress].into_iter().flatten() {
-        let size = value.to_string().len();
-        if size > max_payload_bytes {
-            return Err(StoreError::PayloadTooLarge {
-                index: 0,
-                size,
-                limit: max_payload_bytes,
-            });
-        }
-    }
+/// Saves `p`, which [`prepare_checkpoint`] has checked.
+pub async fn checkpoint(pool: &PgPool, p: CheckpointParams) -> StoreResult<LeaseStatus> {
     let done = sqlx::query(CHECKPOINT)
         .bind(&p.checkpoint)
         .bind(&p.progress)

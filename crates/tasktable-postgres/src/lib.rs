@@ -175,10 +175,12 @@ impl Store for PgStore {
     }
 
     async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
-        lease::checkpoint(&self.pool, params, self.max_payload_bytes).await
+        let params = prepare_checkpoint(params, self.max_payload_bytes)?;
+        lease::checkpoint(&self.pool, params).await
     }
 
     async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
+        check_finish(&params.items, self.max_payload_bytes)?;
         let (applied, due_queues) = lease::finish(&self.pool, params).await?;
         self.wake_local(due_queues.iter().map(String::as_str));
         Ok(applied)

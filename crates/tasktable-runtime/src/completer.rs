@@ -1,19 +1,32 @@
 //! Batches the ends of attempts into as few store calls as the load allows: whatever
 //! finished while the previous batch was being written goes in the next one, so a lone
 //! completion is written at once and a busy worker writes many per transaction.
+//!
+//! A batch the store refuses is written again item by item, so one item the database
+//! will not take (say, a result over the size limit) never sends unrelated tasks back to
+//! run again. An item refused on its own ends its attempt as a retryable error that says
+//! why, so the task is neither lost nor stuck; when every item fails alone too, the
+//! database itself is failing, and the batch is retried with backoff as before.
 
 use crate::metrics::{self, Call};
 use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::outcome::FinishPlan;
-use tasktable_core::Lease;
-use tasktable_store::{FinishItem, FinishParams, Store};
+use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
+use tasktable_core::{AttemptOutcome, Backoff, Task};
+use tasktable_store::{FinishItem, FinishParams, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 pub(crate) struct Completion {
     item: FinishItem,
-    applied: oneshot::Sender<bool>,
+    /// What a retry of this attempt needs: its number and the task's backoff.
+    attempt: u32,
+    backoff: Backoff,
+    recorded: oneshot::Sender<Recorded>,
 }
+
+/// How an attempt's end was recorded: `None` when the lease was lost first, otherwise the
+/// outcome written (an error when the store refused the original one).
+pub(crate) type Recorded = Option<AttemptOutcome>;
 
 #[derive(Clone, Debug)]
 pub(crate) struct CompleterHandle {
@@ -21,14 +34,22 @@ pub(crate) struct CompleterHandle {
 }
 
 impl CompleterHandle {
-    /// Ends an attempt; `true` when the store applied it (the lease was still held).
-    pub async fn finish(&self, lease: Lease, plan: FinishPlan) -> bool {
-        let (applied, rx) = oneshot::channel();
-        let item = FinishItem { lease, plan };
-        if self.tx.send(Completion { item, applied }).await.is_err() {
-            return false;
+    /// Ends `task`'s attempt and says how it was recorded.
+    pub async fn finish(&self, task: &Task, plan: FinishPlan) -> Recorded {
+        let (recorded, rx) = oneshot::channel();
+        let completion = Completion {
+            item: FinishItem {
+                lease: task.lease(),
+                plan,
+            },
+            attempt: task.attempt,
+            backoff: task.backoff,
+            recorded,
+        };
+        if self.tx.send(completion).await.is_err() {
+            return None;
         }
-        rx.await.unwrap_or(false)
+        rx.await.unwrap_or(None)
     }
 }
 
@@ -56,12 +77,126 @@ async fn run(
                 Err(_) => break,
             }
         }
-        let items: Vec<FinishItem> = batch.iter().map(|c| c.item.clone()).collect();
-        let applied = write(&*store, items, give_up_after).await;
-        for (c, ok) in batch.into_iter().zip(applied) {
-            let _ = c.applied.send(ok);
+        let recorded = write_batch(&*store, &batch, give_up_after).await;
+        for (c, r) in batch.into_iter().zip(recorded) {
+            let _ = c.recorded.send(r);
         }
     }
+}
+
+/// Writes a batch in one call; if the store refuses it, writes each item alone.
+async fn write_batch(
+    store: &dyn Store,
+    batch: &[Completion],
+    give_up_after: Duration,
+) -> Vec<Recorded> {
+    let items: Vec<FinishItem> = batch.iter().map(|c| c.item.clone()).collect();
+    let as_planned = |applied: Vec<bool>| -> Vec<Recorded> {
+        applied
+            .into_iter()
+            .zip(batch)
+            .map(|(ok, c)| ok.then_some(c.item.plan.outcome))
+            .collect()
+    };
+    if batch.len() == 1 {
+        return vec![write_alone(store, &batch[0], give_up_after).await];
+    }
+    match finish_once(store, items.clone()).await {
+        Ok(applied) => return as_planned(applied),
+        Err(e) => {
+            tracing::warn!(error = %e, tasks = items.len(), "the store refused a batch of finished tasks; writing them one by one");
+        }
+    }
+    let mut recorded = Vec::with_capacity(batch.len());
+    let mut refused = Vec::new();
+    for (i, c) in batch.iter().enumerate() {
+        match finish_once(store, vec![c.item.clone()]).await {
+            Ok(flags) => recorded.push(
+                flags
+                    .first()
+                    .copied()
+                    .unwrap_or(false)
+                    .then_some(c.item.plan.outcome),
+            ),
+            Err(e) => {
+                recorded.push(None);
+                refused.push((i, e));
+            }
+        }
+    }
+    if refused.len() == batch.len() {
+        // Nothing went in alone either: the database is failing, not the items.
+        return as_planned(write(store, items, give_up_after).await);
+    }
+    for (i, e) in refused {
+        recorded[i] = write_refusal(store, &batch[i], &e, give_up_after).await;
+    }
+    recorded
+}
+
+/// One item: a refusal that is the item's own (too large, invalid) ends the attempt as
+/// an error saying so; anything else is retried with backoff.
+async fn write_alone(store: &dyn Store, c: &Completion, give_up_after: Duration) -> Recorded {
+    let applied = match finish_once(store, vec![c.item.clone()]).await {
+        Ok(applied) => applied,
+        Err(e @ (StoreError::PayloadTooLarge { .. } | StoreError::InvalidInput(_))) => {
+            return write_refusal(store, c, &e, give_up_after).await;
+        }
+        Err(_) => write(store, vec![c.item.clone()], give_up_after).await,
+    };
+    applied
+        .first()
+        .copied()
+        .unwrap_or(false)
+        .then_some(c.item.plan.outcome)
+}
+
+/// Ends the attempt of an item the store would not take as a retryable error naming the
+/// refusal: the attempt counts and the task backs off, or fails when none are left.
+async fn write_refusal(
+    store: &dyn Store,
+    c: &Completion,
+    refusal: &StoreError,
+    give_up_after: Duration,
+) -> Recorded {
+    tracing::error!(task_id = c.item.lease.task_id, error = %refusal, "the store refused this attempt's end; recording it as an error");
+    let plan = FinishPlan::for_handler(
+        HandlerOutcome::Error {
+            message: format!(
+                "the attempt ended ({}) but the store refused to record it: {refusal}",
+                c.item.plan.outcome
+            ),
+            retry_after: None,
+        },
+        c.attempt,
+        &c.backoff,
+        rand::random(),
+    );
+    let outcome = plan.outcome;
+    let item = FinishItem {
+        lease: c.item.lease,
+        plan,
+    };
+    write(store, vec![item], give_up_after)
+        .await
+        .first()
+        .copied()
+        .unwrap_or(false)
+        .then_some(outcome)
+}
+
+async fn finish_once(store: &dyn Store, items: Vec<FinishItem>) -> Result<Vec<bool>, StoreError> {
+    let result = store
+        .task_finish(FinishParams {
+            items,
+            only_if_expired: false,
+            now: None,
+        })
+        .await;
+    if result.is_err() {
+        metrics::store_error(Call::Finish);
+    }
+    result
 }
 
 /// Retries a failed write with backoff for as long as the leases could still be valid;

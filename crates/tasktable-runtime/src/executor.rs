@@ -71,18 +71,19 @@ pub(crate) async fn execute(
     shared.capacity_freed.notify_one();
     let mut finished = None;
     if let Some(plan) = plan {
-        let outcome = plan.outcome;
-        let applied = shared.completer.finish(task.lease(), plan).await;
-        if applied {
-            metrics.recorded(outcome);
-        } else {
-            metrics.lease_lost();
-            tracing::warn!(task_id = task.id, %outcome, "result dropped: the lease was lost before it was recorded");
+        let planned = plan.outcome;
+        let recorded = shared.completer.finish(&task, plan).await;
+        match recorded {
+            Some(outcome) => metrics.recorded(outcome),
+            None => {
+                metrics.lease_lost();
+                tracing::warn!(task_id = task.id, outcome = %planned, "result dropped: the lease was lost before it was recorded");
+            }
         }
         finished = Some(WorkerEvent::Finished {
             task_id: task.id,
-            outcome,
-            applied,
+            outcome: recorded.unwrap_or(planned),
+            applied: recorded.is_some(),
         });
     }
     // The attempt is over before anyone hears of it, so an observer woken by the event

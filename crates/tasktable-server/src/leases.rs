@@ -8,7 +8,7 @@
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Path};
-use crate::wire::{contains_nul, ClaimedTask};
+use crate::wire::ClaimedTask;
 use crate::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -22,7 +22,7 @@ use tasktable_core::task::{DEFAULT_QUEUE, MAX_DELAY};
 use tasktable_core::{Lease, LeaseCredential, TaskId};
 use tasktable_store::{
     lost_lease_status, CheckpointParams, ClaimParams, FinishItem, FinishParams, LeaseRow,
-    LeaseStatus, RenewParams, DEFAULT_MAX_PAYLOAD_BYTES,
+    LeaseStatus, RenewParams,
 };
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -230,23 +230,6 @@ fn status_error(id: TaskId, status: LeaseStatus) -> ApiError {
     }
 }
 
-fn check_value(field: &str, value: &Value) -> ApiResult<()> {
-    if contains_nul(value) {
-        return Err(ApiError::invalid(format!(
-            "{field} contains a NUL character (\\u0000), which tasktable does not store"
-        )));
-    }
-    let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
-    if size > DEFAULT_MAX_PAYLOAD_BYTES {
-        return Err(ApiError::new(
-            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("{field} is {size} bytes; the limit is {DEFAULT_MAX_PAYLOAD_BYTES}"),
-        ));
-    }
-    Ok(())
-}
-
 pub async fn lease_op(
     State(state): State<AppState>,
     Path((id, op)): Path<(TaskId, String)>,
@@ -297,11 +280,6 @@ pub async fn lease_op(
                     "checkpoint needs checkpoint, progress or both",
                 ));
             }
-            for (field, value) in [("checkpoint", &req.checkpoint), ("progress", &req.progress)] {
-                if let Some(v) = value {
-                    check_value(field, v)?;
-                }
-            }
             let status = state
                 .store
                 .task_checkpoint(CheckpointParams {
@@ -317,12 +295,7 @@ pub async fn lease_op(
         }
         _ => {
             let outcome = match op.as_str() {
-                "complete" => {
-                    if let Some(result) = &req.result {
-                        check_value("result", result)?;
-                    }
-                    HandlerOutcome::Succeeded { result: req.result }
-                }
+                "complete" => HandlerOutcome::Succeeded { result: req.result },
                 "fail" => {
                     let message = req
                         .error

@@ -2,7 +2,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Path, Query};
-use crate::wire::{contains_nul, AttemptView, SubmitBatch, SubmitTask, SubmittedView, TaskView};
+use crate::wire::{AttemptView, SubmitBatch, SubmitTask, SubmittedView, TaskView};
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -16,20 +16,10 @@ use serde_json::{json, Value};
 use tasktable_core::{TaskId, TaskState};
 use tasktable_store::{Change, ListParams, SubmitParams, Target, TaskFilter, UpdateParams};
 
-fn check_json(field: &str, value: &Value) -> ApiResult<()> {
-    if contains_nul(value) {
-        return Err(ApiError::invalid(format!(
-            "{field} contains a NUL character (\\u0000), which tasktable does not store"
-        )));
-    }
-    Ok(())
-}
-
 pub async fn submit(
     State(state): State<AppState>,
     Body(task): Body<SubmitTask>,
 ) -> ApiResult<Response> {
-    check_json("payload", &task.payload)?;
     let submitted = state
         .store
         .task_submit(SubmitParams {
@@ -65,9 +55,6 @@ pub async fn submit_batch(
             state.limits.max_batch,
             batch.tasks.len()
         )));
-    }
-    for (index, task) in batch.tasks.iter().enumerate() {
-        check_json(&format!("payload of task #{index}"), &task.payload)?;
     }
     let tasks = batch
         .tasks
@@ -264,11 +251,9 @@ async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Chan
         "set-max-attempts" => Change::SetMaxAttempts {
             max_attempts: values::<SetMaxAttempts>(op, body)?.max_attempts,
         },
-        "edit-payload" => {
-            let payload = values::<EditPayload>(op, body)?.payload;
-            check_json("payload", &payload)?;
-            Change::EditPayload { payload }
-        }
+        "edit-payload" => Change::EditPayload {
+            payload: values::<EditPayload>(op, body)?.payload,
+        },
         other => {
             return Err(ApiError::not_found(format!(
                 "unknown operation {other:?}; operations are {}",

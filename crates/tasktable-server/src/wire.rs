@@ -237,17 +237,6 @@ impl From<Task> for ClaimedTask {
     }
 }
 
-/// True when a JSON value holds a string with a NUL character, which PostgreSQL's JSONB
-/// cannot store; refused on every backend so tasks move between backends unchanged.
-pub fn contains_nul(value: &Value) -> bool {
-    match value {
-        Value::String(s) => s.contains('\0'),
-        Value::Array(items) => items.iter().any(contains_nul),
-        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
-        _ => false,
-    }
-}
-
 /// A statistics window: a whole number of minutes (`m`), hours (`h`) or days (`d`).
 pub fn parse_window(text: &str) -> Result<Duration, String> {
     let bad = || format!("window must look like 15m, 1h, 24h or 7d; got {text:?}");

@@ -123,17 +123,8 @@ async fn renew_in(tx: &mut SqliteConnection, p: RenewParams) -> StoreResult<Vec<
     Ok(out)
 }
 
+/// Saves `p`, which [`prepare_checkpoint`] has checked.
 pub async fn checkpoint(store: &SqliteStore, p: CheckpointParams) -> StoreResult<LeaseStatus> {
-    for value in [&p.checkpoint, &p.progress].into_iter().flatten() {
-        let size = value.to_string().len();
-        if size > store.max_payload_bytes {
-            return Err(StoreError::PayloadTooLarge {
-                index: 0,
-                size,
-                limit: store.max_payload_bytes,
-            });
-        }
-    }
     store
         .write(move |conn| Box::pin(async move { checkpoint_in(conn, p).await }))
         .await

@@ -231,10 +231,12 @@ impl Store for SqliteStore {
     }
 
     async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
+        let params = prepare_checkpoint(params, self.max_payload_bytes)?;
         lease::checkpoint(self, params).await
     }
 
     async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
+        check_finish(&params.items, self.max_payload_bytes)?;
         lease::finish(self, params).await
     }
 

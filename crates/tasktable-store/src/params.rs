@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
+use tasktable_core::stored::{stored_error, stored_value};
 use tasktable_core::{Lease, LeaseCredential, NewTask, Task, TaskId, TaskState};
 
 #[derive(Debug, Clone, Default)]
@@ -240,6 +241,11 @@ pub fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::Stor
             ))
         }
         Change::EditPayload { payload } => {
+            if tasktable_core::stored::contains_nul(payload) {
+                return Err(crate::StoreError::InvalidInput(
+                    InvalidTask::Nul("payload").to_string(),
+                ));
+            }
             let size = serde_json::to_vec(payload)
                 .map(|v| v.len())
                 .unwrap_or(usize::MAX);
@@ -259,8 +265,55 @@ pub fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::Stor
 /// Default largest payload or checkpoint: 1 MiB of JSON.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
+/// JSON's size as stored.
+fn json_size(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+}
+
+/// Checks a finish call before anything is written: a result larger than
+/// `max_payload_bytes` refuses the whole call, like an oversized task in a submit.
+pub fn check_finish(items: &[FinishItem], max_payload_bytes: usize) -> crate::StoreResult<()> {
+    for (index, item) in items.iter().enumerate() {
+        if let tasktable_core::FinishAction::Complete {
+            result: Some(result),
+        } = &item.plan.action
+        {
+            let size = json_size(result);
+            if size > max_payload_bytes {
+                return Err(crate::StoreError::PayloadTooLarge {
+                    index,
+                    size,
+                    limit: max_payload_bytes,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A checkpoint call as it is stored: each value checked against `max_payload_bytes`,
+/// then NUL replaced as [`tasktable_core::stored`] says.
+pub fn prepare_checkpoint(
+    mut p: CheckpointParams,
+    max_payload_bytes: usize,
+) -> crate::StoreResult<CheckpointParams> {
+    for value in [&p.checkpoint, &p.progress].into_iter().flatten() {
+        let size = json_size(value);
+        if size > max_payload_bytes {
+            return Err(crate::StoreError::PayloadTooLarge {
+                index: 0,
+                size,
+                limit: max_payload_bytes,
+            });
+        }
+    }
+    p.checkpoint = p.checkpoint.map(stored_value);
+    p.progress = p.progress.map(stored_value);
+    Ok(p)
+}
+
 /// A [`FinishItem`] as the columns a store writes, so every backend reads a plan the same
-/// way.
+/// way: results and errors as [`tasktable_core::stored`] says they are stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinishRow {
     pub task_id: TaskId,
@@ -302,8 +355,8 @@ impl FinishItem {
             new_state,
             delay,
             refund_attempt,
-            result,
-            error: self.plan.error.clone(),
+            result: result.map(stored_value),
+            error: self.plan.error.as_deref().map(stored_error),
             outcome: self.plan.outcome,
         }
     }

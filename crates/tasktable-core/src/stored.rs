@@ -1,0 +1,91 @@
+//! What becomes of text and JSON a worker writes (results, checkpoints, progress, error
+//! messages) on its way into a row, the same on every backend.
+//!
+//! PostgreSQL refuses the NUL character (`\u0000`) in `TEXT` and `JSONB`, while SQLite and
+//! MySQL keep it. A worker's output must not be lost over that, nor stored differently
+//! per backend, so NUL becomes U+FFFD (the replacement character) everywhere. Input that
+//! an operator chooses (a payload) is refused instead: see [`NewTask::validate`].
+//!
+//! [`NewTask::validate`]: crate::NewTask::validate
+
+use serde_json::Value;
+
+/// Longest error message stored, in bytes; a longer one keeps its start and says how long
+/// it was.
+pub const MAX_ERROR_LEN: usize = 8 * 1024;
+
+/// What NUL becomes in stored text.
+pub const NUL_REPLACEMENT: char = '\u{FFFD}';
+
+/// Whether a JSON value holds NUL in a string or an object key.
+pub fn contains_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
+        _ => false,
+    }
+}
+
+/// `value` as it is stored: every NUL in a string or key replaced.
+pub fn stored_value(value: Value) -> Value {
+    if !contains_nul(&value) {
+        return value;
+    }
+    match value {
+        Value::String(s) => Value::String(s.replace('\0', "\u{FFFD}")),
+        Value::Array(items) => Value::Array(items.into_iter().map(stored_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k.replace('\0', "\u{FFFD}"), stored_value(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// An error message as it is stored: NUL replaced, and at most [`MAX_ERROR_LEN`] bytes.
+pub fn stored_error(message: &str) -> String {
+    let text = message.replace('\0', "\u{FFFD}");
+    if text.len() <= MAX_ERROR_LEN {
+        return text;
+    }
+    let note = format!(" [truncated: {} bytes in all]", text.len());
+    let mut end = MAX_ERROR_LEN - note.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{note}", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nul_becomes_the_replacement_character_in_strings_and_keys() {
+        let v = json!({"a\u{0}b": ["x\u{0}", 1, {"k": "\u{0}"}], "clean": "yes"});
+        assert!(contains_nul(&v));
+        let stored = stored_value(v);
+        assert_eq!(
+            stored,
+            json!({"a\u{FFFD}b": ["x\u{FFFD}", 1, {"k": "\u{FFFD}"}], "clean": "yes"})
+        );
+        assert!(!contains_nul(&stored));
+        let clean = json!({"n": [1, 2.5, null, true]});
+        assert_eq!(stored_value(clean.clone()), clean);
+    }
+
+    #[test]
+    fn long_errors_keep_their_start_and_say_how_long_they_were() {
+        assert_eq!(stored_error("boom\u{0}!"), "boom\u{FFFD}!");
+        let long = "é".repeat(MAX_ERROR_LEN);
+        let stored = stored_error(&long);
+        assert!(stored.len() <= MAX_ERROR_LEN, "{}", stored.len());
+        assert!(stored.starts_with("éé"));
+        assert!(stored.ends_with(&format!(" [truncated: {} bytes in all]", long.len())));
+        let exact = "x".repeat(MAX_ERROR_LEN);
+        assert_eq!(stored_error(&exact), exact);
+    }
+}
