@@ -1,0 +1,146 @@
+//! What the forms on a task and on a queue do. Every change checks the session's role and
+//! its CSRF token first; the outcome goes back to the page as a flash message, a database
+//! failure only as a reference to the log ([`crate::failure`]).
+
+use crate::failure;
+use crate::links;
+use crate::session::{csrf_ok, Session};
+use crate::DashState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use chrono::{NaiveDateTime, TimeZone, Utc};
+use std::collections::HashMap;
+use tasktable_core::TaskId;
+use tasktable_store::{Change, QueuePauseParams, Target, UpdateParams};
+
+/// Why a form was refused; answered as 403.
+pub struct Refused(String);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        (StatusCode::FORBIDDEN, self.0).into_response()
+    }
+}
+
+/// Refuses a form without the session's CSRF token, or a change by a read-only role.
+pub fn check(
+    session: &Session,
+    form: &HashMap<String, String>,
+    changes: bool,
+) -> Result<(), Refused> {
+    let token = form.get("csrf").map(String::as_str).unwrap_or_default();
+    if !csrf_ok(session, token) {
+        return Err(Refused(
+            "refused: the form's CSRF token is missing or wrong; reload the page and try again"
+                .to_owned(),
+        ));
+    }
+    if changes && !session.can_act() {
+        return Err(Refused(format!(
+            "refused: role {} may not change tasks",
+            session.principal.role
+        )));
+    }
+    Ok(())
+}
+
+pub fn change_from(op: &str, form: &HashMap<String, String>) -> Result<Change, String> {
+    let field = |name: &str| {
+        form.get(name)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+            .ok_or(format!("{name} is required"))
+    };
+    Ok(match op {
+        "cancel" => Change::Cancel,
+        "retry" => Change::Retry,
+        "hold" => Change::Hold,
+        "release" => Change::Release,
+        "reschedule" => {
+            let raw = field("run_at")?;
+            let naive = NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M:%S")
+                .or_else(|_| NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M"))
+                .map_err(|_| format!("run_at {raw:?} is not a date and time"))?;
+            Change::Reschedule {
+                run_at: Utc.from_utc_datetime(&naive),
+            }
+        }
+        "set-priority" => Change::SetPriority {
+            priority: field("priority")?
+                .parse()
+                .map_err(|_| "priority must be a whole number".to_owned())?,
+        },
+        "set-max-attempts" => Change::SetMaxAttempts {
+            max_attempts: field("max_attempts")?
+                .parse()
+                .map_err(|_| "max attempts must be a positive whole number".to_owned())?,
+        },
+        other => return Err(format!("unknown operation {other:?}")),
+    })
+}
+
+pub async fn task_action(
+    State(state): State<DashState>,
+    session: Session,
+    Path((id, op)): Path<(TaskId, String)>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(refused) = check(&session, &form, true) {
+        return refused.into_response();
+    }
+    let outcome = match change_from(&op, &form) {
+        Ok(change) => state
+            .app
+            .store
+            .task_update(UpdateParams {
+                target: Target::Id(id),
+                change,
+                now: None,
+            })
+            .await
+            .map_err(|e| failure::message(&e)),
+        Err(e) => Err(e),
+    };
+    let path = format!("/ui/tasks/{id}");
+    let to = match outcome {
+        Ok(_) => links::with_query(&path, &[("done", &format!("{op}: done"))]),
+        Err(e) => links::with_query(&path, &[("error", &e)]),
+    };
+    Redirect::to(&to).into_response()
+}
+
+/// Pauses or resumes the queue named in the form's `queue` field (a name never goes in
+/// the path: see [`crate::links`]).
+pub async fn queue_action(
+    State(state): State<DashState>,
+    session: Session,
+    Path(op): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(refused) = check(&session, &form, true) {
+        return refused.into_response();
+    }
+    let paused = match op.as_str() {
+        "pause" => true,
+        "resume" => false,
+        _ => return (StatusCode::NOT_FOUND, "unknown queue operation").into_response(),
+    };
+    let Some(name) = form.get("queue").filter(|q| !q.trim().is_empty()) else {
+        return (StatusCode::UNPROCESSABLE_ENTITY, "queue is required").into_response();
+    };
+    let to = match state
+        .app
+        .store
+        .queue_set_paused(QueuePauseParams {
+            queue: name.clone(),
+            paused,
+        })
+        .await
+    {
+        Ok(()) => links::with_query("/ui", &[("done", &format!("queue {name}: {op}d"))]),
+        Err(e) => links::with_query("/ui", &[("error", &failure::message(&e))]),
+    };
+    Redirect::to(&to).into_response()
+}
