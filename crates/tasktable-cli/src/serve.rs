@@ -9,6 +9,8 @@ use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use tasktable::{Rescuer, RescuerConfig};
+use tasktable_dashboard::DashConfig;
+use tasktable_server::host::AllowedHosts;
 use tasktable_server::{AppState, Limits, Role, TokenSet};
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +37,23 @@ pub struct ServeArgs {
     /// TASKTABLE_TOKENS=role:token,role:token. With no tokens, authentication is off.
     #[arg(long, env = "TASKTABLE_TOKENS_FILE", value_name = "PATH")]
     tokens_file: Option<PathBuf>,
+    /// Without tokens the server answers only requests addressed to a loopback name or
+    /// address (localhost, 127.0.0.1, [::1]), so web pages cannot reach it by DNS
+    /// rebinding. This adds another host name or address it answers to, for example the
+    /// name of an SSH tunnel; repeat it, or give several separated by commas. No effect
+    /// with tokens.
+    #[arg(
+        long = "allow-host",
+        env = "TASKTABLE_ALLOW_HOSTS",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    allow_hosts: Vec<String>,
+    /// Mark the dashboard's session cookie `Secure` on every response. Without it, the
+    /// cookie is `Secure` only when a proxy in front says the browser used HTTPS
+    /// (`X-Forwarded-Proto: https` or `Forwarded: proto=https`).
+    #[arg(long, env = "TASKTABLE_SECURE_COOKIES")]
+    secure_cookies: bool,
     /// Largest request body accepted.
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes)]
     max_body_bytes: usize,
@@ -51,6 +70,15 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let addrs = resolve(&args.listen).await?;
     if tokens.is_empty() && addrs.iter().any(|a| !a.ip().is_loopback()) {
         return Err(CliError::usage(no_tokens_message(&args.listen)));
+    }
+    let mut allowed = AllowedHosts::default();
+    for host in &args.allow_hosts {
+        allowed
+            .allow(host)
+            .map_err(|e| CliError::usage(format!("--allow-host: {e}")))?;
+    }
+    if !tokens.is_empty() && !args.allow_hosts.is_empty() {
+        tracing::warn!("--allow-host has no effect: with tokens every host name is answered");
     }
     if args.workers == 0 && args.handlers.exec_enabled() {
         return Err(CliError::usage(
@@ -109,7 +137,16 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let mut state = AppState::new(store, tokens);
     state.stop = stop.clone();
     state.limits.max_body_bytes = args.max_body_bytes;
-    let app = tasktable_server::router(state.clone()).merge(tasktable_dashboard::router(state));
+    let dashboard = DashConfig {
+        secure_cookies: args.secure_cookies,
+        ..DashConfig::default()
+    };
+    let app = tasktable_server::router(state.clone())
+        .merge(tasktable_dashboard::router_with(state.clone(), dashboard));
+    // Last, so the rule covers every route: API, dashboard, /metrics and /healthz.
+    let app = tasktable_server::host::enforce(app, &state.tokens, allowed);
+    // Client addresses, for counting failed dashboard sign-ins per address.
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(stop.clone().cancelled_owned())
         .await;

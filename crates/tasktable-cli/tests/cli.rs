@@ -159,13 +159,27 @@ impl Server {
 
     /// The raw HTTP/1.0 answer to `GET path`, with no client library in between.
     fn http_get(&self, path: &str) -> std::io::Result<String> {
-        // A server on every interface is also on loopback.
-        let addr = self
-            .url
+        self.http("GET", path, &self.loopback_addr())
+    }
+
+    /// The address to connect to: a server on every interface is also on loopback.
+    fn loopback_addr(&self) -> String {
+        self.url
             .trim_start_matches("http://")
-            .replace("0.0.0.0", "127.0.0.1");
-        let mut stream = TcpStream::connect(addr)?;
-        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").as_bytes())?;
+            .replace("0.0.0.0", "127.0.0.1")
+    }
+
+    /// The raw HTTP/1.0 answer to `METHOD path` sent with `Host: host` and, for a POST,
+    /// an empty JSON object.
+    fn http(&self, method: &str, path: &str, host: &str) -> std::io::Result<String> {
+        let mut stream = TcpStream::connect(self.loopback_addr())?;
+        let body = if method == "POST" { "{}" } else { "" };
+        let request = format!(
+            "{method} {path} HTTP/1.0\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes())?;
         let mut text = String::new();
         stream.read_to_string(&mut text)?;
         Ok(text)
@@ -835,6 +849,57 @@ fn serve_refuses_a_public_address_without_tokens_and_says_how_to_add_them() {
         "with a token it listens: {}",
         server.url
     );
+}
+
+#[test]
+fn serve_without_tokens_answers_only_requests_addressed_to_this_machine() {
+    let server = Server::start_with(&["--allow-host", "tasks.internal"], &[]);
+    let submitted = server
+        .tt_as(None, &["submit", "email", "--json"], None)
+        .json();
+    let id = submitted["id"].as_i64().unwrap();
+    for host in ["evil.example", "evil.example:8080", "0.0.0.0:8080"] {
+        for (method, path) in [
+            ("POST", format!("/api/v1/tasks/{id}/cancel")),
+            ("GET", "/ui/login".to_owned()),
+            ("GET", "/healthz".to_owned()),
+        ] {
+            let answer = server.http(method, &path, host).unwrap();
+            assert!(
+                answer.starts_with("HTTP/1.0 421") || answer.starts_with("HTTP/1.1 421"),
+                "{host} {path}: {answer}"
+            );
+            assert!(answer.contains("host_not_allowed"), "{answer}");
+            assert!(
+                !answer.to_ascii_lowercase().contains("set-cookie"),
+                "{answer}"
+            );
+        }
+    }
+    let show = server
+        .tt_as(None, &["show", &id.to_string(), "--json"], None)
+        .json();
+    assert_eq!(show["task"]["state"], "pending", "nothing cancelled");
+    for host in [
+        "localhost",
+        "127.0.0.1:1",
+        "[::1]:8080",
+        "tasks.internal:8080",
+    ] {
+        let answer = server.http("GET", "/healthz", host).unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"),
+            "{host}: {answer}"
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("t.db").display());
+    finish(
+        command(&["serve", "--allow-host", "*.internal", "--database-url", &db]),
+        None,
+    )
+    .fails(2, "--allow-host: \"*.internal\" is not a host name");
 }
 
 #[test]

@@ -1,94 +1,22 @@
-//! What the forms do: sign in and out, act on a task, on every task a filter matches, and
-//! on a queue. Every change checks the session's role and its CSRF token first.
+//! What the forms on a task and on a queue do. Every change checks the session's role and
+//! its CSRF token first; the outcome goes back to the page as a flash message, a database
+//! failure only as a reference to the log ([`crate::failure`]).
 
-use crate::layout::page;
-use crate::pages::{urlencode, TaskQuery};
-use crate::session::{cookie_cleared, cookie_for, csrf_ok, Session};
+use crate::failure;
+use crate::links;
+use crate::session::{csrf_ok, Session};
 use crate::DashState;
-use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use chrono::{NaiveDateTime, TimeZone, Utc};
-use maud::html;
-use serde::Deserialize;
 use std::collections::HashMap;
 use tasktable_core::TaskId;
-use tasktable_server::{Principal, Role};
-use tasktable_store::{Change, ListParams, QueuePauseParams, Target, UpdateParams};
-
-#[derive(Deserialize)]
-pub struct LoginForm {
-    token: String,
-}
-
-pub async fn login_page(State(state): State<DashState>) -> Response {
-    if state.app.tokens.is_empty() {
-        // Authentication is off (loopback only): everyone is an admin.
-        let session = state.sessions.create(Principal {
-            name: "anonymous".into(),
-            role: Role::Admin,
-            queues: None,
-        });
-        return (
-            [(header::SET_COOKIE, cookie_for(&session))],
-            Redirect::to("/ui"),
-        )
-            .into_response();
-    }
-    login_form(None).into_response()
-}
-
-fn login_form(error: Option<&str>) -> maud::Markup {
-    let body = html! {
-        h1 { "Sign in" }
-        @if let Some(e) = error { div.flash.error { (e) } }
-        form method="post" action="/ui/login" {
-            p { label { "API token " input type="password" name="token" autofocus size="40"; } }
-            p { button type="submit" { "Sign in" } }
-        }
-        p.muted { "Use a token with role reader, operator or admin (" code { "tasktable token new" } ")." }
-    };
-    page("Sign in", "", None, false, body)
-}
-
-pub async fn login(State(state): State<DashState>, Form(form): Form<LoginForm>) -> Response {
-    match state.app.tokens.authenticate(form.token.trim()) {
-        Some(p) if p.role != Role::Worker => {
-            let session = state.sessions.create(p);
-            (
-                [(header::SET_COOKIE, cookie_for(&session))],
-                Redirect::to("/ui"),
-            )
-                .into_response()
-        }
-        Some(_) => (
-            StatusCode::FORBIDDEN,
-            login_form(Some("A worker token cannot sign in to the dashboard.")),
-        )
-            .into_response(),
-        None => (StatusCode::UNAUTHORIZED, login_form(Some("Unknown token."))).into_response(),
-    }
-}
-
-pub async fn logout(
-    State(state): State<DashState>,
-    session: Session,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    if let Err(refused) = check(&session, &form, false) {
-        return refused.into_response();
-    }
-    state.sessions.remove(&session.id);
-    (
-        [(header::SET_COOKIE, cookie_cleared())],
-        Redirect::to("/ui/login"),
-    )
-        .into_response()
-}
+use tasktable_store::{Change, QueuePauseParams, Target, UpdateParams};
 
 /// Why a form was refused; answered as 403.
-struct Refused(String);
+pub struct Refused(String);
 
 impl IntoResponse for Refused {
     fn into_response(self) -> Response {
@@ -97,7 +25,11 @@ impl IntoResponse for Refused {
 }
 
 /// Refuses a form without the session's CSRF token, or a change by a read-only role.
-fn check(session: &Session, form: &HashMap<String, String>, changes: bool) -> Result<(), Refused> {
+pub fn check(
+    session: &Session,
+    form: &HashMap<String, String>,
+    changes: bool,
+) -> Result<(), Refused> {
     let token = form.get("csrf").map(String::as_str).unwrap_or_default();
     if !csrf_ok(session, token) {
         return Err(Refused(
@@ -114,7 +46,7 @@ fn check(session: &Session, form: &HashMap<String, String>, changes: bool) -> Re
     Ok(())
 }
 
-fn change_from(op: &str, form: &HashMap<String, String>) -> Result<Change, String> {
+pub fn change_from(op: &str, form: &HashMap<String, String>) -> Result<Change, String> {
     let field = |name: &str| {
         form.get(name)
             .map(|v| v.trim())
@@ -168,20 +100,23 @@ pub async fn task_action(
                 now: None,
             })
             .await
-            .map_err(|e| e.to_string()),
+            .map_err(|e| failure::message(&e)),
         Err(e) => Err(e),
     };
+    let path = format!("/ui/tasks/{id}");
     let to = match outcome {
-        Ok(_) => format!("/ui/tasks/{id}?done={}", urlencode(&format!("{op}: done"))),
-        Err(e) => format!("/ui/tasks/{id}?error={}", urlencode(&e)),
+        Ok(_) => links::with_query(&path, &[("done", &format!("{op}: done"))]),
+        Err(e) => links::with_query(&path, &[("error", &e)]),
     };
     Redirect::to(&to).into_response()
 }
 
+/// Pauses or resumes the queue named in the form's `queue` field (a name never goes in
+/// the path: see [`crate::links`]).
 pub async fn queue_action(
     State(state): State<DashState>,
     session: Session,
-    Path((name, op)): Path<(String, String)>,
+    Path(op): Path<String>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     if let Err(refused) = check(&session, &form, true) {
@@ -192,6 +127,9 @@ pub async fn queue_action(
         "resume" => false,
         _ => return (StatusCode::NOT_FOUND, "unknown queue operation").into_response(),
     };
+    let Some(name) = form.get("queue").filter(|q| !q.trim().is_empty()) else {
+        return (StatusCode::UNPROCESSABLE_ENTITY, "queue is required").into_response();
+    };
     let to = match state
         .app
         .store
@@ -201,143 +139,8 @@ pub async fn queue_action(
         })
         .await
     {
-        Ok(()) => format!("/ui?done={}", urlencode(&format!("queue {name}: {op}d"))),
-        Err(e) => format!("/ui?error={}", urlencode(&e.to_string())),
-    };
-    Redirect::to(&to).into_response()
-}
-
-/// Most tasks a bulk review counts before it says "at least".
-const BULK_COUNT_CAP: usize = 100_000;
-
-#[derive(Deserialize)]
-pub struct BulkQuery {
-    op: String,
-    #[serde(flatten)]
-    filter: TaskQuery,
-}
-
-/// Shows how many tasks a bulk action will touch, and asks to confirm.
-pub async fn bulk_review(
-    State(state): State<DashState>,
-    session: Session,
-    Query(q): Query<BulkQuery>,
-) -> Response {
-    let Ok(change) = change_from(&q.op, &HashMap::new()) else {
-        return (StatusCode::NOT_FOUND, "unknown bulk operation").into_response();
-    };
-    let filter = match q.filter.filter() {
-        Ok(f) => f,
-        Err(message) => return (StatusCode::UNPROCESSABLE_ENTITY, message).into_response(),
-    };
-    if q.filter.pairs().is_empty() {
-        return (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "a bulk action needs a filter",
-        )
-            .into_response();
-    }
-    let op = change.operation();
-    let (mut count, mut after) = (0usize, None);
-    loop {
-        match state
-            .app
-            .store
-            .task_list(ListParams {
-                filter: filter.clone(),
-                after,
-                limit: 1000,
-            })
-            .await
-        {
-            Ok(page) => {
-                count += page.tasks.iter().filter(|t| op.can_apply(t.state)).count();
-                after = page.next;
-                if after.is_none() || count >= BULK_COUNT_CAP {
-                    break;
-                }
-            }
-            Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
-        }
-    }
-    let capped = count >= BULK_COUNT_CAP;
-    let body = html! {
-        h1 { "Confirm: " (q.op) }
-        p id="bulk-count" {
-            "This will " strong { (q.op) } " "
-            strong { @if capped { "at least " } (count) } " task" @if count != 1 { "s" }
-            " matching " code { @for (k, v) in q.filter.pairs() { (k) "=" (v) " " } }
-            " (tasks in a state where " (q.op) " does not apply are left alone)."
-        }
-        @if session.can_act() && count > 0 {
-            form method="post" action="/ui/tasks/bulk" {
-                input type="hidden" name="csrf" value=(session.csrf);
-                input type="hidden" name="op" value=(q.op);
-                @for (k, v) in q.filter.pairs() { input type="hidden" name=(k) value=(v); }
-                button.danger type="submit" { "Yes, " (q.op) " them" }
-                " " a href={ "/ui/tasks" } { "Back" }
-            }
-        }
-    };
-    page("Confirm", "Tasks", Some(&session), false, body).into_response()
-}
-
-pub async fn bulk_apply(
-    State(state): State<DashState>,
-    session: Session,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    if let Err(refused) = check(&session, &form, true) {
-        return refused.into_response();
-    }
-    let op = form.get("op").cloned().unwrap_or_default();
-    let get = |k: &str| form.get(k).cloned().unwrap_or_default();
-    let query = TaskQuery {
-        queue: get("queue"),
-        kind: get("kind"),
-        state: get("state"),
-        key: get("key"),
-        error: get("error"),
-        created_after: get("created_after"),
-        created_before: get("created_before"),
-        ..TaskQuery::default()
-    };
-    let filter = match query.filter() {
-        Ok(f) => f,
-        Err(message) => return (StatusCode::UNPROCESSABLE_ENTITY, message).into_response(),
-    };
-    if query.pairs().is_empty() {
-        return (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "a bulk action needs a filter",
-        )
-            .into_response();
-    }
-    let outcome = match change_from(&op, &form) {
-        Ok(change) => state
-            .app
-            .store
-            .task_update(UpdateParams {
-                target: Target::Filter(filter),
-                change,
-                now: None,
-            })
-            .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e),
-    };
-    let back: Vec<String> = query
-        .pairs()
-        .iter()
-        .map(|(k, v)| format!("{k}={}", urlencode(v)))
-        .collect();
-    let to = match outcome {
-        Ok(n) => format!(
-            "/ui/tasks?{}&done={}",
-            back.join("&"),
-            urlencode(&format!("{op}: {n} tasks changed"))
-        ),
-        Err(e) => format!("/ui/tasks?{}&flash_error={}", back.join("&"), urlencode(&e)),
+        Ok(()) => links::with_query("/ui", &[("done", &format!("queue {name}: {op}d"))]),
+        Err(e) => links::with_query("/ui", &[("error", &failure::message(&e))]),
     };
     Redirect::to(&to).into_response()
 }

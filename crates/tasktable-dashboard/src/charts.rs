@@ -93,7 +93,10 @@ pub fn stacked_bars(
             figcaption {
                 strong { (title) }
                 @for l in layers {
-                    span.key { i style={ "background:" (l.colour) } {} (l.name) " " (l.values.iter().sum::<u64>()) }
+                    span.key {
+                        svg.swatch viewBox="0 0 10 10" aria-hidden="true" { rect width="10" height="10" rx="2" fill=(l.colour) {} }
+                        (l.name) " " (l.values.iter().sum::<u64>())
+                    }
                 }
             }
             svg viewBox={ "0 0 " (W) " " (H) } role="img" aria-label=(title) {
@@ -168,8 +171,8 @@ mod tests {
         .into_string();
         assert_eq!(
             svg.matches("<rect").count(),
-            3 + 3,
-            "three bars and three targets"
+            3 + 3 + 2,
+            "three bars, three targets and two legend swatches"
         );
         assert!(svg.contains("12:00 · ok 3 · &lt;bad&gt; 1"), "{svg}");
         assert!(svg.contains("ok 4"), "legend totals");

@@ -1,12 +1,15 @@
 //! The frame every page shares, and small pieces of markup. Everything shown goes through
-//! maud, which escapes it: payloads and error texts are user data.
+//! maud, which escapes it: payloads and error texts are user data. All styling lives in
+//! [`STYLE`], whose hash the content security policy names, so no element carries a
+//! `style` attribute (the policy would drop it).
 
 use crate::session::Session;
 use chrono::{DateTime, Utc};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use tasktable_core::TaskState;
 
-const STYLE: &str = r#"
+/// The one style sheet, inline in every page.
+pub const STYLE: &str = r#"
 :root { --fg:#1d2330; --muted:#6b7385; --line:#e3e6ec; --bg:#f6f7f9; --accent:#2f5bd3; }
 * { box-sizing:border-box; }
 body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif; color:var(--fg); background:var(--bg); }
@@ -22,6 +25,7 @@ td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .nw { white-space:nowrap; }
 #kinds { font-size:13px; } #kinds th, #kinds td { padding:6px 7px; }
 .cards { display:flex; gap:12px; flex-wrap:wrap; }
+a.card { text-decoration:none; color:inherit; }
 .card { background:#fff; border:1px solid var(--line); border-radius:6px; padding:12px 16px; min-width:140px; }
 .card .n { font-size:24px; font-weight:600; font-variant-numeric:tabular-nums; }
 .card .l { color:var(--muted); font-size:12px; text-transform:uppercase; }
@@ -31,6 +35,8 @@ td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .s-failed { background:#fde6e6; color:#b3261e; } .s-cancelled { background:#f0e8f7; color:#6b3d8f; }
 pre { background:#fff; border:1px solid var(--line); padding:10px; overflow:auto; max-height:320px; margin:0; }
 form.inline { display:inline-flex; gap:6px; align-items:center; margin:0 8px 8px 0; }
+form.inline.signout { margin:0; } form.signout button { padding:0 6px; }
+input.narrow { width:90px; }
 input, select, button { font:inherit; padding:4px 8px; border:1px solid #c8cdd8; border-radius:4px; background:#fff; }
 button { cursor:pointer; background:var(--accent); color:#fff; border-color:var(--accent); }
 button.danger { background:#b3261e; border-color:#b3261e; }
@@ -44,7 +50,7 @@ dt { color:var(--muted); }
 .charts { display:grid; grid-template-columns:repeat(auto-fit, minmax(420px, 1fr)); gap:12px; }
 figure.chart { margin:0; background:#fff; border:1px solid var(--line); border-radius:6px; padding:10px 12px 4px; }
 figure.chart figcaption { display:flex; gap:14px; align-items:center; font-size:13px; margin-bottom:4px; }
-figure.chart .key { color:var(--muted); } figure.chart .key i { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:4px; }
+figure.chart .key { color:var(--muted); } figure.chart .key svg { display:inline-block; width:10px; height:10px; margin-right:4px; }
 figure.chart svg { width:100%; height:auto; display:block; }
 "#;
 
@@ -75,9 +81,9 @@ pub fn page(
                     @if let Some(s) = session {
                         span.who {
                             (s.principal.name) " (" (s.principal.role) ") · "
-                            form.inline method="post" action="/ui/logout" style="margin:0" {
+                            form.inline.signout method="post" action="/ui/logout" {
                                 input type="hidden" name="csrf" value=(s.csrf);
-                                button type="submit" style="padding:0 6px" { "Sign out" }
+                                button type="submit" { "Sign out" }
                             }
                         }
                     }

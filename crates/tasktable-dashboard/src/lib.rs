@@ -1,54 +1,134 @@
 //! tasktable's web dashboard.
 //!
 //! Owns: server-rendered pages under `/ui` (overview with counts, windowed statistics per
-//! queue and kind with inline-SVG charts, and queues; tasks with filters and bulk actions, one task with its payload, result, checkpoint and attempts,
-//! workers and what they run), sign-in with an API token, sessions, and CSRF protection.
-//! Pages need no JavaScript and no build step; everything shown is escaped.
+//! queue and kind with inline-SVG charts, and queues; tasks with filters and bulk actions,
+//! one task with its payload, result, checkpoint and attempts, workers and what they run),
+//! sign-in with an API token and its throttling, sessions, CSRF protection, the headers
+//! every page is sent with, and the bounds on what a page reads. Pages need no JavaScript
+//! and no build step; everything shown is escaped.
 //!
 //! Must not know: SQL or any backend. It reads and changes tasks through the same
 //! `Arc<dyn Store>` and token set as the HTTP API (`tasktable-server`), so the dashboard
-//! and the API cannot disagree about what a role may do.
+//! and the API cannot disagree about what a role may do. Which host names a server without
+//! tokens answers is the server's rule (`tasktable_server::host`), applied to the whole
+//! application where it is composed.
 
 mod actions;
+mod bulk;
 mod charts;
+mod failure;
+mod headers;
 mod layout;
-mod pages;
+mod links;
+mod overview;
+mod scan;
 mod session;
+mod signin;
+mod tasks;
+mod throttle;
+mod workers;
 
-pub use session::{Session, Sessions};
+pub use throttle::ThrottleConfig;
 
-use axum::response::Redirect;
-use axum::routing::{get, post};
-use axum::Router;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{any, get, post};
+use axum::{middleware, Router};
+use session::Sessions;
 use std::sync::Arc;
+use std::time::Duration;
 use tasktable_server::AppState;
+use throttle::SignInThrottle;
+
+/// How the dashboard behaves; every field has a default fit for production.
+#[derive(Debug, Clone)]
+pub struct DashConfig {
+    /// Mark the session cookie `Secure` on every response. Without it the cookie is
+    /// `Secure` when a proxy in front says the browser used HTTPS (`X-Forwarded-Proto:
+    /// https` or `Forwarded: proto=https`). Default off.
+    pub secure_cookies: bool,
+    /// Most sessions held at once; when full, the oldest ends. Default 10,000.
+    pub max_sessions: usize,
+    /// How long a session lasts after sign-in. Default 12 hours.
+    pub session_ttl: Duration,
+    /// How failed sign-ins are slowed down.
+    pub sign_in: ThrottleConfig,
+    /// Most task rows a page reads to count or group tasks (bulk review, workers).
+    /// Default 1,000.
+    pub max_scan_rows: usize,
+}
+
+impl Default for DashConfig {
+    fn default() -> Self {
+        DashConfig {
+            secure_cookies: false,
+            max_sessions: 10_000,
+            session_ttl: Duration::from_secs(12 * 3600),
+            sign_in: ThrottleConfig::default(),
+            max_scan_rows: 1000,
+        }
+    }
+}
 
 /// What the dashboard's handlers share.
 #[derive(Debug, Clone)]
-pub struct DashState {
-    pub app: AppState,
-    pub sessions: Arc<Sessions>,
+struct DashState {
+    app: AppState,
+    config: Arc<DashConfig>,
+    sessions: Arc<Sessions>,
+    throttle: Arc<SignInThrottle>,
 }
 
-/// The dashboard's routes, to merge with the API's router.
+impl DashState {
+    /// Whether a cookie set in answer to a request with `headers` must be `Secure`.
+    fn cookie_secure(&self, headers: &HeaderMap) -> bool {
+        self.config.secure_cookies || session::over_https(headers)
+    }
+}
+
+/// The dashboard's routes with the default [`DashConfig`], to merge with the API's router.
 pub fn router(app: AppState) -> Router {
+    router_with(app, DashConfig::default())
+}
+
+/// The dashboard's routes, to merge with the API's router. Serve the result with
+/// `into_make_service_with_connect_info::<SocketAddr>()` so failed sign-ins are counted
+/// per client address; without it all clients share one count.
+pub fn router_with(app: AppState, config: DashConfig) -> Router {
     let state = DashState {
         app,
-        sessions: Arc::new(Sessions::default()),
+        sessions: Arc::new(Sessions::new(config.max_sessions, config.session_ttl)),
+        throttle: Arc::new(SignInThrottle::new(config.sign_in.clone())),
+        config: Arc::new(DashConfig {
+            max_scan_rows: config.max_scan_rows.max(1),
+            ..config
+        }),
     };
     Router::new()
         .route("/", get(|| async { Redirect::to("/ui") }))
-        .route("/ui", get(pages::overview))
-        .route("/ui/login", get(actions::login_page).post(actions::login))
-        .route("/ui/logout", post(actions::logout))
-        .route("/ui/tasks", get(pages::tasks))
+        .route("/ui", get(overview::overview))
+        .route("/ui/login", get(signin::login_page).post(signin::login))
+        .route("/ui/logout", post(signin::logout))
+        .route("/ui/tasks", get(tasks::tasks))
         .route(
             "/ui/tasks/bulk",
-            get(actions::bulk_review).post(actions::bulk_apply),
+            get(bulk::bulk_review).post(bulk::bulk_apply),
         )
-        .route("/ui/tasks/{id}", get(pages::task))
+        .route("/ui/tasks/{id}", get(tasks::task))
         .route("/ui/tasks/{id}/{op}", post(actions::task_action))
-        .route("/ui/queues/{name}/{op}", post(actions::queue_action))
-        .route("/ui/workers", get(pages::workers))
+        .route("/ui/queues/{op}", post(actions::queue_action))
+        .route("/ui/workers", get(workers::workers))
+        // Claims every other path under /ui, so its 404 carries the headers too.
+        .route("/ui/{*rest}", any(not_found))
+        .layer(middleware::from_fn(headers::protect))
         .with_state(state)
+}
+
+async fn not_found() -> Response {
+    let body = maud::html! { h1 { "Not found" } p { a href="/ui" { "Overview" } } };
+    (
+        StatusCode::NOT_FOUND,
+        layout::page("Not found", "", None, false, body),
+    )
+        .into_response()
 }

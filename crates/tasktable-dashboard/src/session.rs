@@ -1,23 +1,26 @@
-//! Sign-in with an API token, sessions held on the server, and CSRF protection.
+//! Sessions held on the server, their cookie, and CSRF protection.
 //!
 //! Signing in exchanges a token for a session: the cookie carries only a random session id
-//! (`HttpOnly`, `SameSite=Strict`), never the token. Every form carries the session's CSRF
-//! token, compared in constant time before any change is made, so a page on another site
-//! cannot act in an operator's name even where a browser would send the cookie.
+//! (`HttpOnly`, `SameSite=Strict`, and `Secure` over HTTPS), never the token. Every form
+//! carries the session's CSRF token, compared in constant time before any change is made,
+//! so a page on another site cannot act in an operator's name even where a browser would
+//! send the cookie.
+//!
+//! The store is bounded: a session ends at its expiry, and when the store is full the
+//! oldest one ends to make room. Every session lasts as long, so creation order is expiry
+//! order, and both come off the front of one index.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 use tasktable_server::{Principal, Role};
 
 pub const COOKIE: &str = "tasktable_session";
-/// How long a session lasts after sign-in.
-pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -25,6 +28,8 @@ pub struct Session {
     pub principal: Principal,
     pub csrf: String,
     expires: Instant,
+    /// Its place in creation order.
+    seq: u64,
 }
 
 impl Session {
@@ -35,9 +40,27 @@ impl Session {
 }
 
 /// Sessions of signed-in users, in memory: a restart signs everyone out.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Sessions {
-    map: Mutex<HashMap<String, Session>>,
+    max: usize,
+    ttl: Duration,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_id: HashMap<String, Session>,
+    /// Session ids by creation, oldest first.
+    order: BTreeMap<u64, String>,
+    next_seq: u64,
+}
+
+impl Inner {
+    fn remove_oldest(&mut self) {
+        if let Some((_, id)) = self.order.pop_first() {
+            self.by_id.remove(&id);
+        }
+    }
 }
 
 fn random_hex() -> String {
@@ -45,42 +68,114 @@ fn random_hex() -> String {
 }
 
 impl Sessions {
+    /// At most `max` sessions (at least one), each lasting `ttl`.
+    pub fn new(max: usize, ttl: Duration) -> Self {
+        Sessions {
+            max: max.max(1),
+            ttl,
+            inner: Mutex::default(),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     pub fn create(&self, principal: Principal) -> Session {
+        self.create_at(principal, Instant::now())
+    }
+
+    fn create_at(&self, principal: Principal, now: Instant) -> Session {
+        let mut inner = self.inner.lock().expect("sessions lock");
+        while let Some((_, id)) = inner.order.first_key_value() {
+            if inner.by_id.get(id).is_some_and(|s| s.expires > now) {
+                break;
+            }
+            inner.remove_oldest();
+        }
+        while inner.by_id.len() >= self.max {
+            inner.remove_oldest();
+        }
+        let seq = inner.next_seq;
+        inner.next_seq += 1;
         let session = Session {
             id: random_hex(),
             principal,
             csrf: random_hex(),
-            expires: Instant::now() + SESSION_TTL,
+            expires: now + self.ttl,
+            seq,
         };
-        let mut map = self.map.lock().expect("sessions lock");
-        let now = Instant::now();
-        map.retain(|_, s| s.expires > now);
-        map.insert(session.id.clone(), session.clone());
+        inner.order.insert(seq, session.id.clone());
+        inner.by_id.insert(session.id.clone(), session.clone());
         session
     }
 
     pub fn get(&self, id: &str) -> Option<Session> {
-        let map = self.map.lock().expect("sessions lock");
-        map.get(id).filter(|s| s.expires > Instant::now()).cloned()
+        self.get_at(id, Instant::now())
+    }
+
+    fn get_at(&self, id: &str, now: Instant) -> Option<Session> {
+        let inner = self.inner.lock().expect("sessions lock");
+        inner.by_id.get(id).filter(|s| s.expires > now).cloned()
     }
 
     pub fn remove(&self, id: &str) {
-        self.map.lock().expect("sessions lock").remove(id);
+        let mut inner = self.inner.lock().expect("sessions lock");
+        if let Some(session) = inner.by_id.remove(id) {
+            inner.order.remove(&session.seq);
+        }
+    }
+
+    /// Sessions held, the expired ones not yet swept included.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.inner.lock().expect("sessions lock").by_id.len()
+    }
+}
+
+/// Whether the browser reached us over HTTPS, as a TLS-terminating proxy in front says
+/// (`X-Forwarded-Proto: https` or `Forwarded: proto=https`). The server itself speaks only
+/// plain HTTP. The headers are believed from anyone: they can only add `Secure` to a
+/// cookie, which never exposes it, only keeps it off plain HTTP.
+pub fn over_https(headers: &HeaderMap) -> bool {
+    let values = |name| {
+        headers
+            .get_all(name)
+            .into_iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split([',', ';']))
+            .map(str::trim)
+    };
+    values("x-forwarded-proto").any(|p| p.eq_ignore_ascii_case("https"))
+        || values("forwarded").any(|pair| {
+            pair.split_once('=').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("proto")
+                    && v.trim().trim_matches('"').eq_ignore_ascii_case("https")
+            })
+        })
+}
+
+fn attributes(secure: bool) -> &'static str {
+    if secure {
+        "Path=/ui; HttpOnly; SameSite=Strict; Secure"
+    } else {
+        "Path=/ui; HttpOnly; SameSite=Strict"
     }
 }
 
 /// The `Set-Cookie` value that starts `session`.
-pub fn cookie_for(session: &Session) -> String {
+pub fn cookie_for(session: &Session, ttl: Duration, secure: bool) -> String {
     format!(
-        "{COOKIE}={}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
+        "{COOKIE}={}; {}; Max-Age={}",
         session.id,
-        SESSION_TTL.as_secs()
+        attributes(secure),
+        ttl.as_secs()
     )
 }
 
 /// The `Set-Cookie` value that ends a session.
-pub fn cookie_cleared() -> String {
-    format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0")
+pub fn cookie_cleared(secure: bool) -> String {
+    format!("{COOKIE}=; {}; Max-Age=0", attributes(secure))
 }
 
 fn session_id(parts: &Parts) -> Option<String> {
@@ -116,5 +211,95 @@ impl FromRequestParts<crate::DashState> for Session {
         } else {
             Err((StatusCode::FORBIDDEN, "sign in first: /ui/login").into_response())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn someone() -> Principal {
+        Principal {
+            name: "ops".into(),
+            role: Role::Operator,
+            queues: None,
+        }
+    }
+
+    #[test]
+    fn a_session_ends_at_its_expiry() {
+        let sessions = Sessions::new(10, Duration::from_secs(60));
+        let t0 = Instant::now();
+        let s = sessions.create_at(someone(), t0);
+        assert!(sessions
+            .get_at(&s.id, t0 + Duration::from_secs(59))
+            .is_some());
+        assert!(sessions
+            .get_at(&s.id, t0 + Duration::from_secs(60))
+            .is_none());
+        // The next sign-in sweeps it out of memory.
+        sessions.create_at(someone(), t0 + Duration::from_secs(61));
+        assert_eq!(sessions.len(), 1);
+    }
+
+    #[test]
+    fn a_full_store_ends_the_oldest_session_first() {
+        let sessions = Sessions::new(3, Duration::from_secs(3600));
+        let t0 = Instant::now();
+        let made: Vec<Session> = (0..5)
+            .map(|i| sessions.create_at(someone(), t0 + Duration::from_secs(i)))
+            .collect();
+        assert_eq!(sessions.len(), 3);
+        let alive: Vec<bool> = made
+            .iter()
+            .map(|s| {
+                sessions
+                    .get_at(&s.id, t0 + Duration::from_secs(5))
+                    .is_some()
+            })
+            .collect();
+        assert_eq!(alive, [false, false, true, true, true]);
+    }
+
+    #[test]
+    fn signing_out_frees_the_place_and_its_index_entry() {
+        let sessions = Sessions::new(2, Duration::from_secs(3600));
+        let t0 = Instant::now();
+        let a = sessions.create_at(someone(), t0);
+        let b = sessions.create_at(someone(), t0);
+        sessions.remove(&a.id);
+        let c = sessions.create_at(someone(), t0);
+        assert!(sessions.get_at(&b.id, t0).is_some(), "nobody evicted");
+        assert!(sessions.get_at(&c.id, t0).is_some());
+        assert_eq!(sessions.inner.lock().unwrap().order.len(), 2);
+    }
+
+    #[test]
+    fn https_is_recognised_from_either_proxy_header() {
+        let with = |name: &'static str, value: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, value.parse().unwrap());
+            over_https(&h)
+        };
+        assert!(with("x-forwarded-proto", "https"));
+        assert!(with("x-forwarded-proto", "HTTPS, http"));
+        assert!(with(
+            "forwarded",
+            "for=10.0.0.1;proto=https;host=tasks.example"
+        ));
+        assert!(with("forwarded", "proto=\"https\""));
+        assert!(!with("x-forwarded-proto", "http"));
+        assert!(!with("forwarded", "for=10.0.0.1;proto=http"));
+        assert!(!over_https(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn the_cookie_is_secure_only_when_asked() {
+        let sessions = Sessions::new(1, Duration::from_secs(60));
+        let s = sessions.create(someone());
+        let plain = cookie_for(&s, sessions.ttl(), false);
+        assert!(plain.contains("HttpOnly; SameSite=Strict") && !plain.contains("Secure"));
+        assert!(cookie_for(&s, sessions.ttl(), true).ends_with("; Secure; Max-Age=60"));
+        assert!(cookie_cleared(true).contains("Secure"));
     }
 }

@@ -158,7 +158,7 @@ async fn the_overview_counts_what_the_store_holds_and_the_filter_narrows_the_lis
             .await,
         "1"
     );
-    assert_eq!(b.count("figure.chart svg").await, 2);
+    assert_eq!(b.count("figure.chart svg[role=img]").await, 2);
 
     b.goto(&app.url("/ui/tasks")).await;
     b.css("#tasks").await;
@@ -327,18 +327,92 @@ async fn pausing_and_resuming_a_queue_from_the_overview() {
 
     sign_in(&b, &app, OPERATOR, "ops (operator)").await;
     assert_eq!(b.find(XPath(badge)).await.text().await.unwrap(), "active");
-    b.click("form[action='/ui/queues/email/pause'] button")
+    b.click("form[action='/ui/queues/pause']:has(input[name=queue][value=email]) button")
         .await;
     b.flash("flash", "queue email: paused").await;
     assert_eq!(b.find(XPath(badge)).await.text().await.unwrap(), "paused");
     assert!(app.queue("email").await.paused);
     assert!(!app.queue("reports").await.paused, "only the one queue");
 
-    b.click("form[action='/ui/queues/email/resume'] button")
+    b.click("form[action='/ui/queues/resume']:has(input[name=queue][value=email]) button")
         .await;
     b.flash("flash", "queue email: resumed").await;
     assert_eq!(b.find(XPath(badge)).await.text().await.unwrap(), "active");
     assert!(!app.queue("email").await.paused);
+    b.close().await;
+}
+
+/// What `script` returns on the current page.
+async fn eval(b: &Browser, script: &str) -> serde_json::Value {
+    b.client()
+        .execute(script, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("{script}: {e}"))
+}
+
+#[tokio::test]
+async fn the_pages_keep_their_look_under_the_content_security_policy() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let broken = NewTask::new("report.render", json!({"month": "1999-13"}));
+    app.failed(broken, "no such month").await;
+    let id = app.submit(NewTask::new("email.send", json!({}))).await;
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    // The style element applies: the header's colour and the cards' plain links.
+    assert_eq!(
+        eval(
+            &b,
+            "return getComputedStyle(document.querySelector('header')).backgroundColor"
+        )
+        .await,
+        "rgb(29, 35, 48)"
+    );
+    assert_eq!(
+        eval(
+            &b,
+            "return getComputedStyle(document.querySelector('a.card')).textDecorationLine"
+        )
+        .await,
+        "none"
+    );
+    // The charts draw: the failed attempt's bar has its colour and a size, and so has
+    // each legend swatch.
+    let bar = eval(
+        &b,
+        "const r = document.querySelector(\"figure.chart svg[role=img] rect[fill='#c8362d']\");
+         const box = r.getBoundingClientRect();
+         return [getComputedStyle(r).fill, box.width > 0 && box.height > 0];",
+    )
+    .await;
+    assert_eq!(bar, json!(["rgb(200, 54, 45)", true]));
+    let swatch = eval(
+        &b,
+        "const box = document.querySelector('figure.chart .key svg').getBoundingClientRect();
+         return [box.width, box.height];",
+    )
+    .await;
+    assert_eq!(swatch, json!([10, 10]));
+    // The policy is in force: a style attribute added now is ignored.
+    let colour = eval(
+        &b,
+        "const h = document.querySelector('h1');
+         h.setAttribute('style', 'color: rgb(1, 2, 3)');
+         return getComputedStyle(h).color;",
+    )
+    .await;
+    assert_ne!(colour, "rgb(1, 2, 3)");
+
+    b.goto(&app.url(&format!("/ui/tasks/{id}"))).await;
+    b.css("#actions").await;
+    let width = eval(
+        &b,
+        "return document.querySelector('input[name=priority]').getBoundingClientRect().width",
+    )
+    .await;
+    assert_eq!(width, json!(90), "the narrow inputs keep their width");
     b.close().await;
 }
 

@@ -1,99 +1,25 @@
-//! The dashboard over real HTTP on a real database: sign-in, roles, CSRF, escaping, and
-//! the effect of each form on the task rows.
+//! The dashboard over real HTTP on a real database (SQLite and PostgreSQL): sign-in, roles,
+//! CSRF, escaping, and the effect of each form on the task rows.
 
-use reqwest::redirect::Policy;
-use reqwest::{Client, StatusCode};
-use std::sync::Arc;
+mod common;
+
+use common::{csrf, Ui, OPERATOR, READER, WORKER};
+use reqwest::StatusCode;
 use tasktable_core::{NewTask, TaskState};
-use tasktable_server::{AppState, Role, TokenSet};
-use tasktable_store::{Store, SubmitParams};
-use tasktable_testdb::TestDb;
 
-const OPERATOR: &str = "operator-token-0123456789";
-const READER: &str = "reader-token-0123456789";
-const WORKER: &str = "worker-token-0123456789";
+on_every_backend!(
+    an_operator_cancels_and_retries_from_the_task_page,
+    forms_without_the_csrf_token_are_refused_and_change_nothing,
+    markup_in_payloads_and_errors_is_shown_escaped,
+    readers_see_but_cannot_act_and_workers_cannot_sign_in,
+    bulk_actions_show_how_many_tasks_they_touch_then_apply,
+    a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_widening_it,
+);
 
-struct Ui {
-    base: String,
-    store: Arc<dyn Store>,
-    _db: TestDb,
-}
-
-async fn start() -> Ui {
-    let db = TestDb::fresh("sqlite")
-        .await
-        .expect("sqlite is always there");
-    let store = db.store().await;
-    let mut tokens = TokenSet::default();
-    tokens.add_plain("ops", Role::Operator, OPERATOR).unwrap();
-    tokens.add_plain("viewer", Role::Reader, READER).unwrap();
-    tokens.add_plain("w", Role::Worker, WORKER).unwrap();
-    let app = tasktable_dashboard::router(AppState::new(store.clone(), tokens));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ui {
-        base,
-        store,
-        _db: db,
-    }
-}
-
-impl Ui {
-    async fn submit(&self, task: NewTask) -> i64 {
-        self.store
-            .task_submit(SubmitParams {
-                tasks: vec![task],
-                now: None,
-            })
-            .await
-            .unwrap()[0]
-            .id
-    }
-
-    async fn state(&self, id: i64) -> TaskState {
-        self.store.task_get(id).await.unwrap().unwrap().state
-    }
-
-    /// A browser-like client signed in with `token`.
-    async fn sign_in(&self, token: &str) -> (Client, StatusCode) {
-        let client = Client::builder()
-            .cookie_store(true)
-            .redirect(Policy::none())
-            .build()
-            .unwrap();
-        let resp = client
-            .post(format!("{}/ui/login", self.base))
-            .form(&[("token", token)])
-            .send()
-            .await
-            .unwrap();
-        (client, resp.status())
-    }
-
-    async fn page(&self, client: &Client, path: &str) -> String {
-        let resp = client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200, "{path}");
-        resp.text().await.unwrap()
-    }
-}
-
-/// The CSRF token in a page's forms.
-fn csrf(html: &str) -> String {
-    let at = html
-        .find("name=\"csrf\" value=\"")
-        .expect("a form with a CSRF token")
-        + 19;
-    html[at..at + 64].to_owned()
-}
-
-#[tokio::test]
-async fn an_operator_cancels_and_retries_from_the_task_page() {
-    let ui = start().await;
+async fn an_operator_cancels_and_retries_from_the_task_page(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
     let id = ui
         .submit(NewTask::new("mail", serde_json::json!({"to": "ada"})))
         .await;
@@ -135,9 +61,10 @@ async fn an_operator_cancels_and_retries_from_the_task_page() {
     assert_eq!(ui.state(id).await, TaskState::Pending);
 }
 
-#[tokio::test]
-async fn forms_without_the_csrf_token_are_refused_and_change_nothing() {
-    let ui = start().await;
+async fn forms_without_the_csrf_token_are_refused_and_change_nothing(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
     let id = ui.submit(NewTask::new("mail", serde_json::json!(1))).await;
     let (client, _) = ui.sign_in(OPERATOR).await;
     for form in [vec![], vec![("csrf", "0".repeat(64))]] {
@@ -151,10 +78,9 @@ async fn forms_without_the_csrf_token_are_refused_and_change_nothing() {
         assert!(resp.text().await.unwrap().contains("CSRF"));
     }
     // A cross-site post carries no session cookie (SameSite=Strict): refused as well.
-    let stranger = Client::builder().redirect(Policy::none()).build().unwrap();
-    let resp = stranger
-        .post(format!("{}/ui/queues/default/pause", ui.base))
-        .form(&[("csrf", "x")])
+    let resp = common::client()
+        .post(format!("{}/ui/queues/pause", ui.base))
+        .form(&[("csrf", "x"), ("queue", "default")])
         .send()
         .await
         .unwrap();
@@ -164,9 +90,10 @@ async fn forms_without_the_csrf_token_are_refused_and_change_nothing() {
     assert!(!queues[0].paused);
 }
 
-#[tokio::test]
-async fn markup_in_payloads_and_errors_is_shown_escaped() {
-    let ui = start().await;
+async fn markup_in_payloads_and_errors_is_shown_escaped(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
     let evil = "<script>alert('x')</script>";
     let id = ui
         .submit(NewTask::new("mail", serde_json::json!({ "html": evil })).key(evil))
@@ -184,9 +111,10 @@ async fn markup_in_payloads_and_errors_is_shown_escaped() {
     assert!(html.contains("&lt;script&gt;alert("), "shown, escaped");
 }
 
-#[tokio::test]
-async fn readers_see_but_cannot_act_and_workers_cannot_sign_in() {
-    let ui = start().await;
+async fn readers_see_but_cannot_act_and_workers_cannot_sign_in(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
     let id = ui.submit(NewTask::new("mail", serde_json::json!(1))).await;
     let (client, _) = ui.sign_in(READER).await;
     let html = ui.page(&client, &format!("/ui/tasks/{id}")).await;
@@ -208,8 +136,7 @@ async fn readers_see_but_cannot_act_and_workers_cannot_sign_in() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     let (_, status) = ui.sign_in("not-a-token-at-all-xxxx").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let anonymous = Client::builder().redirect(Policy::none()).build().unwrap();
-    let resp = anonymous
+    let resp = common::client()
         .get(format!("{}/ui", ui.base))
         .send()
         .await
@@ -221,9 +148,10 @@ async fn readers_see_but_cannot_act_and_workers_cannot_sign_in() {
     );
 }
 
-#[tokio::test]
-async fn bulk_actions_show_how_many_tasks_they_touch_then_apply() {
-    let ui = start().await;
+async fn bulk_actions_show_how_many_tasks_they_touch_then_apply(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
     for i in 0..4 {
         ui.submit(NewTask::new(
             if i < 3 { "mail" } else { "sms" },
@@ -255,9 +183,12 @@ async fn bulk_actions_show_how_many_tasks_they_touch_then_apply() {
     );
 }
 
-#[tokio::test]
-async fn a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_widening_it() {
-    let ui = start().await;
+async fn a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_widening_it(
+    backend: &str,
+) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
     let early = ui.submit(NewTask::new("mail", serde_json::json!(1))).await;
     let (client, _) = ui.sign_in(OPERATOR).await;
     let html = ui.page(&client, "/ui/tasks").await;

@@ -3,8 +3,9 @@
 //! Owns: the REST API for submitting, querying and intervening; the pull protocol that
 //! lets workers in any language claim, renew, checkpoint, complete and fail tasks with the
 //! same leases and fencing tokens as in-process workers; bearer-token roles; request
-//! limits; the JSON error format; the OpenAPI document describing all of it; and the
-//! Prometheus exposition at `/metrics` ([`metrics`]).
+//! limits; the JSON error format; the OpenAPI document describing all of it; the
+//! Prometheus exposition at `/metrics` ([`metrics`]); and the Host rule that keeps a server
+//! without tokens from answering web pages by DNS rebinding ([`host`]).
 //!
 //! Must not know: SQL or any backend (it holds an `Arc<dyn Store>`), and how workers run
 //! handlers. It computes retry plans with `tasktable-core` exactly as the runtime does,
@@ -14,6 +15,7 @@ pub mod auth;
 mod error;
 mod extract;
 mod guard;
+pub mod host;
 mod leases;
 pub mod metrics;
 mod openapi;
@@ -131,13 +133,15 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serves `router(state)` on `listener` until `shutdown` resolves, then lets requests in
-/// flight finish.
+/// flight finish. Without tokens, only loopback host names are answered ([`host`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    let tokens = state.tokens.clone();
+    let app = host::enforce(router(state), &tokens, host::AllowedHosts::default());
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
 }
