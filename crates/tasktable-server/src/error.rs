@@ -56,6 +56,15 @@ impl ApiError {
         )
     }
 
+    /// A token has as many long-poll claims waiting as it may.
+    pub fn too_many_waiting_claims(token: &str, limit: usize) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_waiting_claims",
+            format!("token {token:?} already has {limit} claims waiting for work, the most it may; wait for one to return, or claim more tasks per call with limit"),
+        )
+    }
+
     /// An operator cancelled the task this lease is for.
     pub fn task_cancelled(id: i64) -> Self {
         Self::new(
@@ -70,6 +79,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
         let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -30,12 +30,43 @@ pub fn require(
 }
 
 async fn check(State(guard): State<Guard>, mut req: Request, next: Next) -> Response {
-    match authorize(&guard.tokens, guard.access, &req) {
+    let checked = authorize(&guard.tokens, guard.access, &req)
+        .and_then(|principal| require_json(&req).map(|()| principal));
+    match checked {
         Ok(principal) => {
             req.extensions_mut().insert(principal);
             next.run(req).await
         }
         Err(err) => err.into_response(),
+    }
+}
+
+/// Every state-changing request must say its body is JSON, even when it has none. A web
+/// page can send a cross-origin POST without asking first only with a form's content
+/// types (or none); `application/json` makes the browser ask (a CORS preflight), which
+/// this server never grants. So no page the operator visits can change anything here,
+/// with or without tokens.
+pub fn require_json(req: &Request) -> Result<(), ApiError> {
+    if req.method() == Method::GET || req.method() == Method::HEAD {
+        return Ok(());
+    }
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+    if is_json {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "{} requests must send Content-Type: application/json, even with an empty body",
+                req.method()
+            ),
+        ))
     }
 }
 

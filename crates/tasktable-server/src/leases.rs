@@ -134,6 +134,17 @@ pub async fn claim(
         now: None,
     };
     check_name("worker_host", &params.worker_host)?;
+    let _slot = if wait.is_zero() {
+        None
+    } else {
+        let limit = state.limits.max_waiting_claims_per_token;
+        Some(
+            state
+                .waiting
+                .enter(&caller.name, limit)
+                .ok_or_else(|| ApiError::too_many_waiting_claims(&caller.name, limit))?,
+        )
+    };
     // Subscribe before the first claim so a submit between the two is not missed.
     let mut wakes = state.store.subscribe().await?;
     let deadline = Instant::now() + wait;

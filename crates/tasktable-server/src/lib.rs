@@ -21,6 +21,7 @@ pub mod metrics;
 mod openapi;
 mod queues;
 mod tasks;
+mod waiting;
 pub mod wire;
 
 pub use auth::{token_digest, Access, Principal, Role, TokenConfigError, TokenSet};
@@ -44,6 +45,8 @@ pub struct Limits {
     pub max_claim_wait: Duration,
     /// Most tasks one claim may take.
     pub max_claim: u32,
+    /// Most long-poll claims (`wait_ms` > 0) one token may have waiting at once.
+    pub max_waiting_claims_per_token: usize,
 }
 
 impl Default for Limits {
@@ -53,6 +56,7 @@ impl Default for Limits {
             max_batch: 10_000,
             max_claim_wait: Duration::from_secs(60),
             max_claim: 100,
+            max_waiting_claims_per_token: 32,
         }
     }
 }
@@ -66,6 +70,8 @@ pub struct AppState {
     /// Cancelled when the server shuts down: waiting claims return at once instead of
     /// holding the shutdown up for their whole wait.
     pub stop: CancellationToken,
+    /// Long-poll claims waiting now, per token.
+    pub waiting: Arc<waiting::WaitingClaims>,
 }
 
 impl AppState {
@@ -75,6 +81,7 @@ impl AppState {
             tokens: Arc::new(tokens),
             limits: Limits::default(),
             stop: CancellationToken::new(),
+            waiting: Arc::default(),
         }
     }
 }

@@ -279,9 +279,29 @@ async fn every_operation_moves_a_task_as_the_state_machine_says(s: Server) {
         404,
         "not_found",
     );
-    // An operation without values also takes an empty body.
+    // An operation without values also takes an empty body, declared as JSON all the same:
+    // without the content type (as a cross-site form would send it) nothing changes.
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+    ] {
+        let mut req = s.request(reqwest::Method::POST, &op("hold"));
+        if let Some(t) = content_type {
+            req = req.header("content-type", t);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 415, "{content_type:?}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unsupported_media_type");
+    }
+    assert_eq!(
+        s.get(&format!("/api/v1/tasks/{id}")).await.1["task"]["state"],
+        "pending"
+    );
     let resp = s
         .request(reqwest::Method::POST, &op("hold"))
+        .header("content-type", "application/json; charset=utf-8")
         .send()
         .await
         .unwrap();
