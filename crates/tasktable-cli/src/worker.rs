@@ -9,7 +9,7 @@ use clap::Args;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tasktable::{Store, Worker, WorkerBuilder};
-use tasktable_handlers::{ExecHandler, ExecPolicy, HttpHandler};
+use tasktable_handlers::{ExecHandler, ExecPolicy, HttpHandler, HttpPolicy};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Args, Debug)]
@@ -136,7 +136,7 @@ async fn metrics_listener(listen: &str) -> Result<tokio::net::TcpListener, CliEr
 pub fn builtin(store: Arc<dyn Store>, concurrency: usize, handlers: &HandlerArgs) -> WorkerBuilder {
     let mut builder = Worker::builder(store)
         .concurrency(concurrency)
-        .register(HttpHandler::new());
+        .register(HttpHandler::new(HttpPolicy::default()));
     for queue in &handlers.queues {
         builder = builder.queue(queue, concurrency);
     }
