@@ -4,12 +4,14 @@
 pub const BIN: &str = env!("CARGO_BIN_EXE_tasktable");
 
 /// Environment that would change what a command does, removed from every child.
-pub const ENV: [&str; 7] = [
+pub const ENV: [&str; 9] = [
     "TASKTABLE_SERVER",
     "TASKTABLE_TOKEN",
     "TASKTABLE_TOKENS",
     "TASKTABLE_TOKENS_FILE",
     "TASKTABLE_LISTEN",
     "DATABASE_URL",
+    "TASKTABLE_HTTP_ALLOW_NET",
+    "TASKTABLE_HTTP_ALLOW_HOST",
     "RUST_LOG",
 ];
