@@ -5,11 +5,16 @@
 
 use crate::database::{self, DatabaseArgs};
 use crate::error::CliError;
-use clap::Args;
+use crate::input;
+use clap::{ArgGroup, Args};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use tasktable::{Store, Worker, WorkerBuilder};
-use tasktable_handlers::{ExecHandler, ExecPolicy, HttpHandler};
+use tasktable_handlers::{
+    EnvName, ExecHandler, ExecPolicy, HostName, HttpHandler, HttpPolicy, Network,
+};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Args, Debug)]
@@ -34,12 +39,36 @@ pub struct WorkerArgs {
     handlers: HandlerArgs,
 }
 
-/// Which built-in handlers run, and on which queues.
+/// Which built-in handlers run, on which queues, and what their tasks may reach or run.
+/// Every limit is on by default: each flag below opens one thing.
 #[derive(Args, Debug)]
+#[command(group(ArgGroup::new("exec_on").args(["exec_allow", "exec_allow_any"]).multiple(true)))]
 pub struct HandlerArgs {
     /// Queue to take tasks from; repeat for several.
     #[arg(long = "queue", value_name = "QUEUE", default_value = "default")]
     queues: Vec<String>,
+    /// Let `http` tasks connect to addresses in NET, a network such as 10.0.0.0/8 or
+    /// fd00::/8, or one address such as 127.0.0.1 (repeatable, or comma-separated). By
+    /// default `http` tasks connect only to public addresses: loopback, private,
+    /// link-local (cloud metadata) and other special addresses are refused, checked on the
+    /// address actually dialled, redirects included.
+    #[arg(
+        long,
+        value_name = "NET",
+        env = "TASKTABLE_HTTP_ALLOW_NET",
+        value_delimiter = ','
+    )]
+    http_allow_net: Vec<Network>,
+    /// Let `http` tasks connect to whatever HOST resolves to, for this exact name
+    /// (repeatable, or comma-separated; no wildcards). Whoever controls HOST's DNS then
+    /// decides where those requests go; prefer --http-allow-net for known addresses.
+    #[arg(
+        long,
+        value_name = "HOST",
+        env = "TASKTABLE_HTTP_ALLOW_HOST",
+        value_delimiter = ','
+    )]
+    http_allow_host: Vec<HostName>,
     /// Let `exec` tasks run PROGRAM (repeatable): a bare name is looked up on this
     /// process's PATH, a path is run as it is. `exec` runs the command a task's payload
     /// names, so whoever can submit tasks could run programs on this machine: it is off
@@ -47,27 +76,98 @@ pub struct HandlerArgs {
     /// its arguments (sh, python, env, xargs) allows anything.
     #[arg(long, value_name = "PROGRAM")]
     exec_allow: Vec<String>,
-    /// Let `exec` tasks run any program, only where everyone who can submit tasks may
-    /// already run code on this machine.
+    /// Let `exec` tasks run any program, with any environment variables and working
+    /// directory, only where everyone who can submit tasks may already run code on this
+    /// machine.
     #[arg(long, conflicts_with = "exec_allow")]
     exec_allow_any: bool,
+    /// Let `exec` payloads set the environment variable NAME (repeatable; with
+    /// --exec-allow, which allows none by default). A variable that changes what a program
+    /// loads or runs (PATH, BASH_ENV, NODE_OPTIONS, PERL5OPT, PYTHONPATH, ...) lets a
+    /// payload run anything through an allowed program; LD_* and DYLD_* are refused.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "exec_allow",
+        conflicts_with = "exec_allow_any",
+        value_parser = settable_env
+    )]
+    exec_allow_env: Vec<EnvName>,
+    /// Let `exec` payloads start commands in DIR or a directory beneath it (repeatable;
+    /// with --exec-allow, which allows none by default). Paths are compared after
+    /// resolving `..` and symlinks.
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "exec_allow",
+        conflicts_with = "exec_allow_any",
+        value_parser = existing_dir
+    )]
+    exec_allow_cwd: Vec<PathBuf>,
+    /// Pass this process's environment variable NAME on to `exec` commands (repeatable).
+    /// Commands get only PATH, HOME, USER, LOGNAME, LANG, LC_*, TZ and TMPDIR otherwise,
+    /// never this process's database URL or tokens.
+    #[arg(long, value_name = "NAME", requires = "exec_on")]
+    exec_inherit_env: Vec<EnvName>,
+    /// How long a stopped `exec` command (timed out, cancelled, shutting down) has between
+    /// SIGTERM and SIGKILL to its process group, such as 5s or 500ms.
+    #[arg(long, value_name = "DURATION", value_parser = input::duration, requires = "exec_on")]
+    exec_kill_grace: Option<Duration>,
 }
 
 impl HandlerArgs {
+    fn http_policy(&self) -> HttpPolicy {
+        let nets = self
+            .http_allow_net
+            .iter()
+            .fold(HttpPolicy::default(), |p, net| p.allow_net(*net));
+        self.http_allow_host
+            .iter()
+            .cloned()
+            .fold(nets, HttpPolicy::allow_host)
+    }
+
     /// `None` when `exec` is off.
     fn exec_policy(&self) -> Option<ExecPolicy> {
-        if self.exec_allow_any {
-            Some(ExecPolicy::allow_any())
+        let policy = if self.exec_allow_any {
+            ExecPolicy::allow_any()
         } else if !self.exec_allow.is_empty() {
-            Some(ExecPolicy::allow(self.exec_allow.iter().cloned()))
+            ExecPolicy::allow(self.exec_allow.iter().cloned())
+                .allow_env(self.exec_allow_env.iter().cloned())
+                .allow_cwd(self.exec_allow_cwd.iter().cloned())
         } else {
-            None
-        }
+            return None;
+        };
+        Some(policy.inherit_env(self.exec_inherit_env.iter().cloned()))
     }
 
     pub fn exec_enabled(&self) -> bool {
         self.exec_allow_any || !self.exec_allow.is_empty()
     }
+}
+
+/// A variable name `--exec-allow-env` may allow.
+fn settable_env(text: &str) -> Result<EnvName, String> {
+    let name: EnvName = text.parse()?;
+    if name.is_loader_variable() {
+        return Err(format!(
+            "{name} changes which code every program loads, so payloads may never set it \
+             under an allow-list; to give commands a value of yours, set it in this \
+             process's environment and pass --exec-inherit-env {name}"
+        ));
+    }
+    Ok(name)
+}
+
+/// A directory `--exec-allow-cwd` may allow: one that exists, as its canonical path.
+fn existing_dir(text: &str) -> Result<PathBuf, String> {
+    let path = Path::new(text)
+        .canonicalize()
+        .map_err(|e| format!("{text:?}: {e}"))?;
+    if !path.is_dir() {
+        return Err(format!("{text:?} is not a directory"));
+    }
+    Ok(path)
 }
 
 pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
@@ -134,14 +234,36 @@ async fn metrics_listener(listen: &str) -> Result<tokio::net::TcpListener, CliEr
 /// A worker with the built-in handlers: `http` always, `exec` only when allowed. Without
 /// `exec`, this worker never claims `exec` tasks: they wait for a worker that allows them.
 pub fn builtin(store: Arc<dyn Store>, concurrency: usize, handlers: &HandlerArgs) -> WorkerBuilder {
+    tracing::info!(
+        http_allow_net = ?shown(&handlers.http_allow_net),
+        http_allow_host = ?shown(&handlers.http_allow_host),
+        "http tasks may connect to public addresses and these"
+    );
     let mut builder = Worker::builder(store)
         .concurrency(concurrency)
-        .register(HttpHandler::new());
+        .register(HttpHandler::new(handlers.http_policy()));
     for queue in &handlers.queues {
         builder = builder.queue(queue, concurrency);
     }
     if let Some(policy) = handlers.exec_policy() {
-        builder = builder.register(ExecHandler::new(policy));
+        tracing::info!(
+            programs = ?handlers.exec_allow,
+            any = handlers.exec_allow_any,
+            env = ?shown(&handlers.exec_allow_env),
+            cwd = ?handlers.exec_allow_cwd,
+            inherit_env = ?shown(&handlers.exec_inherit_env),
+            "exec tasks may run"
+        );
+        let mut exec = ExecHandler::new(policy);
+        if let Some(grace) = handlers.exec_kill_grace {
+            exec = exec.kill_grace(grace);
+        }
+        builder = builder.register(exec);
     }
     builder
+}
+
+/// Values as people write them, for the log.
+fn shown<T: std::fmt::Display>(values: &[T]) -> Vec<String> {
+    values.iter().map(ToString::to_string).collect()
 }

@@ -1,10 +1,11 @@
 //! The `exec` handler run by a real worker on SQLite, starting real processes.
 
 mod harness;
+mod processes;
 
-use harness::{instant_retry, Harness, PATIENCE};
+use harness::{instant_retry, Harness};
+use processes::{alive, members, process_group_ends, read_pids};
 use serde_json::{json, Value};
-use std::path::Path;
 use std::time::Duration;
 use tasktable_core::{AttemptOutcome, NewTask, TaskState};
 use tasktable_handlers::{ExecHandler, ExecPolicy};
@@ -62,19 +63,27 @@ async fn cat_returns_its_stdin_as_the_result() {
 }
 
 #[tokio::test]
-async fn env_and_cwd_reach_the_command() {
-    let mut h = start(Duration::from_secs(5)).await;
+async fn allowed_env_and_cwd_reach_the_command() {
     let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let policy = ExecPolicy::allow(["sh"])
+        .allow_env(["GREETING".parse().unwrap()])
+        .allow_cwd([dir.path()]);
+    let mut h = Harness::start(Duration::from_secs(5), |w| {
+        w.register(ExecHandler::new(policy))
+    })
+    .await;
     let id = h
         .submit(exec(json!({
             "command": sh(r#"printf '%s in %s' "$GREETING" "$(pwd)""#, &[]),
             "env": {"GREETING": "hello"},
-            "cwd": dir.path(),
+            "cwd": sub,
         })))
         .await;
 
     let task = h.settled(id).await;
-    let want = format!("hello in {}", dir.path().canonicalize().unwrap().display());
+    let want = format!("hello in {}", sub.canonicalize().unwrap().display());
     assert_eq!(task.result.unwrap()["stdout"], want);
     h.shutdown().await;
 }
@@ -162,7 +171,9 @@ async fn the_task_timeout_kills_the_whole_process_group() {
     let task = h.settled(id).await;
     assert_eq!(task.state, TaskState::Failed);
     assert_eq!(h.outcomes(id).await, [AttemptOutcome::TimedOut]);
-    let (group, background) = read_pids(&pids).await;
+    let [group, background] = read_pids(&pids).await[..] else {
+        panic!("two pids")
+    };
     process_group_ends(group).await;
     assert!(!alive(group) && !alive(background));
     h.shutdown().await;
@@ -180,7 +191,9 @@ async fn cancelling_a_running_command_kills_its_process_group() {
             json!({"command": sh(SLEEPERS, &[pids.to_str().unwrap()])}),
         ))
         .await;
-    let (group, background) = read_pids(&pids).await;
+    let [group, background] = read_pids(&pids).await[..] else {
+        panic!("two pids")
+    };
     assert!(
         !members(group).is_empty() && alive(background),
         "the command runs"
@@ -269,63 +282,4 @@ async fn large_output_is_drained_without_deadlock_and_truncated() {
     let result = h.settled(echo).await.result.expect("succeeded");
     assert_eq!(result["stdout"], "i".repeat(64 * 1024));
     h.shutdown().await;
-}
-
-/// The process group id and the background pid a [`SLEEPERS`] command wrote.
-async fn read_pids(path: &Path) -> (i32, i32) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        // The line is complete once its newline is there.
-        if let Some(line) = std::fs::read_to_string(path)
-            .ok()
-            .filter(|s| s.ends_with('\n'))
-        {
-            let mut pids = line.split_whitespace().map(|p| p.parse().unwrap());
-            return (pids.next().unwrap(), pids.next().unwrap());
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never wrote its pids"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Waits until no live process is left in `group`, failing after 20 s.
-async fn process_group_ends(group: i32) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = members(group);
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "processes {left:?} of group {group} are still running"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Live processes in `group`. A zombie is dead: it only waits for its parent to reap it.
-fn members(group: i32) -> Vec<i32> {
-    let pids = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok());
-    pids.filter(|&pid| stat(pid).is_some_and(|(state, pgrp)| state != 'Z' && pgrp == group))
-        .collect()
-}
-
-fn alive(pid: i32) -> bool {
-    stat(pid).is_some_and(|(state, _)| state != 'Z')
-}
-
-/// A process's state letter and process group, from `/proc/<pid>/stat`.
-fn stat(pid: i32) -> Option<(char, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid pgrp ...": comm may hold spaces, so start after its ')'.
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let pgrp = fields.nth(1)?.parse().ok()?;
-    Some((state, pgrp))
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{AttemptOutcome, NewTask, TaskState};
-use tasktable_handlers::HttpHandler;
+use tasktable_handlers::{HttpHandler, HttpPolicy};
 
 /// Starts the server every test talks to; returns its base URL.
 async fn serve() -> String {
@@ -82,9 +82,14 @@ async fn reflect_credentials(headers: HeaderMap) -> Response {
         .into_response()
 }
 
+/// A worker whose `http` handler may reach the test's server, on loopback.
 async fn start() -> (Harness, String) {
     let base = serve().await;
-    let harness = Harness::start(Duration::from_secs(5), |w| w.register(HttpHandler::new())).await;
+    let policy = HttpPolicy::default().allow_net("127.0.0.0/8".parse().unwrap());
+    let harness = Harness::start(Duration::from_secs(5), |w| {
+        w.register(HttpHandler::new(policy))
+    })
+    .await;
     (harness, base)
 }
 

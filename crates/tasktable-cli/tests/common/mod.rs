@@ -4,7 +4,7 @@
 pub const BIN: &str = env!("CARGO_BIN_EXE_tasktable");
 
 /// Environment that would change what a command does, removed from every child.
-pub const ENV: [&str; 9] = [
+pub const ENV: [&str; 11] = [
     "TASKTABLE_SERVER",
     "TASKTABLE_TOKEN",
     "TASKTABLE_TOKENS",
@@ -13,5 +13,7 @@ pub const ENV: [&str; 9] = [
     "TASKTABLE_ALLOW_HOSTS",
     "TASKTABLE_SECURE_COOKIES",
     "DATABASE_URL",
+    "TASKTABLE_HTTP_ALLOW_NET",
+    "TASKTABLE_HTTP_ALLOW_HOST",
     "RUST_LOG",
 ];

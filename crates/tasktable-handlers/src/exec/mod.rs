@@ -1,19 +1,24 @@
-//! The `exec` handler: one command per attempt, in a process group of its own, its exit
-//! status sorted into success, retry or permanent failure.
+//! The `exec` handler: one command per attempt, in a process group of its own, started
+//! only as its [`ExecPolicy`] allows, its exit status sorted into success, retry or
+//! permanent failure.
 
+mod environment;
+mod payload;
 mod policy;
 mod process;
+mod workdir;
 
+pub use environment::{EnvName, INHERITED_ENV};
+pub use payload::{ExecPayload, ExecResult};
 pub use policy::ExecPolicy;
 
 use crate::captured::{last_chars, SNIPPET_CHARS};
+use crate::secrets::redact;
 use process::{Exited, Running};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::fmt;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
 use tasktable_runtime::{Handler, HandlerError, StopReason, TaskContext};
 use tokio::process::Command;
 
@@ -24,62 +29,9 @@ pub const EXIT_PERMANENT: i32 = 65;
 /// the task's backoff, like every other non-zero exit except [`EXIT_PERMANENT`].
 pub const EXIT_TEMPFAIL: i32 = 75;
 
-/// What an `exec` task runs. Unknown fields are refused.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExecPayload {
-    /// The program and its arguments; not run through a shell.
-    pub command: Vec<String>,
-    /// Written to the command's stdin, which is then closed: a JSON string as its raw
-    /// text, any other value as JSON. Absent or `null`: nothing is written and stdin is
-    /// closed at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stdin: Option<Value>,
-    /// Added to the worker's environment.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// Working directory; default the worker's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
-}
-
-impl ExecPayload {
-    /// Runs `command` with no input, in the worker's environment and directory.
-    pub fn new<I, S>(command: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        ExecPayload {
-            command: command.into_iter().map(Into::into).collect(),
-            stdin: None,
-            env: BTreeMap::new(),
-            cwd: None,
-        }
-    }
-}
-
-/// Shows `env` by name only: values may be credentials.
-impl fmt::Debug for ExecPayload {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExecPayload")
-            .field("command", &self.command)
-            .field("stdin", &self.stdin)
-            .field("env", &self.env.keys().collect::<Vec<_>>())
-            .field("cwd", &self.cwd)
-            .finish()
-    }
-}
-
-/// The result of an `exec` task that exited with 0.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExecResult {
-    pub exit_code: i32,
-    /// Parsed when it is JSON, else text; at most the first 64 KiB, as text when cut.
-    pub stdout: Value,
-    /// The last 4 KiB.
-    pub stderr: String,
-}
+/// How long a stopped command's process group has between SIGTERM and SIGKILL, unless
+/// [`ExecHandler::kill_grace`] says otherwise.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs tasks of kind `exec`: starts the command an [`ExecPayload`] names, if its
 /// [`ExecPolicy`] allows it.
@@ -88,18 +40,32 @@ pub struct ExecResult {
 /// Any other exit code, and death by a signal, is retried after the task's backoff; the
 /// error names the code or signal and ends with the tail of stderr.
 ///
-/// The command leads a process group of its own. The whole group is killed with SIGKILL
-/// when the command exits (so nothing it started outlives the attempt), when the task's
-/// timeout passes, and when the handler is told to stop (cancelled, lease lost, worker
-/// shutting down). A process that leaves the group (`setsid`, daemons) escapes this.
+/// The command leads a process group of its own. When the command exits, the rest of the
+/// group is killed with SIGKILL (so nothing it started outlives the attempt), and output
+/// still held open by a process outside the group is read for 2 seconds at most. When the
+/// task's timeout passes or the handler is told to stop (cancelled, lease lost, worker
+/// shutting down), the attempt ends at once and the group gets SIGTERM, then SIGKILL after
+/// the kill grace. A process that leaves the group (`setsid`, daemons) escapes the
+/// signals, but cannot keep the attempt running.
 #[derive(Debug, Clone)]
 pub struct ExecHandler {
     policy: ExecPolicy,
+    kill_grace: Duration,
 }
 
 impl ExecHandler {
     pub fn new(policy: ExecPolicy) -> Self {
-        ExecHandler { policy }
+        ExecHandler {
+            policy,
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+
+    /// How long a stopped command's process group has between SIGTERM and SIGKILL
+    /// (default [`DEFAULT_KILL_GRACE`]). The attempt does not wait for it.
+    pub fn kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
     }
 }
 
@@ -113,46 +79,56 @@ impl Handler for ExecHandler {
         ctx: TaskContext,
         payload: ExecPayload,
     ) -> Result<ExecResult, HandlerError> {
-        let program = self
+        let launch = self
             .policy
-            .program(&payload)
+            .launch(&payload)
             .map_err(HandlerError::permanent)?;
-        let mut command = Command::new(&program);
-        command.args(&payload.command[1..]).envs(&payload.env);
-        if let Some(cwd) = &payload.cwd {
+        let mut command = Command::new(&launch.program);
+        command
+            .args(&payload.command[1..])
+            .env_clear()
+            .envs(launch.env);
+        if let Some(cwd) = &launch.cwd {
             command.current_dir(cwd);
         }
         let input = payload.stdin.map(|value| match value {
             Value::String(text) => text.into_bytes(),
             other => other.to_string().into_bytes(),
         });
-        let running = Running::spawn(command, input.is_some())
+        // A command may print its variables; their values are secrets like headers are.
+        let secrets: Vec<&str> = payload.env.values().map(String::as_str).collect();
+        let running = Running::spawn(command, input.is_some(), self.kill_grace)
             .map_err(|e| cannot_start(&payload.command[0], e))?;
         tokio::select! {
             exited = running.finish(input) => match exited {
-                Ok(exited) => judge(exited),
+                Ok(exited) => judge(exited, &secrets),
                 Err(e) => Err(HandlerError::retry(format!("talking to the command: {e}"))),
             },
-            // Returning drops `running`, which kills the process group.
+            // Returning drops `running`, which stops the process group.
             reason = ctx.stopped() => Err(stopped(reason)),
         }
     }
 }
 
-fn judge(exited: Exited) -> Result<ExecResult, HandlerError> {
+fn judge(exited: Exited, secrets: &[&str]) -> Result<ExecResult, HandlerError> {
     let Exited {
         status,
         stdout,
         stderr,
+        abandoned_pipes,
     } = exited;
-    let stderr = stderr.text();
+    let mut stderr = stderr.text();
+    if abandoned_pipes {
+        stderr.push_str(ABANDONED_PIPES);
+    }
     let with_stderr = |what: String| {
         let tail = last_chars(stderr.trim_end(), SNIPPET_CHARS);
-        if tail.is_empty() {
+        let message = if tail.is_empty() {
             what
         } else {
             format!("{what}; stderr: {tail}")
-        }
+        };
+        redact(message, secrets.iter().copied())
     };
     match (status.code(), status.signal()) {
         (Some(0), _) => Ok(ExecResult {
@@ -177,11 +153,16 @@ fn judge(exited: Exited) -> Result<ExecResult, HandlerError> {
     }
 }
 
-/// A program that does not exist or may not be executed will not start on a retry either.
+/// Added to the kept stderr when output was cut short, so whoever reads the result knows.
+const ABANDONED_PIPES: &str = "\n[tasktable: stopped reading output 2 s after the command \
+exited, because a process outside its process group kept the pipes open]\n";
+
+/// A program that does not exist or may not be executed will not start on a retry either,
+/// nor will arguments the system cannot pass (a NUL byte).
 fn cannot_start(program: &str, e: io::Error) -> HandlerError {
     let message = format!("cannot start {program:?}: {e}");
     match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => {
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::InvalidInput => {
             HandlerError::permanent(message)
         }
         _ => HandlerError::retry(message),
@@ -190,7 +171,10 @@ fn cannot_start(program: &str, e: io::Error) -> HandlerError {
 
 /// The runtime records nothing for a stopped attempt, so this only has to be an error.
 fn stopped(reason: StopReason) -> HandlerError {
-    let message = format!("stopped ({reason:?}); the command's process group was killed");
+    let message = format!(
+        "stopped ({reason:?}); the command's process group was sent SIGTERM, and SIGKILL \
+         follows after the kill grace"
+    );
     match reason {
         StopReason::Cancelled => HandlerError::cancel(message),
         StopReason::LeaseLost | StopReason::Shutdown => HandlerError::retry(message),

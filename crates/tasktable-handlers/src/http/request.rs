@@ -21,7 +21,9 @@ pub struct HttpPayload {
     /// Default `POST`.
     #[serde(default)]
     pub method: HttpMethod,
-    /// Sent as given. Their values never appear in error messages or in `Debug` output.
+    /// Sent as given, and dropped on a redirect to another origin. Their values never
+    /// appear in error messages or in `Debug` output, and readers of the task see them
+    /// redacted (see [`SECRET_FIELDS`](crate::SECRET_FIELDS)).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
     /// Sent as JSON (`Content-Type: application/json` unless a header says otherwise).
@@ -135,12 +137,12 @@ impl Prepared {
 
     /// `METHOD url` for messages, without credentials, query or fragment.
     pub fn describe(&self) -> String {
-        format!(
-            "{} {}{}",
-            self.method,
-            self.url.origin().ascii_serialization(),
-            self.url.path()
-        )
+        format!("{} {}", self.method, Self::describe_url(&self.url))
+    }
+
+    /// `url` for messages, without credentials, query or fragment.
+    pub fn describe_url(url: &Url) -> String {
+        format!("{}{}", url.origin().ascii_serialization(), url.path())
     }
 }
 

@@ -1,7 +1,9 @@
 //! What an HTTP answer means for the task: success, retry (and when), or permanent failure.
 
+use super::policy::Refused;
 use super::HttpResult;
 use crate::captured::{first_chars, Head, RESULT_LIMIT, SNIPPET_CHARS};
+use crate::secrets::redact;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::StatusCode;
 use std::time::Duration;
@@ -9,9 +11,6 @@ use tasktable_runtime::HandlerError;
 
 /// Longest wait a server's Retry-After can ask for.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
-/// Header values shorter than this are not searched for in messages: they cannot be
-/// secrets, and blanking them would garble the message (a header `1` would hide every 1).
-const MIN_SECRET_LEN: usize = 4;
 
 /// Why an attempt did not succeed, before secrets are blanked out of the message.
 #[derive(Debug, PartialEq)]
@@ -33,12 +32,7 @@ impl Failure {
 
     /// The handler's error, with every occurrence of a secret replaced.
     pub fn into_error(self, secrets: &[String]) -> HandlerError {
-        let redact = |mut message: String| {
-            for secret in secrets.iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
-                message = message.replace(secret.as_str(), "[redacted]");
-            }
-            message
-        };
+        let redact = |message: String| redact(message, secrets.iter().map(String::as_str));
         match self {
             Failure::Retry {
                 message,
@@ -113,9 +107,12 @@ pub(super) fn judge(
     Err(Failure::Permanent(explain()))
 }
 
-/// A failure before a complete answer: connection, timeout, redirects.
+/// A failure before a complete answer: connection, timeout, an address the policy refuses.
 pub(super) fn transport(what: &str, err: reqwest::Error) -> Failure {
-    let permanent = err.is_redirect() || err.is_builder();
+    if let Some(refused) = refused(&err) {
+        return Failure::Permanent(format!("{what}: {refused}"));
+    }
+    let permanent = err.is_builder();
     // reqwest prints the full URL, query and credentials included; `what` already names
     // the request without them.
     let message = format!("{what}: {}", chain(&err.without_url()));
@@ -124,6 +121,19 @@ pub(super) fn transport(what: &str, err: reqwest::Error) -> Failure {
     } else {
         Failure::retry(message)
     }
+}
+
+/// The policy's refusal, when that is what stopped the client from connecting: the
+/// resolver's error reaches here as the cause of a connection error.
+fn refused<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refused> {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(refused) = e.downcast_ref::<Refused>() {
+            return Some(refused);
+        }
+        cause = e.source();
+    }
+    None
 }
 
 /// A server's Retry-After in seconds, capped; HTTP dates are ignored (the task's backoff
@@ -254,12 +264,5 @@ mod tests {
             "{}",
             m.len()
         );
-    }
-
-    #[test]
-    fn secrets_are_blanked_from_messages() {
-        let failure = Failure::Permanent("HTTP 401: bad token Bearer abc123 for 1".into());
-        let err = failure.into_error(&["Bearer abc123".into(), "1".into()]);
-        assert_eq!(err.to_string(), "HTTP 401: bad token [redacted] for 1");
     }
 }
