@@ -137,6 +137,12 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let mut state = AppState::new(store, tokens);
     state.stop = stop.clone();
     state.limits.max_body_bytes = args.max_body_bytes;
+    // Readers see the built-in handlers' secret payload fields redacted, in the API and
+    // on the dashboard alike.
+    state.redactions = std::sync::Arc::new(tasktable_server::redact::Redactions::new(
+        tasktable_handlers::SECRET_FIELDS,
+        tasktable_handlers::SECRET_URL_FIELDS,
+    ));
     let dashboard = DashConfig {
         secure_cookies: args.secure_cookies,
         ..DashConfig::default()

@@ -955,6 +955,24 @@ fn a_token_from_token_new_authenticates_with_the_line_it_prints() {
 }
 
 #[test]
+fn serve_shows_readers_the_built_in_handlers_secrets_redacted() {
+    let server = Server::start(&["--workers", "0"]);
+    let payload = r#"{"url": "https://bot:pa55word@h.example/", "headers": {"Authorization": "Bearer sekr1t"}}"#;
+    let id = server.tt(&["submit", "http", payload, "--json"]).json()["id"].to_string();
+    let as_reader = server
+        .tt_as(Some(READER), &["show", &id, "--json"], None)
+        .json();
+    let shown = &as_reader["task"]["payload"];
+    assert_eq!(shown["headers"]["Authorization"], "[redacted]", "{shown}");
+    assert_eq!(shown["url"], "https://bot:[redacted]@h.example/");
+    let as_admin = server.tt(&["show", &id, "--json"]).json();
+    assert_eq!(
+        as_admin["task"]["payload"]["headers"]["Authorization"],
+        "Bearer sekr1t"
+    );
+}
+
+#[test]
 fn token_new_limits_a_worker_token_to_queues() {
     let made = finish(
         command(&[

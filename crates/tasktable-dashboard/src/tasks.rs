@@ -193,7 +193,7 @@ pub async fn task(
     Path(id): Path<TaskId>,
     Query(f): Query<Flash>,
 ) -> Response {
-    let task = match state.app.store.task_get(id).await {
+    let mut task = match state.app.store.task_get(id).await {
         Ok(Some(t)) => t,
         Ok(None) => {
             let body = html! { h1 { "Task " (id) } p { "No such task." } };
@@ -209,6 +209,9 @@ pub async fn task(
         Ok(a) => a,
         Err(e) => return crate::failure::page_for(e),
     };
+    task.payload = state
+        .app
+        .payload_for(session.principal.role, &task.kind, task.payload);
     let act = |op: &str, label: &str, danger: bool, fields: Markup| {
         action_form(
             &session,

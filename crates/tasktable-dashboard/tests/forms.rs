@@ -14,7 +14,34 @@ on_every_backend!(
     readers_see_but_cannot_act_and_workers_cannot_sign_in,
     bulk_actions_show_how_many_tasks_they_touch_then_apply,
     a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_widening_it,
+    readers_see_secret_payload_fields_redacted,
 );
+
+async fn readers_see_secret_payload_fields_redacted(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    let payload = serde_json::json!({
+        "url": "https://bot:pa55word@hooks.example/x",
+        "headers": {"Authorization": "Bearer sekr1t-header"},
+    });
+    let id = ui.submit(NewTask::new("http", payload)).await;
+    let (reader, _) = ui.sign_in(READER).await;
+    let html = ui.page(&reader, &format!("/ui/tasks/{id}")).await;
+    for secret in ["sekr1t-header", "pa55word"] {
+        assert!(!html.contains(secret), "a reader sees {secret}");
+    }
+    assert!(
+        html.contains("Authorization") && html.contains("[redacted]"),
+        "{html}"
+    );
+    let (operator, _) = ui.sign_in(OPERATOR).await;
+    let html = ui.page(&operator, &format!("/ui/tasks/{id}")).await;
+    assert!(
+        html.contains("sekr1t-header") && html.contains("pa55word"),
+        "an operator, who may edit the payload, sees it whole"
+    );
+}
 
 async fn an_operator_cancels_and_retries_from_the_task_page(backend: &str) {
     let Some(ui) = Ui::start(backend).await else {

@@ -20,6 +20,7 @@ mod leases;
 pub mod metrics;
 mod openapi;
 mod queues;
+pub mod redact;
 mod tasks;
 mod waiting;
 pub mod wire;
@@ -72,6 +73,8 @@ pub struct AppState {
     pub stop: CancellationToken,
     /// Long-poll claims waiting now, per token.
     pub waiting: Arc<waiting::WaitingClaims>,
+    /// The payload fields readers must not see.
+    pub redactions: Arc<redact::Redactions>,
 }
 
 impl AppState {
@@ -82,7 +85,23 @@ impl AppState {
             limits: Limits::default(),
             stop: CancellationToken::new(),
             waiting: Arc::default(),
+            redactions: Arc::default(),
         }
+    }
+
+    /// A task's payload as a caller of `role` may see it: a reader gets every secret
+    /// field of its kind replaced (see [`redact`]); the other roles, who may submit and
+    /// edit payloads or run the task, see it whole.
+    pub fn payload_for(
+        &self,
+        role: Role,
+        kind: &str,
+        mut payload: serde_json::Value,
+    ) -> serde_json::Value {
+        if role == Role::Reader {
+            self.redactions.apply(kind, &mut payload);
+        }
+        payload
     }
 }
 

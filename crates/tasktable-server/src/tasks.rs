@@ -1,5 +1,6 @@
 //! Submitting, finding and changing tasks.
 
+use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Path, Query};
 use crate::wire::{AttemptView, SubmitBatch, SubmitTask, SubmittedView, TaskView};
@@ -8,12 +9,13 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tasktable_core::{TaskId, TaskState};
+use tasktable_core::{Task, TaskId, TaskState};
 use tasktable_store::{Change, ListParams, SubmitParams, Target, TaskFilter, UpdateParams};
 
 pub async fn submit(
@@ -117,8 +119,15 @@ pub fn parse_states(list: &str) -> ApiResult<Vec<TaskState>> {
         .collect()
 }
 
+/// A task as `caller` may see it.
+fn view(state: &AppState, caller: &Principal, mut task: Task) -> TaskView {
+    task.payload = state.payload_for(caller.role, &task.kind, task.payload);
+    TaskView::from(task)
+}
+
 pub async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
     let filter = TaskFilter {
@@ -146,11 +155,19 @@ pub async fn list(
             limit: q.limit.unwrap_or(DEFAULT_LIMIT),
         })
         .await?;
-    let tasks: Vec<TaskView> = page.tasks.into_iter().map(TaskView::from).collect();
+    let tasks: Vec<TaskView> = page
+        .tasks
+        .into_iter()
+        .map(|t| view(&state, &caller, t))
+        .collect();
     Ok(Json(json!({"tasks": tasks, "next": page.next})).into_response())
 }
 
-pub async fn show(State(state): State<AppState>, Path(id): Path<TaskId>) -> ApiResult<Response> {
+pub async fn show(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    Path(id): Path<TaskId>,
+) -> ApiResult<Response> {
     let task = state
         .store
         .task_get(id)
@@ -163,7 +180,8 @@ pub async fn show(State(state): State<AppState>, Path(id): Path<TaskId>) -> ApiR
         .into_iter()
         .map(AttemptView::from)
         .collect();
-    Ok(Json(json!({"task": TaskView::from(task), "attempts": attempts})).into_response())
+    let task = view(&state, &caller, task);
+    Ok(Json(json!({"task": task, "attempts": attempts})).into_response())
 }
 
 /// The operations, by the name they have in paths.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tasktable_core::{NewTask, TaskState};
 use tasktable_dashboard::DashConfig;
 use tasktable_server::host::AllowedHosts;
+use tasktable_server::redact::Redactions;
 use tasktable_server::{AppState, Role, TokenSet};
 use tasktable_store::{Store, SubmitParams};
 use tasktable_testdb::TestDb;
@@ -46,7 +47,12 @@ impl Ui {
     pub async fn start_with(backend: &str, tokens: TokenSet, config: DashConfig) -> Option<Ui> {
         let db = TestDb::fresh(backend).await?;
         let store = db.store().await;
-        let state = AppState::new(store.clone(), tokens);
+        let mut state = AppState::new(store.clone(), tokens);
+        // As the binary hands over the built-in `http` handler's secret fields.
+        state.redactions = Arc::new(Redactions::new(
+            &[("http", "/headers")],
+            &[("http", "/url")],
+        ));
         let app = tasktable_server::router(state.clone())
             .merge(tasktable_dashboard::router_with(state.clone(), config));
         let app = tasktable_server::host::enforce(app, &state.tokens, AllowedHosts::default());

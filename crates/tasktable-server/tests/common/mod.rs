@@ -56,6 +56,11 @@ impl Server {
         let db = TestDb::fresh(backend).await?;
         let store = db.store().await;
         let mut state = AppState::new(store.clone(), tokens);
+        // As `tasktable serve` hands over its built-in `http` handler's secret fields.
+        state.redactions = std::sync::Arc::new(tasktable_server::redact::Redactions::new(
+            &[("http", "/headers")],
+            &[("http", "/url")],
+        ));
         adjust(&mut state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
