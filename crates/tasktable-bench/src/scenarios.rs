@@ -521,6 +521,9 @@ impl Store for PollingOnly {
     async fn task_list(&self, p: ListParams) -> tasktable::StoreResult<tasktable::store::TaskPage> {
         self.0.task_list(p).await
     }
+    async fn task_count(&self, p: tasktable::store::CountParams) -> tasktable::StoreResult<u64> {
+        self.0.task_count(p).await
+    }
     async fn attempt_list(
         &self,
         id: tasktable::TaskId,
@@ -859,6 +862,7 @@ pub async fn leases(ctx: &mut Ctx) -> BenchResult<()> {
                 filter: TaskFilter::default().state(TaskState::Running),
                 after: after_id,
                 limit: 1000,
+                light: false,
             })
             .await
             .map_err(|e| e.to_string())?;
@@ -928,6 +932,7 @@ pub async fn leases(ctx: &mut Ctx) -> BenchResult<()> {
             filter: TaskFilter::default().state(TaskState::Running),
             after: None,
             limit: 1,
+            light: false,
         })
         .await
         .ok()

@@ -13,6 +13,7 @@ pub use crate::batch_cases::one_finish_call_ends_each_task_by_its_own_item;
 pub use crate::lease_cases::{
     every_claim_gets_a_credential_of_its_own, writes_with_a_wrong_credential_change_nothing,
 };
+pub use crate::read_cases::counts_stop_at_their_cap_and_light_pages_leave_documents_out;
 pub use crate::stats_cases::stats_count_throughput_and_latency_per_queue_and_kind;
 pub use crate::write_cases::{
     payloads_with_nul_and_oversized_results_are_refused,
@@ -1039,6 +1040,7 @@ pub async fn bulk_changes_report_how_many_rows_changed(db: &impl Backend) {
             filter: TaskFilter::default().state(TaskState::Pending),
             limit: 100,
             after: None,
+            light: false,
         })
         .await
         .unwrap();
@@ -1062,6 +1064,7 @@ pub async fn list_filters_and_pages_by_keyset(db: &impl Backend) {
                 filter: TaskFilter::default(),
                 after,
                 limit: 10,
+                light: false,
             })
             .await
             .unwrap();
@@ -1083,6 +1086,7 @@ pub async fn list_filters_and_pages_by_keyset(db: &impl Backend) {
                 filter: f,
                 after: None,
                 limit: 100,
+                light: false,
             })
             .await
             .unwrap()
@@ -1147,6 +1151,7 @@ pub async fn list_filters_and_pages_by_keyset(db: &impl Backend) {
             },
             after: None,
             limit: 5,
+            light: false,
         })
         .await
         .unwrap();

@@ -87,6 +87,9 @@ impl Store for Freezable {
     async fn task_list(&self, p: ListParams) -> StoreResult<TaskPage> {
         self.inner.task_list(p).await
     }
+    async fn task_count(&self, p: CountParams) -> StoreResult<u64> {
+        self.inner.task_count(p).await
+    }
     async fn attempt_list(&self, id: TaskId) -> StoreResult<Vec<Attempt>> {
         self.inner.attempt_list(id).await
     }

@@ -11,6 +11,7 @@ pub mod batch_cases;
 pub mod cases;
 pub mod freeze;
 pub mod lease_cases;
+pub mod read_cases;
 pub mod refusal_cases;
 pub mod runtime_cases;
 pub mod stats_cases;
@@ -73,6 +74,7 @@ macro_rules! conformance_suite {
             operator_changes_respect_the_state_machine,
             bulk_changes_report_how_many_rows_changed,
             list_filters_and_pages_by_keyset,
+            counts_stop_at_their_cap_and_light_pages_leave_documents_out,
             migrate_is_idempotent_and_safe_concurrently,
             checkpoint_and_progress_are_fenced,
             stats_count_throughput_and_latency_per_queue_and_kind,

@@ -180,6 +180,7 @@ pub async fn four_workers_run_each_of_2000_tasks_exactly_once(db: &impl Backend)
                 filter: TaskFilter::default(),
                 after,
                 limit: MAX_PAGE_SIZE,
+                light: false,
             })
             .await
             .unwrap();
@@ -933,6 +934,7 @@ pub async fn claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most(
             filter: TaskFilter::default().state(TaskState::Running),
             after: None,
             limit: 100,
+            light: false,
         })
         .await
         .unwrap();

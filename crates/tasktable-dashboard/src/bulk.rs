@@ -1,9 +1,9 @@
 //! Acting on every task a filter matches: a review page that says how many tasks the
 //! action would change, then the change itself in one store call.
 //!
-//! The review counts without loading payloads where the store can (a filter of queue and
-//! state is answered from the queue counts); any other filter is counted by reading task
-//! rows a page at a time up to the configured cap, and the page then says "at least".
+//! The review counts without loading any task: a filter of queue and state is answered
+//! from the queue counts, any other filter by the store's capped count, and past the cap
+//! the page says "at least".
 
 use crate::actions::{change_from, check};
 use crate::failure;
@@ -50,17 +50,13 @@ pub async fn bulk_review(
             .into_response();
     }
     let store = state.app.store.as_ref();
-    let count = match scan::count_changeable(
-        store,
-        filter,
-        change.operation(),
-        state.config.max_scan_rows,
-    )
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => return failure::page_for(e),
-    };
+    let count =
+        match scan::count_changeable(store, filter, change.operation(), state.config.max_count)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => return failure::page_for(e),
+        };
     let n = count.value();
     let body = html! {
         h1 { "Confirm: " (q.op) }

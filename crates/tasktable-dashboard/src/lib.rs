@@ -53,9 +53,12 @@ pub struct DashConfig {
     pub session_ttl: Duration,
     /// How failed sign-ins are slowed down.
     pub sign_in: ThrottleConfig,
-    /// Most task rows a page reads to count or group tasks (bulk review, workers).
-    /// Default 1,000.
+    /// Most running tasks the workers page reads (their ids, kinds and workers, never
+    /// their documents). Default 1,000.
     pub max_scan_rows: usize,
+    /// Most tasks a bulk review counts before it says "at least" (the store counts index
+    /// entries and reads no document). Default 100,000.
+    pub max_count: u64,
 }
 
 impl Default for DashConfig {
@@ -66,6 +69,7 @@ impl Default for DashConfig {
             session_ttl: Duration::from_secs(12 * 3600),
             sign_in: ThrottleConfig::default(),
             max_scan_rows: 1000,
+            max_count: 100_000,
         }
     }
 }
@@ -101,6 +105,7 @@ pub fn router_with(app: AppState, config: DashConfig) -> Router {
         throttle: Arc::new(SignInThrottle::new(config.sign_in.clone())),
         config: Arc::new(DashConfig {
             max_scan_rows: config.max_scan_rows.max(1),
+            max_count: config.max_count.max(1),
             ..config
         }),
     };

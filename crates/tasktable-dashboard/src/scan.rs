@@ -1,13 +1,13 @@
 //! Bounded reads of many tasks, for pages that count or group them.
 //!
-//! Counts by queue and state come from the store's queue counts, which read no task row.
-//! Anything finer (a kind, a key, an error text, a time range; running tasks by worker)
-//! has no counting call in the store, so it is read here a small page at a time, each
-//! page dropped once looked at, up to a cap; the caller says "at least" when the cap
-//! stopped it. At most [`PAGE`] full rows are in memory at once.
+//! Counts by queue and state come from the store's queue counts, which read no task row;
+//! any finer filter (a kind, a key, an error text, a time range) is counted by the store
+//! up to a cap (`task_count`). Pages that group tasks (running tasks by worker) read light
+//! rows, without payloads or results, a page at a time up to a cap; the caller says "at
+//! least" when a cap stopped it.
 
 use tasktable_core::{Operation, Task, TaskState};
-use tasktable_store::{ListParams, Store, StoreResult, TaskFilter};
+use tasktable_store::{CountParams, ListParams, Store, StoreResult, TaskFilter};
 
 /// Rows read per store call.
 pub const PAGE: u32 = 100;
@@ -27,7 +27,8 @@ impl Count {
     }
 }
 
-/// Hands each task `filter` matches, newest first, to `visit`, reading at most `cap` rows.
+/// Hands each task `filter` matches, newest first, to `visit`, reading at most `cap` light
+/// rows (`payload` null; no result, checkpoint or progress).
 pub async fn scan(
     store: &dyn Store,
     filter: TaskFilter,
@@ -45,6 +46,7 @@ pub async fn scan(
                 filter: filter.clone(),
                 after,
                 limit: PAGE.min(u32::try_from(left).unwrap_or(PAGE)),
+                light: true,
             })
             .await?;
         rows += page.tasks.len();
@@ -73,12 +75,12 @@ pub async fn by_queue_counts(
         .sum())
 }
 
-/// How many tasks `filter` matches that `op` may change, reading at most `cap` rows.
+/// How many tasks `filter` matches that `op` may change, counting no further than `cap`.
 pub async fn count_changeable(
     store: &dyn Store,
     filter: TaskFilter,
     op: Operation,
-    cap: usize,
+    cap: u64,
 ) -> StoreResult<Count> {
     let states: Vec<TaskState> = op
         .allowed_from()
@@ -99,5 +101,10 @@ pub async fn count_changeable(
         let n = by_queue_counts(store, filter.queue.as_deref(), &filter.states).await?;
         return Ok(Count::Exact(n));
     }
-    scan(store, filter, cap, |_| {}).await
+    let n = store.task_count(CountParams { filter, cap }).await?;
+    Ok(if n >= cap {
+        Count::AtLeast(n)
+    } else {
+        Count::Exact(n)
+    })
 }

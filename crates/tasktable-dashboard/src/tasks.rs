@@ -127,6 +127,7 @@ pub async fn tasks(
                     filter,
                     after: q.after,
                     limit: PAGE_SIZE,
+                    light: false,
                 })
                 .await;
             match result {

@@ -201,6 +201,7 @@ async fn the_overview_counts_what_the_store_holds_and_the_filter_narrows_the_lis
             filter,
             after: None,
             limit: 100,
+            light: false,
         })
         .await
         .unwrap();
@@ -494,6 +495,7 @@ async fn screenshots_of_the_main_pages() {
             },
             after: None,
             limit: 100,
+            light: false,
         })
         .await
         .unwrap()

@@ -418,7 +418,7 @@ async fn a_bulk_review_counts_queue_filters_exactly_and_stops_reading_other_filt
     backend: &str,
 ) {
     let config = DashConfig {
-        max_scan_rows: 5,
+        max_count: 5,
         ..DashConfig::default()
     };
     let Some(ui) = Ui::start_with(backend, tokens(), config).await else {

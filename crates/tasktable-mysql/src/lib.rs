@@ -320,6 +320,10 @@ impl Store for MySqlStore {
         query::list(&self.pool, &params).await
     }
 
+    async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
+        query::count(&self.pool, &params).await
+    }
+
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
         query::attempts(&self.pool, task_id).await
     }

@@ -2,7 +2,9 @@
 //! consistent reads in InnoDB: they take no locks and never wait for writers.
 
 use crate::db;
-use crate::row::{attempt_from_row, state, task_from_row, text, ATTEMPT_COLUMNS, TASK_COLUMNS};
+use crate::row::{
+    attempt_from_row, state, task_from_row, text, ATTEMPT_COLUMNS, LIGHT_TASK_COLUMNS, TASK_COLUMNS,
+};
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 use std::collections::BTreeMap;
 use tasktable_core::{Attempt, Task, TaskId};
@@ -91,9 +93,13 @@ pub fn push_filter(qb: &mut QueryBuilder<'_, MySql>, f: &TaskFilter) {
 }
 
 pub async fn list(pool: &MySqlPool, p: &ListParams) -> StoreResult<TaskPage> {
-    let mut qb = QueryBuilder::<MySql>::new(format!(
-        "SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE TRUE"
-    ));
+    let columns = if p.light {
+        LIGHT_TASK_COLUMNS
+    } else {
+        TASK_COLUMNS
+    };
+    let mut qb =
+        QueryBuilder::<MySql>::new(format!("SELECT {columns} FROM tasktable_tasks WHERE TRUE"));
     push_filter(&mut qb, &p.filter);
     if let Some(after) = p.after {
         qb.push(" AND id < ").push_bind(after);
@@ -106,6 +112,19 @@ pub async fn list(pool: &MySqlPool, p: &ListParams) -> StoreResult<TaskPage> {
         .map(task_from_row)
         .collect::<StoreResult<Vec<_>>>()?;
     Ok(TaskPage::from_overfetch(tasks, p.limit))
+}
+
+/// Counts matches of `p.filter`, stopping at `p.cap`: the inner LIMIT bounds the rows read.
+pub async fn count(pool: &MySqlPool, p: &CountParams) -> StoreResult<u64> {
+    let mut qb = QueryBuilder::<MySql>::new(
+        "SELECT count(*) FROM (SELECT 1 FROM tasktable_tasks WHERE TRUE",
+    );
+    push_filter(&mut qb, &p.filter);
+    qb.push(" LIMIT ")
+        .push_bind(i64::try_from(p.cap).unwrap_or(i64::MAX))
+        .push(") AS matched");
+    let n: i64 = qb.build_query_scalar().fetch_one(pool).await.map_err(db)?;
+    Ok(n.max(0) as u64)
 }
 
 pub async fn attempts(pool: &MySqlPool, task_id: TaskId) -> StoreResult<Vec<Attempt>> {

@@ -15,6 +15,14 @@ pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpo
     lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
     started_at, finished_at";
 
+/// [`TASK_COLUMNS`] with the documents left out (typed NULLs in their place), for light
+/// lists.
+pub const LIGHT_TASK_COLUMNS: &str = "id, kind, queue, state, 'null' AS payload, NULL AS result, NULL AS checkpoint, NULL AS progress, \
+    task_key, idempotency_key, priority, run_at, attempt, max_attempts, backoff_initial_ms, \
+    backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
+    lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
+    started_at, finished_at";
+
 /// Every column of `tasktable_attempts`.
 pub const ATTEMPT_COLUMNS: &str =
     "id, task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error";

@@ -190,6 +190,8 @@ async fn live_workers(store: &dyn Store) -> StoreResult<usize> {
                 filter: filter.clone(),
                 after,
                 limit: MAX_PAGE_SIZE,
+                // Who holds a lease, not what the tasks hold.
+                light: true,
             })
             .await?;
         seen += page.tasks.len();

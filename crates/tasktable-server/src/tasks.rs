@@ -153,6 +153,7 @@ pub async fn list(
             filter,
             after: q.after,
             limit: q.limit.unwrap_or(DEFAULT_LIMIT),
+            light: false,
         })
         .await?;
     let tasks: Vec<TaskView> = page

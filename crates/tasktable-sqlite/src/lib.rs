@@ -256,6 +256,11 @@ impl Store for SqliteStore {
         query::list(&mut conn, &params).await
     }
 
+    async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
+        let mut conn = self.reader.acquire().await.map_err(db)?;
+        query::count(&mut conn, &params).await
+    }
+
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
         let mut conn = self.reader.acquire().await.map_err(db)?;
         query::attempts(&mut conn, task_id).await

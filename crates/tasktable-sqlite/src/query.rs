@@ -1,7 +1,7 @@
 //! Reads: one task, filtered pages, attempt history, queues.
 
 use crate::db;
-use crate::row::{attempt_from_row, task_from_row, TASK_COLUMNS};
+use crate::row::{attempt_from_row, task_from_row, LIGHT_TASK_COLUMNS, TASK_COLUMNS};
 use crate::time::to_text;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 use tasktable_core::{Attempt, Task, TaskId, TaskState};
@@ -60,9 +60,13 @@ pub fn push_filter(qb: &mut QueryBuilder<'_, Sqlite>, f: &TaskFilter) {
 }
 
 pub async fn list(conn: &mut SqliteConnection, p: &ListParams) -> StoreResult<TaskPage> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!(
-        "SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE 1 = 1"
-    ));
+    let columns = if p.light {
+        LIGHT_TASK_COLUMNS
+    } else {
+        TASK_COLUMNS
+    };
+    let mut qb =
+        QueryBuilder::<Sqlite>::new(format!("SELECT {columns} FROM tasktable_tasks WHERE 1 = 1"));
     push_filter(&mut qb, &p.filter);
     if let Some(after) = p.after {
         qb.push(" AND id < ").push_bind(after);
@@ -75,6 +79,19 @@ pub async fn list(conn: &mut SqliteConnection, p: &ListParams) -> StoreResult<Ta
         .map(task_from_row)
         .collect::<StoreResult<Vec<_>>>()?;
     Ok(TaskPage::from_overfetch(tasks, p.limit))
+}
+
+/// Counts matches of `p.filter`, stopping at `p.cap`: the inner LIMIT bounds the rows read.
+pub async fn count(conn: &mut SqliteConnection, p: &CountParams) -> StoreResult<u64> {
+    let mut qb = QueryBuilder::<Sqlite>::new(
+        "SELECT count(*) FROM (SELECT 1 FROM tasktable_tasks WHERE 1 = 1",
+    );
+    push_filter(&mut qb, &p.filter);
+    qb.push(" LIMIT ")
+        .push_bind(i64::try_from(p.cap).unwrap_or(i64::MAX))
+        .push(") AS matched");
+    let n: i64 = qb.build_query_scalar().fetch_one(conn).await.map_err(db)?;
+    Ok(n.max(0) as u64)
 }
 
 pub async fn attempts(conn: &mut SqliteConnection, task_id: TaskId) -> StoreResult<Vec<Attempt>> {

@@ -76,6 +76,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Tasks matching a filter, newest first, one page at a time.
     async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage>;
 
+    /// How many tasks match a filter, counting no further than `cap`.
+    async fn task_count(&self, params: CountParams) -> StoreResult<u64>;
+
     /// A task's attempt history, oldest first.
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>>;
 

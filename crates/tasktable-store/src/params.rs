@@ -100,6 +100,20 @@ pub struct ListParams {
     pub after: Option<TaskId>,
     /// At most [`MAX_PAGE_SIZE`].
     pub limit: u32,
+    /// Leave the documents out: each task's `payload` is `null` and its `result`,
+    /// `checkpoint` and `progress` are `None`, so a page costs its row headers only,
+    /// however large the documents (for pages that show who runs what).
+    #[serde(default)]
+    pub light: bool,
+}
+
+/// Counting the tasks a filter matches, up to a cap.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CountParams {
+    pub filter: TaskFilter,
+    /// Stop counting here: the answer is exact below `cap`, and `cap` means "at least",
+    /// so a count costs at most `cap` index entries however large the table.
+    pub cap: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -54,6 +54,7 @@ impl Client {
                 filter,
                 after,
                 limit,
+                light: false,
             })
             .await
     }
