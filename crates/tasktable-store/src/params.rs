@@ -218,16 +218,7 @@ pub fn validate_submit(tasks: &[NewTask], max_payload_bytes: usize) -> crate::St
     for (index, task) in tasks.iter().enumerate() {
         task.validate()
             .map_err(|source| crate::StoreError::InvalidTask { index, source })?;
-        let size = serde_json::to_vec(&task.payload)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > max_payload_bytes {
-            return Err(crate::StoreError::PayloadTooLarge {
-                index,
-                size,
-                limit: max_payload_bytes,
-            });
-        }
+        check_size(&task.payload, index, max_payload_bytes)?;
     }
     Ok(())
 }
@@ -260,17 +251,7 @@ pub fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::Stor
                     InvalidTask::Nul("payload").to_string(),
                 ));
             }
-            let size = serde_json::to_vec(payload)
-                .map(|v| v.len())
-                .unwrap_or(usize::MAX);
-            if size > max_payload_bytes {
-                return Err(crate::StoreError::PayloadTooLarge {
-                    index: 0,
-                    size,
-                    limit: max_payload_bytes,
-                });
-            }
-            Ok(())
+            check_size(payload, 0, max_payload_bytes)
         }
         _ => Ok(()),
     }
@@ -279,9 +260,14 @@ pub fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::Stor
 /// Default largest payload or checkpoint: 1 MiB of JSON.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
-/// JSON's size as stored.
-fn json_size(value: &Value) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+/// Refuses a JSON document (item `index` of its call) larger than `limit` bytes as
+/// stored.
+fn check_size(value: &Value, index: usize, limit: usize) -> crate::StoreResult<()> {
+    let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+    if size > limit {
+        return Err(crate::StoreError::PayloadTooLarge { index, size, limit });
+    }
+    Ok(())
 }
 
 /// Checks a finish call before anything is written: a result larger than
@@ -292,14 +278,7 @@ pub fn check_finish(items: &[FinishItem], max_payload_bytes: usize) -> crate::St
             result: Some(result),
         } = &item.plan.action
         {
-            let size = json_size(result);
-            if size > max_payload_bytes {
-                return Err(crate::StoreError::PayloadTooLarge {
-                    index,
-                    size,
-                    limit: max_payload_bytes,
-                });
-            }
+            check_size(result, index, max_payload_bytes)?;
         }
     }
     Ok(())
@@ -312,14 +291,7 @@ pub fn prepare_checkpoint(
     max_payload_bytes: usize,
 ) -> crate::StoreResult<CheckpointParams> {
     for value in [&p.checkpoint, &p.progress].into_iter().flatten() {
-        let size = json_size(value);
-        if size > max_payload_bytes {
-            return Err(crate::StoreError::PayloadTooLarge {
-                index: 0,
-                size,
-                limit: max_payload_bytes,
-            });
-        }
+        check_size(value, 0, max_payload_bytes)?;
     }
     p.checkpoint = p.checkpoint.map(stored_value);
     p.progress = p.progress.map(stored_value);
