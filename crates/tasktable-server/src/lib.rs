@@ -22,6 +22,7 @@ mod openapi;
 mod queues;
 mod tasks;
 mod waiting;
+mod whole;
 pub mod wire;
 
 pub use auth::{token_digest, Access, Principal, Role, TokenConfigError, TokenSet};

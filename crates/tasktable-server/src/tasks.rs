@@ -1,7 +1,7 @@
 //! Submitting, finding and changing tasks.
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Body, Path, Query};
+use crate::extract::{Body, Path, Query, RawBody};
 use crate::wire::{AttemptView, SubmitBatch, SubmitTask, SubmittedView, TaskView};
 use crate::AppState;
 use axum::body::Bytes;
@@ -182,18 +182,21 @@ pub const OPERATIONS: &[&str] = &[
 #[serde(deny_unknown_fields)]
 struct Reschedule {
     run_at: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     delay_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SetPriority {
+    #[serde(deserialize_with = "crate::whole::number")]
     priority: i32,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SetMaxAttempts {
+    #[serde(deserialize_with = "crate::whole::number")]
     max_attempts: u32,
 }
 
@@ -283,7 +286,7 @@ fn object_body(bytes: &Bytes) -> ApiResult<Value> {
 pub async fn change(
     State(state): State<AppState>,
     Path((id, op)): Path<(TaskId, String)>,
-    bytes: Bytes,
+    RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
     let change = parse_change(&state, &op, object_body(&bytes)?).await?;
     state
@@ -305,7 +308,7 @@ pub async fn change(
 pub async fn bulk(
     State(state): State<AppState>,
     Path(op): Path<String>,
-    bytes: Bytes,
+    RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
     let mut body = object_body(&bytes)?;
     let filter = body
