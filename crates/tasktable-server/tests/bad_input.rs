@@ -99,6 +99,13 @@ async fn bad_submits_are_refused_with_a_reason_and_write_nothing(s: Server) {
             "invalid_input",
             "multiplier",
         ),
+        // The one rule between two fields, which the OpenAPI document states in words.
+        (
+            json!({"kind": "k", "backoff": {"initial_ms": 100, "multiplier": 1, "max_ms": 10, "jitter": 0}}),
+            422,
+            "invalid_input",
+            "must not exceed its cap",
+        ),
         (
             json!({"kind": "k", "payload": "x".repeat(1_100_000)}),
             413,
