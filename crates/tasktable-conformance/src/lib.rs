@@ -66,6 +66,8 @@ macro_rules! conformance_suite {
             writes_with_a_wrong_credential_change_nothing,
             worker_output_with_nul_is_stored_alike_everywhere,
             payloads_with_nul_and_oversized_results_are_refused,
+            names_of_the_longest_length_are_stored_whole,
+            filters_holding_nul_are_refused_on_every_backend,
             rescue_takes_back_expired_leases_and_counts_the_attempt,
             rescue_leaves_a_renewed_lease_alone,
             timeout_caps_the_lease_at_the_deadline,

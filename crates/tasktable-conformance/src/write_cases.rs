@@ -165,3 +165,103 @@ pub async fn payloads_with_nul_and_oversized_results_are_refused(db: &impl Backe
         .unwrap();
     assert!(held.iter().all(LeaseStatus::is_held));
 }
+
+/// Names are limited in characters, so the longest one may take four bytes a character:
+/// every column that holds a name (MySQL's `VARCHAR(255)` included) keeps it whole, from
+/// the task through its attempt, its queue's pause row and the statistics rollup.
+pub async fn names_of_the_longest_length_are_stored_whole(db: &impl Backend) {
+    let s = db.store().await;
+    let name = |c: char| c.to_string().repeat(tasktable_core::task::MAX_NAME_LEN);
+    let (kind, queue) = (name('😀'), name('é'));
+    let id = submit_at(
+        &*s,
+        vec![NewTask::new(kind.clone(), json!(1))
+            .queue(queue.clone())
+            .key(name('鍵'))
+            .idempotency_key(name('🔑'))],
+        at(0),
+    )
+    .await[0];
+    let task = get(&*s, id).await;
+    assert_eq!(
+        (&task.kind, &task.queue, task.key, task.idempotency_key),
+        (&kind, &queue, Some(name('鍵')), Some(name('🔑')))
+    );
+    let mut params = crate::cases::claim_params(&queue, &[kind.as_str()], 1, at(1));
+    params.worker_id = name('w');
+    let claimed = s.task_claim(params).await.unwrap();
+    assert_eq!(claimed.len(), 1, "claimed by its queue and kind");
+    let plan = FinishPlan::for_handler(
+        HandlerOutcome::Succeeded { result: None },
+        1,
+        &no_jitter(),
+        0.5,
+    );
+    let finished = s
+        .task_finish(FinishParams {
+            items: vec![FinishItem {
+                lease: claimed[0].lease(),
+                plan,
+            }],
+            only_if_expired: false,
+            now: Some(at(2)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(finished, vec![true]);
+    s.queue_set_paused(QueuePauseParams {
+        queue: queue.clone(),
+        paused: true,
+    })
+    .await
+    .unwrap();
+    let queues = s.queue_list().await.unwrap();
+    assert!(queues.iter().any(|q| q.name == queue && q.paused));
+    let stats = s
+        .stats(StatsParams {
+            window: std::time::Duration::from_secs(4 * 3600),
+            queue: Some(queue.clone()),
+            kind: Some(kind.clone()),
+            now: Some(at(3 * 3600)),
+        })
+        .await
+        .unwrap();
+    let group = stats.groups.iter().find(|g| g.kind == kind).expect("group");
+    assert_eq!((group.window.submitted, group.window.succeeded), (1, 1));
+}
+
+/// A filter holding NUL matches no stored text, and PostgreSQL cannot even compare with
+/// one: every backend refuses it as bad input before asking the database.
+pub async fn filters_holding_nul_are_refused_on_every_backend(db: &impl Backend) {
+    let s = db.store().await;
+    let id = submit_at(&*s, vec![NewTask::new("k", json!(1))], at(0)).await[0];
+    let nul = TaskFilter::default().queue("a\u{0}b");
+    let list = s
+        .task_list(ListParams {
+            filter: nul.clone(),
+            after: None,
+            limit: 10,
+        })
+        .await;
+    assert!(matches!(list, Err(StoreError::InvalidInput(_))), "{list:?}");
+    let changed = update(&*s, Target::Filter(nul), Change::Cancel).await;
+    assert!(
+        matches!(changed, Err(StoreError::InvalidInput(_))),
+        "{changed:?}"
+    );
+    let stats = s
+        .stats(StatsParams {
+            kind: Some("\u{0}".into()),
+            ..StatsParams::window(std::time::Duration::from_secs(3600))
+        })
+        .await;
+    assert!(
+        matches!(stats, Err(StoreError::InvalidInput(_))),
+        "{stats:?}"
+    );
+    assert_eq!(
+        get(&*s, id).await.state,
+        TaskState::Pending,
+        "nothing changed"
+    );
+}

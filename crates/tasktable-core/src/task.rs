@@ -17,7 +17,9 @@ pub const DEFAULT_QUEUE: &str = "default";
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 /// Upper bound for `max_attempts`.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
-/// Longest accepted kind, queue, key or idempotency key, in bytes.
+/// Longest accepted kind, queue, key or idempotency key, in characters (Unicode scalar
+/// values): what JSON Schema's `maxLength` counts, so the API can state the limit exactly,
+/// and what a MySQL `VARCHAR(255)` holds.
 pub const MAX_NAME_LEN: usize = 255;
 /// Furthest into the future a task may be delayed, and longest per-attempt timeout.
 pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -145,11 +147,9 @@ fn check_name(field: &'static str, value: &str) -> Result<(), InvalidTask> {
     if value.trim().is_empty() {
         return Err(InvalidTask::Empty(field));
     }
-    if value.len() > MAX_NAME_LEN {
-        return Err(InvalidTask::TooLong {
-            field,
-            len: value.len(),
-        });
+    let len = value.chars().count();
+    if len > MAX_NAME_LEN {
+        return Err(InvalidTask::TooLong { field, len });
     }
     if value.chars().any(char::is_control) {
         return Err(InvalidTask::ControlCharacter(field));
@@ -162,7 +162,7 @@ fn check_name(field: &'static str, value: &str) -> Result<(), InvalidTask> {
 pub enum InvalidTask {
     #[error("{0} must not be empty")]
     Empty(&'static str),
-    #[error("{field} is {len} bytes long; the limit is {MAX_NAME_LEN}")]
+    #[error("{field} is {len} characters long; the limit is {MAX_NAME_LEN}")]
     TooLong { field: &'static str, len: usize },
     #[error("{0} must not contain control characters")]
     ControlCharacter(&'static str),
@@ -353,7 +353,11 @@ mod tests {
             (NewTask::new("", json!(null)), "kind must not be empty"),
             (t().queue(" "), "queue must not be empty"),
             (t().max_attempts(0), "max_attempts must be between"),
-            (t().key("x".repeat(300)), "key is 300 bytes long"),
+            (t().key("x".repeat(300)), "key is 300 characters long"),
+            (
+                NewTask::new("é".repeat(256), json!(null)),
+                "kind is 256 characters long",
+            ),
             (
                 t().kind_with_newline(),
                 "kind must not contain control characters",
@@ -375,6 +379,14 @@ mod tests {
             let err = task.validate().unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should contain {want:?}");
         }
+    }
+
+    #[test]
+    fn names_are_limited_in_characters_not_bytes() {
+        NewTask::new("é".repeat(MAX_NAME_LEN), json!(null))
+            .key("😀".repeat(MAX_NAME_LEN))
+            .validate()
+            .unwrap();
     }
 
     #[test]

@@ -9,7 +9,7 @@
 --   UTC_TIMESTAMP(6), so no session or server time zone can shift them. (TIMESTAMP would
 --   convert through the session zone and ends in 2038.)
 -- * Names that are indexed (kind, queue, keys) are VARCHAR(255): InnoDB cannot index a
---   whole TEXT column, and tasktable limits names to 255 bytes. Text compares with a
+--   whole TEXT column, and tasktable limits names to 255 characters. Text compares with a
 --   NO PAD binary collation, so comparisons are case-sensitive, sort in byte order and
 --   'a' differs from 'a ' (as on PostgreSQL and SQLite). MySQL and MariaDB have no such
 --   collation in common: this file names MariaDB's, and the migrator substitutes

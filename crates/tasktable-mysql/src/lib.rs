@@ -329,7 +329,7 @@ impl Store for MySqlStore {
     }
 
     async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        validate_change(&params.change, self.max_payload_bytes)?;
+        validate_update(&params, self.max_payload_bytes)?;
         let p = &params;
         let (changed, due_queues) = self
             .retrying("update", || async move {

@@ -208,7 +208,7 @@ impl Store for PgStore {
     }
 
     async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        validate_change(&params.change, self.max_payload_bytes)?;
+        validate_update(&params, self.max_payload_bytes)?;
         let (changed, due_queues) = update::apply(&self.pool, params).await?;
         self.wake_local(due_queues.iter().map(String::as_str));
         Ok(changed)

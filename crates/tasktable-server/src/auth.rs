@@ -118,9 +118,9 @@ pub fn parse_queue_list(text: &str, separator: char) -> Result<Vec<String>, Toke
     let reserved = |c: char| c.is_whitespace() || c.is_control() || ":,+@".contains(c);
     let queues: Vec<String> = text.split(separator).map(str::to_owned).collect();
     for q in &queues {
-        if q.is_empty() || q.len() > 255 || q.chars().any(reserved) {
+        if q.is_empty() || q.chars().count() > 255 || q.chars().any(reserved) {
             return Err(TokenConfigError(format!(
-                "queue list {text:?}: each queue must be 1 to 255 bytes without spaces or any \
+                "queue list {text:?}: each queue must be 1 to 255 characters without spaces or any \
                  of : , + @, separated by {separator:?}"
             )));
         }

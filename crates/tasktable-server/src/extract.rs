@@ -2,7 +2,8 @@
 //! wrong, instead of axum's plain-text rejections.
 
 use crate::error::ApiError;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -38,14 +39,73 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
             "unsupported_media_type",
             "send the body as JSON with Content-Type: application/json",
         ),
-        JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                "request body is larger than the server's limit (--max-body-bytes)",
-            )
-        }
+        JsonRejection::BytesRejection(e) => bytes_rejection(e),
         other => ApiError::bad_request("bad_body", other.body_text()),
+    }
+}
+
+fn bytes_rejection(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "request body is larger than the server's limit (--max-body-bytes)",
+        )
+    } else {
+        ApiError::bad_request("bad_body", rejection.body_text())
+    }
+}
+
+/// A body read whole, for handlers that parse it themselves. axum's own extractor answers
+/// a body over the limit in plain text; this one in the API's JSON error.
+#[derive(Debug)]
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
+            .map_err(bytes_rejection)
+    }
+}
+
+/// The body of an operation that takes no values: empty, or `{}`. Anything else is
+/// refused rather than ignored, so a client that thinks it is sending an option learns
+/// that it is not.
+#[derive(Debug)]
+pub struct NoValues;
+
+impl<S: Send + Sync> FromRequest<S> for NoValues {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(NoValues);
+        }
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::bad_request(
+                "malformed_json",
+                format!("request body is not valid JSON: {e}"),
+            )
+        })?;
+        match value.as_object() {
+            Some(fields) if fields.is_empty() => Ok(NoValues),
+            Some(fields) => Err(ApiError::invalid(format!(
+                "this operation takes no values, so send {{}} or no body; got {}",
+                fields
+                    .keys()
+                    .map(|k| format!("{k:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+            None => Err(ApiError::invalid(
+                "request body must be a JSON object: {} or no body",
+            )),
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
-use tasktable_core::task::{DEFAULT_QUEUE, MAX_DELAY};
+use tasktable_core::task::{DEFAULT_QUEUE, MAX_DELAY, MAX_NAME_LEN};
 use tasktable_core::{Lease, LeaseCredential, TaskId};
 use tasktable_store::{
     lost_lease_status, CheckpointParams, ClaimParams, FinishItem, FinishParams, LeaseRow,
@@ -29,8 +29,8 @@ use tokio::time::Instant;
 
 /// How long a lease lasts when a request does not say.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-const MIN_LEASE: Duration = Duration::from_secs(1);
-const MAX_LEASE: Duration = Duration::from_secs(3600);
+pub(crate) const MIN_LEASE: Duration = Duration::from_secs(1);
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(3600);
 /// How often a waiting claim looks again when no wake arrives (tasks also become due by
 /// the clock, which sends no wake).
 const CLAIM_POLL: Duration = Duration::from_millis(500);
@@ -44,11 +44,11 @@ pub struct ClaimRequest {
     worker_id: String,
     #[serde(default)]
     worker_host: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     limit: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     lease_ms: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     wait_ms: Option<u64>,
 }
 
@@ -77,10 +77,15 @@ fn bounded_delay(field: &str, ms: Option<u64>) -> ApiResult<Option<Duration>> {
     }
 }
 
-fn check_name(field: &str, value: &str) -> ApiResult<()> {
-    if value.trim().is_empty() || value.len() > 255 || value.chars().any(char::is_control) {
+/// The rule for every name the API takes (queues, kinds, worker ids), as the store applies
+/// it to tasks: not blank, at most [`MAX_NAME_LEN`] characters, no control characters.
+pub(crate) fn check_name(field: &str, value: &str) -> ApiResult<()> {
+    if value.trim().is_empty()
+        || value.chars().count() > MAX_NAME_LEN
+        || value.chars().any(char::is_control)
+    {
         return Err(ApiError::invalid(format!(
-            "{field} must be 1 to 255 bytes without control characters"
+            "{field} must be 1 to {MAX_NAME_LEN} characters, not all whitespace, without control characters"
         )));
     }
     Ok(())
@@ -181,9 +186,10 @@ async fn wake_for(wakes: &mut broadcast::Receiver<tasktable_store::Wake>, queue:
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
+    #[serde(deserialize_with = "crate::whole::number")]
     token: i64,
     credential: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     lease_ms: Option<u64>,
     #[serde(default)]
     checkpoint: Option<Value>,
@@ -195,9 +201,9 @@ pub struct LeaseRequest {
     error: Option<String>,
     #[serde(default)]
     retryable: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     retry_after_ms: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     delay_ms: Option<u64>,
 }
 

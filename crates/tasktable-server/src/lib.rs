@@ -23,6 +23,7 @@ mod queues;
 pub mod redact;
 mod tasks;
 mod waiting;
+mod whole;
 pub mod wire;
 
 pub use auth::{token_digest, Access, Principal, Role, TokenConfigError, TokenSet};

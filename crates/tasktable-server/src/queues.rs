@@ -1,7 +1,7 @@
 //! Queues (pause and resume), counts, and maintenance.
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Path, Query};
+use crate::extract::{NoValues, Path, Query};
 use crate::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -37,24 +37,25 @@ pub async fn list(State(state): State<AppState>) -> ApiResult<Response> {
     Ok(Json(json!({ "queues": queues })).into_response())
 }
 
+/// The queue operations, by the name they have in paths.
+pub const QUEUE_OPERATIONS: &[&str] = &["pause", "resume"];
+
 pub async fn set_paused(
     State(state): State<AppState>,
     Path((name, op)): Path<(String, String)>,
+    NoValues: NoValues,
 ) -> ApiResult<Response> {
     let paused = match op.as_str() {
         "pause" => true,
         "resume" => false,
         other => {
             return Err(ApiError::not_found(format!(
-                "unknown queue operation {other:?}; operations are pause, resume"
+                "unknown queue operation {other:?}; operations are {}",
+                QUEUE_OPERATIONS.join(", ")
             )))
         }
     };
-    if name.trim().is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
-        return Err(ApiError::invalid(
-            "queue name must be 1 to 255 bytes without control characters",
-        ));
-    }
+    crate::leases::check_name("queue name", &name)?;
     state
         .store
         .queue_set_paused(QueuePauseParams {
@@ -109,7 +110,7 @@ pub async fn stats(
     Ok(Json(body).into_response())
 }
 
-pub async fn migrate(State(state): State<AppState>) -> ApiResult<Response> {
+pub async fn migrate(State(state): State<AppState>, NoValues: NoValues) -> ApiResult<Response> {
     state.store.migrate().await?;
     Ok(Json(json!({ "migrated": true })).into_response())
 }

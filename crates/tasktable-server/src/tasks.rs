@@ -2,7 +2,7 @@
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Body, Path, Query};
+use crate::extract::{Body, Path, Query, RawBody};
 use crate::wire::{AttemptView, SubmitBatch, SubmitTask, SubmittedView, TaskView};
 use crate::AppState;
 use axum::body::Bytes;
@@ -201,18 +201,21 @@ pub const OPERATIONS: &[&str] = &[
 #[serde(deny_unknown_fields)]
 struct Reschedule {
     run_at: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     delay_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SetPriority {
+    #[serde(deserialize_with = "crate::whole::number")]
     priority: i32,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SetMaxAttempts {
+    #[serde(deserialize_with = "crate::whole::number")]
     max_attempts: u32,
 }
 
@@ -302,7 +305,7 @@ fn object_body(bytes: &Bytes) -> ApiResult<Value> {
 pub async fn change(
     State(state): State<AppState>,
     Path((id, op)): Path<(TaskId, String)>,
-    bytes: Bytes,
+    RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
     let change = parse_change(&state, &op, object_body(&bytes)?).await?;
     state
@@ -324,7 +327,7 @@ pub async fn change(
 pub async fn bulk(
     State(state): State<AppState>,
     Path(op): Path<String>,
-    bytes: Bytes,
+    RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
     let mut body = object_body(&bytes)?;
     let filter = body

@@ -21,17 +21,17 @@ pub struct SubmitTask {
     pub key: Option<String>,
     #[serde(default)]
     pub idempotency_key: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     pub priority: Option<i32>,
     #[serde(default)]
     pub run_at: Option<DateTime<Utc>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     pub delay_ms: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     pub max_attempts: Option<u32>,
     #[serde(default)]
     pub backoff: Option<BackoffSpec>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::optional")]
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub held: Option<bool>,
@@ -41,8 +41,10 @@ pub struct SubmitTask {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackoffSpec {
+    #[serde(deserialize_with = "crate::whole::number")]
     pub initial_ms: u64,
     pub multiplier: f64,
+    #[serde(deserialize_with = "crate::whole::number")]
     pub max_ms: u64,
     pub jitter: f64,
 }
@@ -240,12 +242,16 @@ impl From<Task> for ClaimedTask {
 /// A statistics window: a whole number of minutes (`m`), hours (`h`) or days (`d`).
 pub fn parse_window(text: &str) -> Result<Duration, String> {
     let bad = || format!("window must look like 15m, 1h, 24h or 7d; got {text:?}");
-    let text = text.trim();
     let split = text.len().checked_sub(1).ok_or_else(bad)?;
     if !text.is_char_boundary(split) {
         return Err(bad());
     }
     let (number, unit) = text.split_at(split);
+    // Digits only: `u64::from_str` would also take a sign, which the documented pattern
+    // does not allow.
+    if !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
     let n: u64 = number.parse().map_err(|_| bad())?;
     let unit_secs = match unit {
         "m" => 60,
@@ -332,6 +338,8 @@ mod window_tests {
             "10",
             "3w",
             "1é",
+            "+1h",
+            " 1h",
             "99999999999999999999d",
         ] {
             assert!(parse_window(bad).is_err(), "{bad:?}");

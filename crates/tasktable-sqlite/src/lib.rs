@@ -267,7 +267,7 @@ impl Store for SqliteStore {
     }
 
     async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        validate_change(&params.change, self.max_payload_bytes)?;
+        validate_update(&params, self.max_payload_bytes)?;
         update::apply(self, params).await
     }
 

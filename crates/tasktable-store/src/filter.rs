@@ -42,6 +42,33 @@ impl TaskFilter {
         self.error_contains = Some(text.into());
         self
     }
+
+    /// Refuses text no stored value can hold: NUL, which PostgreSQL cannot even compare
+    /// against, so a filter with one fails there rather than matching nothing. Refused on
+    /// every backend alike.
+    pub fn validate(&self) -> crate::StoreResult<()> {
+        let texts = [
+            ("queue", &self.queue),
+            ("kind", &self.kind),
+            ("key", &self.key),
+            ("idempotency_key", &self.idempotency_key),
+            ("error_contains", &self.error_contains),
+        ];
+        for (field, text) in texts {
+            refuse_nul(field, text.as_deref())?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a filter text that holds NUL (see [`TaskFilter::validate`]).
+pub(crate) fn refuse_nul(field: &str, text: Option<&str>) -> crate::StoreResult<()> {
+    if text.is_some_and(|t| t.contains('\0')) {
+        return Err(crate::StoreError::InvalidInput(format!(
+            "{field} contains a NUL character (\\u0000), which no stored text holds; tasktable refuses it on every backend"
+        )));
+    }
+    Ok(())
 }
 
 /// One task by id, or every task a filter matches.

@@ -225,6 +225,7 @@ pub fn validate_submit(tasks: &[NewTask], max_payload_bytes: usize) -> crate::St
 
 /// Checks a page request.
 pub fn validate_list(params: &ListParams) -> crate::StoreResult<()> {
+    params.filter.validate()?;
     if params.limit == 0 || params.limit > MAX_PAGE_SIZE {
         return Err(crate::StoreError::InvalidInput(format!(
             "page size must be between 1 and {MAX_PAGE_SIZE}, got {}",
@@ -232,6 +233,14 @@ pub fn validate_list(params: &ListParams) -> crate::StoreResult<()> {
         )));
     }
     Ok(())
+}
+
+/// Checks an update's filter, if it has one, and its change's values.
+pub fn validate_update(params: &UpdateParams, max_payload_bytes: usize) -> crate::StoreResult<()> {
+    if let Target::Filter(filter) = &params.target {
+        filter.validate()?;
+    }
+    validate_change(&params.change, max_payload_bytes)
 }
 
 /// Checks a change's own values (states are checked by the store against the row).

@@ -69,7 +69,8 @@ impl StatsParams {
                 MAX_WINDOW.as_secs() / 86_400
             )));
         }
-        Ok(())
+        crate::filter::refuse_nul("queue", self.queue.as_deref())?;
+        crate::filter::refuse_nul("kind", self.kind.as_deref())
     }
 }
 
