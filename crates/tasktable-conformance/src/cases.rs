@@ -16,6 +16,7 @@ pub use crate::lease_cases::{
 pub use crate::read_cases::counts_stop_at_their_cap_and_light_pages_leave_documents_out;
 pub use crate::stats_cases::stats_count_throughput_and_latency_per_queue_and_kind;
 pub use crate::write_cases::{
+    far_past_and_far_future_run_at_are_stored_alike,
     filters_holding_nul_are_refused_on_every_backend, names_of_the_longest_length_are_stored_whole,
     payloads_with_nul_and_oversized_results_are_refused,
     worker_output_with_nul_is_stored_alike_everywhere,

@@ -66,6 +66,7 @@ macro_rules! conformance_suite {
             writes_with_a_wrong_credential_change_nothing,
             worker_output_with_nul_is_stored_alike_everywhere,
             payloads_with_nul_and_oversized_results_are_refused,
+            far_past_and_far_future_run_at_are_stored_alike,
             names_of_the_longest_length_are_stored_whole,
             filters_holding_nul_are_refused_on_every_backend,
             rescue_takes_back_expired_leases_and_counts_the_attempt,

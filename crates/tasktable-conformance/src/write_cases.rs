@@ -241,9 +241,20 @@ pub async fn filters_holding_nul_are_refused_on_every_backend(db: &impl Backend)
             filter: nul.clone(),
             after: None,
             limit: 10,
+            light: false,
         })
         .await;
     assert!(matches!(list, Err(StoreError::InvalidInput(_))), "{list:?}");
+    let count = s
+        .task_count(CountParams {
+            filter: nul.clone(),
+            cap: 10,
+        })
+        .await;
+    assert!(
+        matches!(count, Err(StoreError::InvalidInput(_))),
+        "{count:?}"
+    );
     let changed = update(&*s, Target::Filter(nul), Change::Cancel).await;
     assert!(
         matches!(changed, Err(StoreError::InvalidInput(_))),
@@ -264,4 +275,42 @@ pub async fn filters_holding_nul_are_refused_on_every_backend(db: &impl Backend)
         TaskState::Pending,
         "nothing changed"
     );
+}
+
+/// Times at the edges of what a `run_at` may say: every backend stores them alike, though
+/// MySQL's `DATETIME` holds no year before 1000.
+pub async fn far_past_and_far_future_run_at_are_stored_alike(db: &impl Backend) {
+    use chrono::{TimeZone, Utc};
+    let s = db.store().await;
+    let early = Utc.with_ymd_and_hms(1, 1, 1, 0, 0, 0).unwrap();
+    let late = Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59).unwrap();
+    let ids = submit_at(
+        &*s,
+        vec![
+            NewTask::new("k", json!(1)).run_at(early),
+            NewTask::new("k", json!(2)).run_at(late),
+        ],
+        at(0),
+    )
+    .await;
+    let epoch = Utc.timestamp_opt(0, 0).unwrap();
+    assert_eq!(
+        get(&*s, ids[0]).await.run_at,
+        epoch,
+        "before 1970 is stored as 1970"
+    );
+    assert_eq!(get(&*s, ids[1]).await.run_at, late);
+    let claimed = claim(&*s, &["k"], 2, at(1)).await;
+    assert_eq!(
+        claimed.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![ids[0]]
+    );
+    update(
+        &*s,
+        Target::Id(ids[1]),
+        Change::Reschedule { run_at: early },
+    )
+    .await
+    .unwrap();
+    assert_eq!(get(&*s, ids[1]).await.run_at, epoch);
 }

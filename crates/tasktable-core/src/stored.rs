@@ -8,6 +8,7 @@
 //!
 //! [`NewTask::validate`]: crate::NewTask::validate
 
+use chrono::{DateTime, TimeZone, Utc};
 use serde_json::Value;
 
 /// Longest error message stored, in bytes; a longer one keeps its start and says how long
@@ -16,6 +17,16 @@ pub const MAX_ERROR_LEN: usize = 8 * 1024;
 
 /// What NUL becomes in stored text.
 pub const NUL_REPLACEMENT: char = '\u{FFFD}';
+
+/// `run_at` as it is stored: within 1970-01-01 to the end of 9999, the range every
+/// backend's time type holds (MySQL's `DATETIME` keeps no year before 1000). An earlier
+/// time and 1970 both mean "due at once", and keep their order ahead of every later one.
+pub fn stored_run_at(at: DateTime<Utc>) -> DateTime<Utc> {
+    let first = Utc.timestamp_opt(0, 0).unwrap();
+    let last = Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59).unwrap()
+        + chrono::Duration::microseconds(999_999);
+    at.clamp(first, last)
+}
 
 /// Whether a JSON value holds NUL in a string or an object key.
 pub fn contains_nul(value: &Value) -> bool {
@@ -75,6 +86,17 @@ mod tests {
         assert!(!contains_nul(&stored));
         let clean = json!({"n": [1, 2.5, null, true]});
         assert_eq!(stored_value(clean.clone()), clean);
+    }
+
+    #[test]
+    fn run_at_is_kept_within_the_years_every_backend_holds() {
+        let t = |y, mo, d| Utc.with_ymd_and_hms(y, mo, d, 0, 0, 0).unwrap();
+        assert_eq!(stored_run_at(t(1, 1, 1)), t(1970, 1, 1));
+        assert_eq!(stored_run_at(t(2030, 5, 6)), t(2030, 5, 6));
+        assert_eq!(
+            stored_run_at(t(12000, 1, 1)).format("%Y").to_string(),
+            "9999"
+        );
     }
 
     #[test]

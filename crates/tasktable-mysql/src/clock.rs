@@ -1,8 +1,13 @@
 //! The one clock of a transaction: the database's (`UTC_TIMESTAMP(6)`), read once inside
 //! the transaction, or a time the caller pinned. Times are DATETIME(6) values in UTC.
+//!
+//! Every time is bound as a `NaiveDateTime` ([`at`]): sqlx sends a `DateTime<Utc>` as a
+//! `TIMESTAMP` parameter, which MariaDB converts through the 32-bit Unix time, so any time
+//! after 2038-01-19 arrived as NULL. A `NaiveDateTime` is sent as a `DATETIME` and kept
+//! as it is.
 
 use crate::db;
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, NaiveDateTime, Timelike, Utc};
 use sqlx::MySqlConnection;
 use std::time::Duration;
 use tasktable_store::StoreResult;
@@ -29,6 +34,11 @@ pub async fn now(
         Some(t) => Ok(truncate(t)),
         None => db_now(conn).await,
     }
+}
+
+/// `t` as a parameter: a `DATETIME` in UTC (see the module's docs).
+pub fn at(t: DateTime<Utc>) -> NaiveDateTime {
+    t.naive_utc()
 }
 
 pub fn truncate(t: DateTime<Utc>) -> DateTime<Utc> {

@@ -188,12 +188,12 @@ async fn update(
     );
     let mut q = sqlx::query(&sql);
     q = bind_by_id(q, items, |r| r.new_state.map(|s| s.as_str()));
-    q = bind_by_id(q, items, |r| plus(now, r.delay));
-    q = q.bind(now);
+    q = bind_by_id(q, items, |r| clock::at(plus(now, r.delay)));
+    q = q.bind(clock::at(now));
     q = bind_by_id(q, items, |r| i32::from(r.refund_attempt));
     q = bind_by_id(q, items, |r| r.result.clone());
     q = bind_by_id(q, items, |r| r.error.clone());
-    q = q.bind(now);
+    q = q.bind(clock::at(now));
     for r in items {
         q = q.bind(r.task_id);
     }
@@ -232,10 +232,12 @@ async fn record(
     let mut q = sqlx::query(&sql);
     // The row's count no longer includes a refunded attempt: add it back.
     q = bind_by_id(q, items, |r| i32::from(r.refund_attempt));
-    q = q.bind(now);
+    q = q.bind(clock::at(now));
     q = bind_by_id(q, items, |r| r.outcome.as_str());
     q = bind_by_id(q, items, |r| r.error.clone());
-    q = bind_by_id(q, items, |r| current.get(&r.task_id).map(|c| c.run_at));
+    q = bind_by_id(q, items, |r| {
+        current.get(&r.task_id).map(|c| clock::at(c.run_at))
+    });
     for r in items {
         q = q.bind(r.task_id);
     }

@@ -39,7 +39,9 @@ pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<V
     }
     let now = clock::now(conn, p.now).await?;
     let select = CLAIM_SELECT.replace("{kinds}", &marks(p.kinds.len()));
-    let mut q = sqlx::query_scalar(&select).bind(&p.queue).bind(now);
+    let mut q = sqlx::query_scalar(&select)
+        .bind(&p.queue)
+        .bind(clock::at(now));
     for kind in &p.kinds {
         q = q.bind(kind);
     }
@@ -58,15 +60,15 @@ pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<V
             .replace("{credentials}", &by_id(chunk.len()))
             .replace("{ids}", &marks(chunk.len()));
         let mut q = sqlx::query(&sql)
-            .bind(now)
-            .bind(until)
-            .bind(until)
+            .bind(clock::at(now))
+            .bind(clock::at(until))
+            .bind(clock::at(until))
             .bind(&p.worker_id)
             .bind(&p.worker_host);
         for (id, credential) in chunk.iter().zip(new_lease_credentials(chunk.len())) {
             q = q.bind(id).bind(credential.to_hex());
         }
-        q = q.bind(now).bind(now);
+        q = q.bind(clock::at(now)).bind(clock::at(now));
         for id in chunk {
             q = q.bind(id);
         }
@@ -122,8 +124,8 @@ pub async fn renew(conn: &mut MySqlConnection, p: &RenewParams) -> StoreResult<V
         // rows_affected counts matched rows (sqlx asks for CLIENT_FOUND_ROWS), so a
         // renewal to the same expiry still counts as held.
         let done = sqlx::query(RENEW)
-            .bind(until)
-            .bind(until)
+            .bind(clock::at(until))
+            .bind(clock::at(until))
             .bind(lease.task_id)
             .bind(lease.token)
             .bind(lease.credential.map(|c| c.to_hex()))
@@ -203,7 +205,7 @@ pub async fn list_expired(pool: &MySqlPool, p: ExpiredParams) -> StoreResult<Vec
          ORDER BY lease_expires_at, id LIMIT ?"
     );
     let rows = sqlx::query(&sql)
-        .bind(p.now.map(clock::truncate))
+        .bind(p.now.map(|t| clock::at(clock::truncate(t))))
         .bind(i64::from(p.limit))
         .fetch_all(pool)
         .await

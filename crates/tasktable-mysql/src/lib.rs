@@ -148,9 +148,9 @@ impl MySqlStore {
     /// returned (as [`StoreError::Database`]) for the caller to retry, not retried here.
     pub async fn submit_in(
         conn: &mut MySqlConnection,
-        tasks: Vec<NewTask>,
+        mut tasks: Vec<NewTask>,
     ) -> StoreResult<Vec<Submitted>> {
-        validate_submit(&tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        prepare_submit(&mut tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
         Ok(submit::insert(conn, &tasks, None).await?.submitted)
     }
 
@@ -235,8 +235,8 @@ impl Store for MySqlStore {
         clock::db_now(&mut conn).await
     }
 
-    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        validate_submit(&params.tasks, self.max_payload_bytes)?;
+    async fn task_submit(&self, mut params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        prepare_submit(&mut params.tasks, self.max_payload_bytes)?;
         let p = &params;
         let out = self
             .retrying("submit", || async move {
@@ -321,6 +321,7 @@ impl Store for MySqlStore {
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
+        params.filter.validate()?;
         query::count(&self.pool, &params).await
     }
 
@@ -328,8 +329,8 @@ impl Store for MySqlStore {
         query::attempts(&self.pool, task_id).await
     }
 
-    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        validate_update(&params, self.max_payload_bytes)?;
+    async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
+        prepare_update(&mut params, self.max_payload_bytes)?;
         let p = &params;
         let (changed, due_queues) = self
             .retrying("update", || async move {

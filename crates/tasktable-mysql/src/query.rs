@@ -1,6 +1,7 @@
 //! Reads: one task, filtered pages, attempt history, queues. Plain `SELECT`s are
 //! consistent reads in InnoDB: they take no locks and never wait for writers.
 
+use crate::clock;
 use crate::db;
 use crate::row::{
     attempt_from_row, state, task_from_row, text, ATTEMPT_COLUMNS, LIGHT_TASK_COLUMNS, TASK_COLUMNS,
@@ -72,16 +73,16 @@ pub fn push_filter(qb: &mut QueryBuilder<'_, MySql>, f: &TaskFilter) {
         qb.push(" AND idempotency_key = ").push_bind(v.clone());
     }
     if let Some(t) = f.created_after {
-        qb.push(" AND created_at >= ").push_bind(t);
+        qb.push(" AND created_at >= ").push_bind(clock::at(t));
     }
     if let Some(t) = f.created_before {
-        qb.push(" AND created_at < ").push_bind(t);
+        qb.push(" AND created_at < ").push_bind(clock::at(t));
     }
     if let Some(t) = f.updated_after {
-        qb.push(" AND updated_at >= ").push_bind(t);
+        qb.push(" AND updated_at >= ").push_bind(clock::at(t));
     }
     if let Some(t) = f.updated_before {
-        qb.push(" AND updated_at < ").push_bind(t);
+        qb.push(" AND updated_at < ").push_bind(clock::at(t));
     }
     if let Some(v) = &f.error_contains {
         // INSTR() rather than LIKE: no wildcard escaping; case-sensitive because the

@@ -2,6 +2,7 @@
 //! Raw rows are found through the `finished_at` and `created_at` indexes, so an aggregate
 //! reads only the minutes it covers. Times are DATETIME(6) in UTC.
 
+use crate::clock;
 use crate::row::state;
 use crate::{db, MySqlStore};
 use async_trait::async_trait;
@@ -51,8 +52,8 @@ impl MySqlStore {
         kind: Option<&str>,
     ) -> StoreResult<Vec<MySqlRow>> {
         sqlx::query(sql)
-            .bind(from)
-            .bind(to)
+            .bind(clock::at(from))
+            .bind(clock::at(to))
             .bind(queue)
             .bind(queue)
             .bind(kind)
@@ -146,7 +147,7 @@ impl StatsSource for MySqlStore {
                      retried, cancelled, wait_hist, run_hist) ",
             );
             qb.push_values(chunk, |mut b, r| {
-                b.push_bind(r.minute)
+                b.push_bind(clock::at(r.minute))
                     .push_bind(&r.queue)
                     .push_bind(&r.kind)
                     .push_bind(r.submitted as i64)
@@ -169,7 +170,7 @@ impl StatsSource for MySqlStore {
             "INSERT INTO tasktable_stats_rolled (id, rolled_until) VALUES (1, ?) \
              ON DUPLICATE KEY UPDATE rolled_until = GREATEST(rolled_until, VALUES(rolled_until))",
         )
-        .bind(until)
+        .bind(clock::at(until))
         .execute(&mut *tx)
         .await
         .map_err(db)?;
@@ -221,7 +222,7 @@ impl StatsSource for MySqlStore {
              GROUP BY 1, 2, 3"
         );
         let rows = sqlx::query(&sql)
-            .bind(now)
+            .bind(clock::at(now))
             .bind(queue)
             .bind(queue)
             .bind(kind)

@@ -58,15 +58,15 @@ pub async fn insert(
             .bind(&t.key)
             .bind(&t.idempotency_key)
             .bind(t.priority)
-            .bind(run_at)
+            .bind(clock::at(run_at))
             .bind(t.max_attempts as i32)
             .bind(t.backoff.initial.as_millis() as i64)
             .bind(t.backoff.multiplier)
             .bind(t.backoff.max.as_millis() as i64)
             .bind(t.backoff.jitter)
             .bind(t.timeout.map(|d| d.as_millis() as i64))
-            .bind(now)
-            .bind(now)
+            .bind(clock::at(now))
+            .bind(clock::at(now))
             .execute(&mut *conn)
             .await
             .map_err(db);

@@ -109,9 +109,9 @@ impl PgStore {
     /// idempotency key surfaces as an error instead of as `created: false`.
     pub async fn submit_in(
         conn: &mut PgConnection,
-        tasks: Vec<NewTask>,
+        mut tasks: Vec<NewTask>,
     ) -> StoreResult<Vec<Submitted>> {
-        validate_submit(&tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        prepare_submit(&mut tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
         Ok(submit::insert(conn, &tasks, None).await?.submitted)
     }
 
@@ -156,8 +156,8 @@ impl Store for PgStore {
             .map_err(db)
     }
 
-    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        validate_submit(&params.tasks, self.max_payload_bytes)?;
+    async fn task_submit(&self, mut params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        prepare_submit(&mut params.tasks, self.max_payload_bytes)?;
         // No explicit transaction: the insert is one statement, so all or nothing, and
         // the follow-up lookup of existing keys only reads committed rows.
         let mut conn = self.pool.acquire().await.map_err(db)?;
@@ -200,6 +200,7 @@ impl Store for PgStore {
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
+        params.filter.validate()?;
         query::count(&self.pool, &params).await
     }
 
@@ -207,8 +208,8 @@ impl Store for PgStore {
         query::attempts(&self.pool, task_id).await
     }
 
-    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        validate_update(&params, self.max_payload_bytes)?;
+    async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
+        prepare_update(&mut params, self.max_payload_bytes)?;
         let (changed, due_queues) = update::apply(&self.pool, params).await?;
         self.wake_local(due_queues.iter().map(String::as_str));
         Ok(changed)

@@ -130,9 +130,9 @@ impl SqliteStore {
     /// upgrade to a writer half-way. Idle workers find these tasks on their next poll.
     pub async fn submit_in(
         conn: &mut SqliteConnection,
-        tasks: Vec<NewTask>,
+        mut tasks: Vec<NewTask>,
     ) -> StoreResult<Vec<Submitted>> {
-        validate_submit(&tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        prepare_submit(&mut tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
         submit::insert(conn, &tasks, None).await
     }
 
@@ -204,8 +204,8 @@ impl Store for SqliteStore {
         db_now(&mut conn).await
     }
 
-    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        validate_submit(&params.tasks, self.max_payload_bytes)?;
+    async fn task_submit(&self, mut params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        prepare_submit(&mut params.tasks, self.max_payload_bytes)?;
         let tasks = std::sync::Arc::new(params.tasks);
         let now = params.now;
         let out = {
@@ -257,6 +257,7 @@ impl Store for SqliteStore {
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
+        params.filter.validate()?;
         let mut conn = self.reader.acquire().await.map_err(db)?;
         query::count(&mut conn, &params).await
     }
@@ -266,8 +267,8 @@ impl Store for SqliteStore {
         query::attempts(&mut conn, task_id).await
     }
 
-    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        validate_update(&params, self.max_payload_bytes)?;
+    async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
+        prepare_update(&mut params, self.max_payload_bytes)?;
         update::apply(self, params).await
     }
 

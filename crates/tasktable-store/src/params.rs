@@ -213,6 +213,17 @@ pub struct Wake {
     pub queue: String,
 }
 
+/// Checks a batch before anything is written, so a bad task fails the whole call, and
+/// puts each task's values in the form every backend stores
+/// ([`tasktable_core::stored::stored_run_at`]).
+pub fn prepare_submit(tasks: &mut [NewTask], max_payload_bytes: usize) -> crate::StoreResult<()> {
+    validate_submit(tasks, max_payload_bytes)?;
+    for task in tasks.iter_mut() {
+        task.run_at = task.run_at.map(tasktable_core::stored::stored_run_at);
+    }
+    Ok(())
+}
+
 /// Checks a batch before anything is written, so a bad task fails the whole call.
 pub fn validate_submit(tasks: &[NewTask], max_payload_bytes: usize) -> crate::StoreResult<()> {
     for (index, task) in tasks.iter().enumerate() {
@@ -235,12 +246,20 @@ pub fn validate_list(params: &ListParams) -> crate::StoreResult<()> {
     Ok(())
 }
 
-/// Checks an update's filter, if it has one, and its change's values.
-pub fn validate_update(params: &UpdateParams, max_payload_bytes: usize) -> crate::StoreResult<()> {
+/// Checks an update's filter, if it has one, and its change's values, and puts a new
+/// `run_at` in the form every backend stores.
+pub fn prepare_update(
+    params: &mut UpdateParams,
+    max_payload_bytes: usize,
+) -> crate::StoreResult<()> {
     if let Target::Filter(filter) = &params.target {
         filter.validate()?;
     }
-    validate_change(&params.change, max_payload_bytes)
+    validate_change(&params.change, max_payload_bytes)?;
+    if let Change::Reschedule { run_at } = &mut params.change {
+        *run_at = tasktable_core::stored::stored_run_at(*run_at);
+    }
+    Ok(())
 }
 
 /// Checks a change's own values (states are checked by the store against the row).
