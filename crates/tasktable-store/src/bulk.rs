@@ -16,9 +16,10 @@
 //! chunk per query: a filter on queue and state is served by the state index, which is
 //! not in id order, so every such chunk reads and sorts every remaining match: quadratic
 //! in the matches, and on SQLite under the writer (12-16 ms a chunk of 500 among 100,000
-//! pending tasks, against 0.3 ms by primary key). Walking the primary key instead reads
-//! the whole table for a filter that matches a few rows of a large history. One read of
-//! the ids, by whatever index the planner likes, is linear either way.
+//! pending tasks, against 0.3 ms by primary key, timed with SQLite 3.40 on the benchmark
+//! machine). Walking the primary key instead reads the whole table for a filter that
+//! matches a few rows of a large history. One read of the ids, by whatever index the
+//! planner likes, is linear either way.
 //!
 //! What a bulk change guarantees: it changes every task that matched the filter in an
 //! applicable state when it began and still does when its chunk runs. A task that leaves
@@ -36,12 +37,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tasktable_core::{Operation, TaskId, TaskState};
 
-/// Rows per chunk unless a store is configured otherwise. A chunk of 500 holds its locks
-/// (or the SQLite writer) for a few milliseconds on the benchmark machine, so a claim or
-/// finish that meets it waits about that long, while the per-transaction cost (a commit,
-/// one locking read) is spread over enough rows that a 100,000-row cancel takes about as
-/// long as one transaction did (docs/benchmarks.md has the figures). It also keeps
-/// MySQL's id lists (at most 1,000 placeholders) to one statement.
+/// Rows per chunk unless a store is configured otherwise. Measured with the benchmark's
+/// 100,000-task cancel beside a working worker (docs/benchmarks.md, 2 vCPUs): 100 rows
+/// made the cancel 1.7-1.9 x as long as 500 on every backend, and from 1,000 rows a
+/// SQLite chunk held the writer long enough for the worker to lose 40-50 % of its
+/// throughput while the cancel ran; with 500 a claim waits about one chunk (p50 7-14 ms
+/// on SQLite). It also keeps MySQL's id lists (at most 1,000 placeholders) to one
+/// statement.
 pub const DEFAULT_BULK_CHUNK_ROWS: u32 = 500;
 
 /// One chunk of an operator's change to a filter.
