@@ -1,10 +1,11 @@
 //! `tasktable-bench`: the benchmark of issue 6, plus the cost of statistics on large
-//! tables. One command per backend:
+//! tables and of a bulk cancel beside a working worker. One command per backend:
 //!
 //! ```sh
 //! cargo run --release -p tasktable-bench -- --backend sqlite      # or postgres, mysql
 //! cargo run --release -p tasktable-bench -- --backend postgres --quick
 //! cargo run --release -p tasktable-bench -- --backend mysql --only stats
+//! cargo run --release -p tasktable-bench -- --backend postgres --only bulk
 //! ```
 //!
 //! Each scenario runs on a fresh database (a temporary SQLite file, a PostgreSQL
@@ -15,6 +16,7 @@
 //! commit ceiling measured in the same run, because shared machines drift between runs.
 //! See docs/benchmarks.md.
 
+mod bulk;
 mod db;
 mod handlers;
 mod report;
@@ -79,6 +81,7 @@ enum Scenario {
     Backlog,
     Leases,
     Stats,
+    Bulk,
 }
 
 /// The sizes of a run: full by default, small with `--quick`.
@@ -100,6 +103,8 @@ pub struct Scale {
     pub stats_sizes: Vec<u64>,
     /// Warm calls per figure in the stats scenario (the median is reported).
     pub stats_calls: usize,
+    /// Scheduled tasks the bulk scenario cancels.
+    pub bulk_cancel: u64,
 }
 
 impl Scale {
@@ -119,6 +124,7 @@ impl Scale {
             lease_window: Duration::from_secs(21),
             stats_sizes: vec![10_000, 1_000_000],
             stats_calls: 20,
+            bulk_cancel: 100_000,
         }
     }
 
@@ -138,6 +144,7 @@ impl Scale {
             lease_window: Duration::from_secs(3),
             stats_sizes: vec![10_000, 100_000],
             stats_calls: 20,
+            bulk_cancel: 20_000,
         }
     }
 }
@@ -145,7 +152,7 @@ impl Scale {
 #[derive(Debug, Parser)]
 #[command(
     name = "tasktable-bench",
-    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats"
+    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats, bulk"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -170,6 +177,9 @@ struct Cli {
     /// Override the drain concurrencies (comma-separated).
     #[arg(long, value_delimiter = ',')]
     drain_concurrency: Vec<usize>,
+    /// Rows per transaction of the bulk scenario's cancel (the stores' default otherwise).
+    #[arg(long)]
+    bulk_chunk: Option<u32>,
     /// Where to write the JSON; default target/bench/<backend>[-quick].json.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -243,6 +253,7 @@ async fn main() {
             Scenario::Backlog,
             Scenario::Leases,
             Scenario::Stats,
+            Scenario::Bulk,
         ]
     } else {
         cli.only.clone()
@@ -267,6 +278,7 @@ async fn main() {
         report: report::Report::default(),
         analyze: !cli.no_analyze,
         best_drain: None,
+        bulk_chunk: cli.bulk_chunk,
     };
     if !cli.drain_sizes.is_empty() {
         ctx.scale.drain_sizes = cli.drain_sizes.clone();
@@ -283,6 +295,7 @@ async fn main() {
             Scenario::Backlog => scenarios::backlog(&mut ctx).await,
             Scenario::Leases => scenarios::leases(&mut ctx).await,
             Scenario::Stats => scenarios::stats(&mut ctx).await,
+            Scenario::Bulk => bulk::bulk(&mut ctx).await,
         };
         if let Err(e) = result {
             eprintln!("scenario {s:?} failed: {e}");

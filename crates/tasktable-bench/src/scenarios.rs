@@ -1,5 +1,5 @@
 //! The five scenarios of issue 6, the worker's memory at concurrency 100, and the cost of
-//! windowed statistics on large tables.
+//! windowed statistics on large tables (the bulk cancel is in `bulk.rs`).
 
 use crate::db::{pg_other_activity, BenchDb};
 use crate::handlers::{micros_since, Noop, Timed};
@@ -29,6 +29,9 @@ pub struct Ctx {
     pub analyze: bool,
     /// The best drain rate measured in this run, for the latency scenario.
     pub best_drain: Option<f64>,
+    /// Rows per transaction of a bulk change in the bulk scenario; the stores' default
+    /// unless `--bulk-chunk` says otherwise.
+    pub bulk_chunk: Option<u32>,
 }
 
 fn ms(d: f64) -> f64 {
@@ -118,12 +121,12 @@ fn add_retries(row: &mut Row, store: &Option<tasktable::mysql::MySqlStore>, befo
     }
 }
 
-fn load_row(row: &mut Row) {
+pub(crate) fn load_row(row: &mut Row) {
     row.set("loadavg_1m", crate::report::loadavg_1m());
 }
 
 /// Runs a worker with `register` applied until `until` resolves; returns its handle.
-fn spawn_worker(worker: Worker) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+pub(crate) fn spawn_worker(worker: Worker) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let handle = tokio::spawn(worker.run(async move {
         let _ = stopped.await;

@@ -2,24 +2,29 @@
 //! real worker runtime on top, so the backends cannot drift apart.
 //!
 //! Owns: the cases and the [`Backend`] contract a backend's test file implements (a fresh
-//! migrated database per test, extra connections to it, and transactional submit).
+//! migrated database per test, extra connections to it, and transactional submit), and
+//! [`RowLocks`], which backends with row locks add.
 //!
 //! Must not know: any particular backend. `tests/<backend>.rs` implements [`Backend`] and
-//! expands [`conformance_suite!`].
+//! expands [`conformance_suite!`] (with `row_locks` when it implements [`RowLocks`]).
 
 pub mod batch_cases;
+pub mod bulk_cases;
 pub mod cases;
 pub mod freeze;
 pub mod lease_cases;
+pub mod pace;
 pub mod read_cases;
 pub mod refusal_cases;
 pub mod runtime_cases;
 pub mod stats_cases;
 pub mod write_cases;
 
+use futures::future::BoxFuture;
+use std::future::Future;
 use std::sync::Arc;
-use tasktable_core::NewTask;
-use tasktable_store::{Store, StoreResult, Submitted};
+use tasktable_core::{NewTask, TaskId};
+use tasktable_store::{ChunkedUpdate, Store, StoreResult, Submitted};
 
 /// What a backend's test file provides.
 #[async_trait::async_trait]
@@ -32,6 +37,10 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// A new store (with its own pool) on this test's database.
     async fn store(&self) -> Arc<dyn Store>;
 
+    /// A new store on this test's database whose bulk changes run `rows` rows a chunk, and
+    /// the same store as a [`ChunkedUpdate`], to drive its chunks one at a time.
+    async fn store_with_bulk_chunk(&self, rows: u32) -> (Arc<dyn Store>, Arc<dyn ChunkedUpdate>);
+
     /// Opens a transaction on a connection of its own, submits `tasks` inside it, then
     /// commits (`commit`) or rolls back.
     async fn submit_in_transaction(
@@ -41,11 +50,50 @@ pub trait Backend: Send + Sync + Sized + 'static {
     ) -> StoreResult<Vec<Submitted>>;
 }
 
+/// What a backend with row locks (PostgreSQL, MySQL) adds: a task's row held from
+/// outside the store, as a worker's write in flight holds it. SQLite locks the whole
+/// database instead, so its cases show the writer free between chunks.
+#[async_trait::async_trait]
+pub trait RowLocks: Backend {
+    /// Locks task `id` (`SELECT ... FOR UPDATE` in a transaction left open, on a
+    /// connection of its own) until [`RowLock::release`].
+    async fn lock_row(&self, id: TaskId) -> RowLock;
+}
+
+/// A row lock held from outside the store. Dropped without [`RowLock::release`] (a test
+/// that panics), its connection closes and the server rolls the transaction back.
+pub struct RowLock(BoxFuture<'static, ()>);
+
+impl RowLock {
+    /// `release` ends the transaction that holds the lock.
+    pub fn new(release: impl Future<Output = ()> + Send + 'static) -> Self {
+        RowLock(Box::pin(release))
+    }
+
+    pub async fn release(self) {
+        self.0.await
+    }
+}
+
+impl std::fmt::Debug for RowLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RowLock")
+    }
+}
+
 pub use tasktable_testdb::unreachable;
 
-/// Expands to one `#[tokio::test]` per case for the backend type `$backend`.
+/// Expands to one `#[tokio::test]` per case for the backend type `$backend`; with
+/// `row_locks`, also the cases that need [`RowLocks`].
 #[macro_export]
 macro_rules! conformance_suite {
+    ($backend:ty, row_locks) => {
+        $crate::conformance_suite!($backend);
+        $crate::conformance_suite!(@bulk $backend;
+            bulk_change_never_locks_rows_in_states_it_does_not_apply_to,
+            bulk_change_waits_for_a_row_a_worker_holds_while_other_writes_proceed,
+        );
+    };
     ($backend:ty) => {
         $crate::conformance_suite!(@cases $backend;
             submit_returns_ids_and_applies_defaults,
@@ -97,6 +145,10 @@ macro_rules! conformance_suite {
             claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most,
             one_refused_result_never_sends_other_tasks_back,
         );
+        $crate::conformance_suite!(@bulk $backend;
+            bulk_change_over_many_chunks_changes_every_row_it_applies_to,
+            claims_and_finishes_go_through_between_chunks_of_a_bulk_change,
+        );
     };
     (@cases $backend:ty; $($name:ident),* $(,)?) => {
         $(
@@ -104,6 +156,16 @@ macro_rules! conformance_suite {
             async fn $name() {
                 if let Some(db) = <$backend as $crate::Backend>::fresh().await {
                     $crate::cases::$name(&db).await;
+                }
+            }
+        )*
+    };
+    (@bulk $backend:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                if let Some(db) = <$backend as $crate::Backend>::fresh().await {
+                    $crate::bulk_cases::$name(&db).await;
                 }
             }
         )*

@@ -313,4 +313,13 @@ pub async fn far_past_and_far_future_run_at_are_stored_alike(db: &impl Backend) 
     .await
     .unwrap();
     assert_eq!(get(&*s, ids[1]).await.run_at, epoch);
+    let after_2038 = Utc.with_ymd_and_hms(2100, 6, 1, 12, 0, 0).unwrap();
+    update(
+        &*s,
+        Target::Filter(TaskFilter::default().state(TaskState::Pending)),
+        Change::Reschedule { run_at: after_2038 },
+    )
+    .await
+    .unwrap();
+    assert_eq!(get(&*s, ids[1]).await.run_at, after_2038);
 }

@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tasktable_conformance::cases::{at, claim_params, t0};
+use tasktable_conformance::RowLock;
 use tasktable_core::outcome::FinishPlan;
-use tasktable_core::{HandlerOutcome, NewTask, TaskState};
+use tasktable_core::{HandlerOutcome, NewTask, TaskId, TaskState};
 use tasktable_mysql::{MySqlConfig, MySqlStore};
 use tasktable_store::*;
 use tasktable_testdb::MySqlDb;
@@ -33,6 +34,18 @@ impl tasktable_conformance::Backend for MySql {
 
     async fn store(&self) -> Arc<dyn Store> {
         Arc::new(MySqlStore::open(self.0.url()).await.expect("open mysql"))
+    }
+
+    async fn store_with_bulk_chunk(&self, rows: u32) -> (Arc<dyn Store>, Arc<dyn ChunkedUpdate>) {
+        let store = Arc::new(
+            MySqlStore::connect(MySqlConfig {
+                bulk_chunk_rows: rows,
+                ..MySqlConfig::new(self.0.url())
+            })
+            .await
+            .expect("open mysql"),
+        );
+        (store.clone(), store)
     }
 
     async fn submit_in_transaction(
@@ -65,7 +78,28 @@ impl tasktable_conformance::Backend for MySql {
     }
 }
 
-tasktable_conformance::conformance_suite!(MySql);
+#[async_trait::async_trait]
+impl tasktable_conformance::RowLocks for MySql {
+    async fn lock_row(&self, id: TaskId) -> RowLock {
+        let mut conn = MySqlConnection::connect(self.0.url())
+            .await
+            .expect("own connection");
+        run(&mut conn, "BEGIN").await;
+        let locked: Option<TaskId> =
+            sqlx::query_scalar("SELECT id FROM tasktable_tasks WHERE id = ? FOR UPDATE")
+                .bind(id)
+                .fetch_optional(&mut conn)
+                .await
+                .expect("lock");
+        assert_eq!(locked, Some(id), "task {id} to lock");
+        RowLock::new(async move {
+            run(&mut conn, "ROLLBACK").await;
+            conn.close().await.expect("close");
+        })
+    }
+}
+
+tasktable_conformance::conformance_suite!(MySql, row_locks);
 
 // ---- Checks only MySQL needs ------------------------------------------------------------
 

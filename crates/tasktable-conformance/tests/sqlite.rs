@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 use tasktable_core::NewTask;
-use tasktable_sqlite::SqliteStore;
-use tasktable_store::{Store, StoreResult, Submitted};
+use tasktable_sqlite::{SqliteConfig, SqliteStore};
+use tasktable_store::{ChunkedUpdate, Store, StoreResult, Submitted};
 
 struct Sqlite {
     _dir: tempfile::TempDir,
@@ -23,6 +23,18 @@ impl tasktable_conformance::Backend for Sqlite {
 
     async fn store(&self) -> Arc<dyn Store> {
         Arc::new(SqliteStore::open(&self.url).await.expect("open sqlite"))
+    }
+
+    async fn store_with_bulk_chunk(&self, rows: u32) -> (Arc<dyn Store>, Arc<dyn ChunkedUpdate>) {
+        let store = Arc::new(
+            SqliteStore::connect(SqliteConfig {
+                bulk_chunk_rows: rows,
+                ..SqliteConfig::new(&self.url)
+            })
+            .await
+            .expect("open sqlite"),
+        );
+        (store.clone(), store)
     }
 
     async fn submit_in_transaction(

@@ -61,6 +61,9 @@ pub struct MySqlConfig {
     /// `None` keeps the server's (50 s unless configured). A write that waits longer is
     /// rolled back and run again.
     pub lock_wait_timeout: Option<Duration>,
+    /// Most rows one transaction of a bulk operator change locks
+    /// (`tasktable_store::bulk`); 500 by default, 1,000 at most.
+    pub bulk_chunk_rows: u32,
 }
 
 impl MySqlConfig {
@@ -70,6 +73,7 @@ impl MySqlConfig {
             max_connections: 10,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             lock_wait_timeout: None,
+            bulk_chunk_rows: DEFAULT_BULK_CHUNK_ROWS,
         }
     }
 }
@@ -85,6 +89,7 @@ pub struct MySqlStore {
     /// `max_allowed_packet` less room for the rest of the statement.
     max_value_bytes: usize,
     retries: Arc<AtomicU64>,
+    bulk_chunk_rows: u32,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -133,6 +138,7 @@ impl MySqlStore {
             max_payload_bytes: config.max_payload_bytes,
             max_value_bytes,
             retries: Arc::new(AtomicU64::new(0)),
+            bulk_chunk_rows: config.bulk_chunk_rows,
         })
     }
 
@@ -331,11 +337,24 @@ impl Store for MySqlStore {
 
     async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
         prepare_update(&mut params, self.max_payload_bytes)?;
+        let id = match params.target {
+            Target::Id(id) => id,
+            Target::Filter(filter) => {
+                return update_in_chunks(
+                    self,
+                    &filter,
+                    &params.change,
+                    params.now,
+                    self.bulk_chunk_rows.min(query::MAX_IN_LIST as u32),
+                )
+                .await;
+            }
+        };
         let p = &params;
         let (changed, due_queues) = self
             .retrying("update", || async move {
                 let mut tx = self.begin().await?;
-                let out = update::apply(&mut tx, p).await?;
+                let out = update::one(&mut tx, id, &p.change, p.now).await?;
                 tx.commit().await.map_err(db)?;
                 Ok(out)
             })
@@ -372,5 +391,29 @@ impl Store for MySqlStore {
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe())
+    }
+}
+
+#[async_trait]
+impl ChunkedUpdate for MySqlStore {
+    async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
+        update::ids_matching(&self.pool, filter).await
+    }
+
+    /// A chunk InnoDB aborts (deadlock, lock wait timeout) is run again on its own; the
+    /// chunks before it stay committed.
+    async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
+        params.filter.validate()?;
+        validate_change(params.change, self.max_payload_bytes)?;
+        let (changed, due_queues) = self
+            .retrying("update_chunk", || async move {
+                let mut tx = self.begin().await?;
+                let out = update::chunk(&mut tx, params).await?;
+                tx.commit().await.map_err(db)?;
+                Ok(out)
+            })
+            .await?;
+        self.wake_local(due_queues.iter().map(String::as_str));
+        Ok(changed)
     }
 }

@@ -2,12 +2,11 @@
 //!
 //! InnoDB detects a deadlock by rolling back one of the transactions in it (error 1213),
 //! and gives up on a row lock after `innodb_lock_wait_timeout` (error 1205). Both are
-//! normal under load: two bulk changes that lock overlapping rows through different
-//! indexes, or two submits that insert the same idempotency keys in opposite orders, can
-//! each end up holding what the other needs. Each store call is one transaction that
-//! starts from scratch, so it is safe to run it again whole after the rollback. PostgreSQL
-//! and SQLite need none of this here: their stores take row locks in one order or hold
-//! the only write lock.
+//! normal under load: two submits that insert the same idempotency keys in opposite
+//! orders, for one, can each end up holding what the other needs. Each store call (each
+//! chunk of a bulk change) is one transaction that starts from scratch, so it is safe to
+//! run it again whole after the rollback. PostgreSQL and SQLite need none of this here:
+//! their stores take row locks in one order or hold the only write lock.
 
 use rand::Rng;
 use sqlx::mysql::MySqlDatabaseError;

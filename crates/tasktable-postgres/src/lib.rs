@@ -46,6 +46,9 @@ pub struct PgConfig {
     /// Pool size (the wake listener uses one more connection of its own).
     pub max_connections: u32,
     pub max_payload_bytes: usize,
+    /// Most rows one transaction of a bulk operator change locks
+    /// (`tasktable_store::bulk`); 500 by default.
+    pub bulk_chunk_rows: u32,
 }
 
 impl PgConfig {
@@ -54,6 +57,7 @@ impl PgConfig {
             url: url.into(),
             max_connections: 10,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            bulk_chunk_rows: DEFAULT_BULK_CHUNK_ROWS,
         }
     }
 }
@@ -64,6 +68,7 @@ pub struct PgStore {
     pool: PgPool,
     wake: Arc<wake::Waker>,
     max_payload_bytes: usize,
+    bulk_chunk_rows: u32,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -94,6 +99,7 @@ impl PgStore {
             pool,
             wake: Arc::new(wake::Waker::new(options)),
             max_payload_bytes: config.max_payload_bytes,
+            bulk_chunk_rows: config.bulk_chunk_rows,
         })
     }
 
@@ -210,9 +216,24 @@ impl Store for PgStore {
 
     async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
         prepare_update(&mut params, self.max_payload_bytes)?;
-        let (changed, due_queues) = update::apply(&self.pool, params).await?;
-        self.wake_local(due_queues.iter().map(String::as_str));
-        Ok(changed)
+        match params.target {
+            Target::Id(id) => {
+                let (changed, due_queues) =
+                    update::one(&self.pool, id, &params.change, params.now).await?;
+                self.wake_local(due_queues.iter().map(String::as_str));
+                Ok(changed)
+            }
+            Target::Filter(filter) => {
+                update_in_chunks(
+                    self,
+                    &filter,
+                    &params.change,
+                    params.now,
+                    self.bulk_chunk_rows,
+                )
+                .await
+            }
+        }
     }
 
     async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
@@ -238,5 +259,20 @@ impl Store for PgStore {
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe().await)
+    }
+}
+
+#[async_trait]
+impl ChunkedUpdate for PgStore {
+    async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
+        update::ids_matching(&self.pool, filter).await
+    }
+
+    async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
+        params.filter.validate()?;
+        validate_change(params.change, self.max_payload_bytes)?;
+        let (changed, due_queues) = update::chunk(&self.pool, params).await?;
+        self.wake_local(due_queues.iter().map(String::as_str));
+        Ok(changed)
     }
 }

@@ -51,6 +51,9 @@ pub struct SqliteConfig {
     /// survives a power cut; `false` trades that for speed (`synchronous = NORMAL`).
     pub sync_every_commit: bool,
     pub max_payload_bytes: usize,
+    /// Most rows one transaction of a bulk operator change holds the writer for
+    /// (`tasktable_store::bulk`); 500 by default.
+    pub bulk_chunk_rows: u32,
 }
 
 impl SqliteConfig {
@@ -61,6 +64,7 @@ impl SqliteConfig {
             busy_timeout: Duration::from_secs(10),
             sync_every_commit: true,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            bulk_chunk_rows: DEFAULT_BULK_CHUNK_ROWS,
         }
     }
 }
@@ -73,6 +77,7 @@ pub struct SqliteStore {
     reader: SqlitePool,
     wake: broadcast::Sender<Wake>,
     max_payload_bytes: usize,
+    bulk_chunk_rows: u32,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -116,6 +121,7 @@ impl SqliteStore {
             reader,
             wake,
             max_payload_bytes: config.max_payload_bytes,
+            bulk_chunk_rows: config.bulk_chunk_rows,
         })
     }
 
@@ -269,7 +275,19 @@ impl Store for SqliteStore {
 
     async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
         prepare_update(&mut params, self.max_payload_bytes)?;
-        update::apply(self, params).await
+        match params.target {
+            Target::Id(id) => update::one(self, id, &params.change, params.now).await,
+            Target::Filter(filter) => {
+                update_in_chunks(
+                    self,
+                    &filter,
+                    &params.change,
+                    params.now,
+                    self.bulk_chunk_rows,
+                )
+                .await
+            }
+        }
     }
 
     async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
@@ -303,5 +321,18 @@ impl Store for SqliteStore {
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe())
+    }
+}
+
+#[async_trait]
+impl ChunkedUpdate for SqliteStore {
+    async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
+        update::ids_matching(self, filter).await
+    }
+
+    async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
+        params.filter.validate()?;
+        validate_change(params.change, self.max_payload_bytes)?;
+        update::chunk(self, params).await
     }
 }

@@ -2,23 +2,26 @@
 //!
 //! Owns: the [`Store`] trait, which speaks in transitions (`task_claim`, `task_finish`,
 //! `task_update`, ...), each atomic; the parameter and result types of those calls;
-//! [`StoreError`]; and the backend-independent half of windowed statistics ([`stats`]:
+//! [`StoreError`]; the backend-independent half of windowed statistics ([`stats`]:
 //! per-minute rollups, histograms, percentiles; backends supply the SQL through
-//! [`stats::StatsSource`]). Rules (retry delays, which state an operation may start from) come from
-//! `tasktable-core` and reach the store as parameters; the store only makes each
-//! transition atomic and fenced.
+//! [`stats::StatsSource`]); and the walk of a bulk operator change in short chunks
+//! ([`bulk`]: backends supply one chunk, [`update_in_chunks`] walks the filter). Rules
+//! (retry delays, which state an operation may start from) come from `tasktable-core` and
+//! reach the store as parameters; the store only makes each transition atomic and fenced.
 //!
 //! Must not know: any particular database, and anything about how workers are
 //! scheduled. The one exception to "no SQL" is [`stats`], which keeps the few portable
 //! fragments (histogram buckets, the class of an attempt's end) that every backend's
-//! statistics query must share so their answers agree. The runtime and the server hold an `Arc<dyn Store>` and never open a
-//! transaction themselves.
+//! statistics query must share so their answers agree. The runtime and the server hold an
+//! `Arc<dyn Store>` and never open a transaction themselves.
 
+pub mod bulk;
 mod error;
 mod filter;
 mod params;
 pub mod stats;
 
+pub use bulk::{update_in_chunks, ChunkedUpdate, UpdateChunkParams, DEFAULT_BULK_CHUNK_ROWS};
 pub use error::{StoreError, StoreResult};
 pub use filter::{Target, TaskFilter};
 pub use params::*;
@@ -85,7 +88,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// An operator's change to one task or to every task matching a filter. Rows in a
     /// state the change may not start from are left alone. For one task, that is an error
     /// ([`StoreError::NotFound`] or [`StoreError::IllegalTransition`]); for a filter, the
-    /// count says how many changed.
+    /// count says how many changed. A filter's change runs in chunks of a few hundred rows,
+    /// each its own transaction ([`bulk`] says what that guarantees).
     async fn task_update(&self, params: UpdateParams) -> StoreResult<u64>;
 
     /// Pauses or resumes claiming from a queue. Running tasks are not affected.

@@ -63,7 +63,7 @@ async fn contention_is_retried_without_losing_or_doubling_a_task() {
             }
         }));
     }
-    // Operators' bulk changes over the same rows, read through different indexes.
+    // Operators' bulk changes over the same rows, their ids read through different indexes.
     for (n, filter) in [
         TaskFilter::default().queue("hot").state(TaskState::Pending),
         TaskFilter::default().kind("a").state(TaskState::Pending),
