@@ -64,6 +64,15 @@ pub struct MySqlConfig {
     /// Most rows one transaction of a bulk operator change locks
     /// (`tasktable_store::bulk`); 500 by default, 1,000 at most.
     pub bulk_chunk_rows: u32,
+    /// On MariaDB, how long one of the store's sessions may sit idle inside a
+    /// transaction before the server ends the session (`idle_transaction_timeout`, whole
+    /// seconds); 2 s by default, `None` keeps the server's (no limit). A store call sends
+    /// its statements back to back, so such a session belongs to a process that froze
+    /// mid-call (a stopped VM, a long pause), and its row locks would keep the rescuer
+    /// from taking that process's tasks back until it woke. Ending it rolls the call
+    /// back, which its fencing makes safe. MySQL has no such setting: there a frozen
+    /// process holds its locks until it wakes or its connection dies.
+    pub idle_transaction_timeout: Option<Duration>,
 }
 
 impl MySqlConfig {
@@ -74,6 +83,7 @@ impl MySqlConfig {
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             lock_wait_timeout: None,
             bulk_chunk_rows: DEFAULT_BULK_CHUNK_ROWS,
+            idle_transaction_timeout: Some(Duration::from_secs(2)),
         }
     }
 }
@@ -108,10 +118,13 @@ impl MySqlStore {
     pub async fn connect(config: MySqlConfig) -> StoreResult<Self> {
         let options = MySqlConnectOptions::from_str(&config.url)
             .map_err(|e| StoreError::InvalidInput(format!("bad MySQL URL: {e}")))?;
-        let lock_wait = config.lock_wait_timeout.map(|d| d.as_secs().max(1));
+        let session = Session {
+            lock_wait_secs: config.lock_wait_timeout.map(|d| d.as_secs().max(1)),
+            idle_transaction_secs: config.idle_transaction_timeout.map(|d| d.as_secs().max(1)),
+        };
         let pool = MySqlPoolOptions::new()
             .max_connections(config.max_connections.max(1))
-            .after_connect(move |conn, _| Box::pin(prepare_session(conn, lock_wait)))
+            .after_connect(move |conn, _| Box::pin(prepare_session(conn, session)))
             .connect_with(options)
             .await
             .map_err(db)?;
@@ -209,21 +222,37 @@ impl MySqlStore {
 /// unlock the rows it reads and skips, and lets each statement see rows committed since
 /// the transaction began. Strict mode turns a value the column cannot hold into an error
 /// instead of a silent truncation.
-async fn prepare_session(
-    conn: &mut MySqlConnection,
-    lock_wait_secs: Option<u64>,
-) -> Result<(), sqlx::Error> {
+async fn prepare_session(conn: &mut MySqlConnection, session: Session) -> Result<(), sqlx::Error> {
     let mut set = String::from(
         "SET time_zone = '+00:00', \
          sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES')",
     );
-    if let Some(secs) = lock_wait_secs {
+    if let Some(secs) = session.lock_wait_secs {
         set.push_str(&format!(", innodb_lock_wait_timeout = {secs}"));
     }
     conn.execute(set.as_str()).await?;
     conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         .await?;
+    if let Some(secs) = session.idle_transaction_secs {
+        let set = format!("SET SESSION idle_transaction_timeout = {secs}");
+        match conn.execute(set.as_str()).await {
+            // MySQL has no such variable: 1193, unknown system variable.
+            Err(sqlx::Error::Database(e))
+                if e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                    .is_some_and(|e| e.number() == 1193) => {}
+            other => {
+                other?;
+            }
+        }
+    }
     Ok(())
+}
+
+/// The settings every session of the pool gets.
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    lock_wait_secs: Option<u64>,
+    idle_transaction_secs: Option<u64>,
 }
 
 #[async_trait]

@@ -244,3 +244,52 @@ async fn migrate_runs_again_over_a_half_applied_schema() {
         "{err}"
     );
 }
+
+/// A process that froze inside a store call (here: a transaction of the store's pool left
+/// open holding a task's row lock) does not keep the rescuer from that task: MariaDB ends
+/// the idle session after `idle_transaction_timeout`, and its locks with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_frozen_inside_a_transaction_loses_its_locks() {
+    let Some(db) = MySqlDb::fresh().await else {
+        return;
+    };
+    let store = db.store_with(|_| {}).await;
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    if !version.contains("MariaDB") {
+        eprintln!("MySQL has no idle_transaction_timeout; nothing to check on {version}");
+        return;
+    }
+    let id = store
+        .task_submit(SubmitParams {
+            tasks: vec![NewTask::new("k", json!(0))],
+            now: None,
+        })
+        .await
+        .unwrap()[0]
+        .id;
+    let mut frozen = store.pool().begin().await.unwrap();
+    sqlx::query("SELECT id FROM tasktable_tasks WHERE id = ? FOR UPDATE")
+        .bind(id)
+        .fetch_one(&mut *frozen)
+        .await
+        .unwrap();
+    // Another session waits for the row (up to 30 s, far past the store's 2 s) and gets
+    // it as soon as the server ends the idle one: no clock in this test but the server's.
+    let mut other = db.store_with(|_| {}).await.pool().acquire().await.unwrap();
+    run(&mut other, "SET SESSION innodb_lock_wait_timeout = 30").await;
+    let waited = std::time::Instant::now();
+    sqlx::query("SELECT id FROM tasktable_tasks WHERE id = ? FOR UPDATE")
+        .bind(id)
+        .fetch_one(&mut *other)
+        .await
+        .expect("the frozen session's lock was released");
+    assert!(
+        waited.elapsed() < std::time::Duration::from_secs(25),
+        "released by the timeout, not by the lock wait running out"
+    );
+    let gone = sqlx::query("SELECT 1").fetch_one(&mut *frozen).await;
+    assert!(gone.is_err(), "the frozen session was ended");
+}
