@@ -1,0 +1,202 @@
+//! No stale write accepted. Every write a worker was told was accepted carried the token
+//! of the attempt the history says was current:
+//!
+//! - an accepted end of an attempt (or probe) under token `T` is history row `T`, made by
+//!   that worker, with that outcome;
+//! - an accepted renewal or checkpoint under `T` came from row `T`'s worker and was sent
+//!   before row `T` ended (within the clock slack);
+//! - every effect row was written while the task ran under the effect's own token (its
+//!   witness columns say so);
+//! - every checkpoint a claim received was saved under an earlier token, and never by a
+//!   write its worker was told was refused.
+
+use super::{Evidence, TaskRecord, Verdict};
+use crate::journal::{Entry, Op};
+use std::collections::BTreeSet;
+
+pub fn check(e: &Evidence) -> Verdict {
+    let mut v = Verdict::new(
+        "no_stale_write_accepted",
+        "every accepted write carried the token of the attempt the history says was current",
+    );
+    let slack = e.limits().clock_slack_ms;
+    for x in e.journal.iter().filter(|x| x.accepted == Some(true)) {
+        let (Some(task), Some(token)) = (e.tasks.get(&x.task), x.token) else {
+            continue;
+        };
+        if !matches!(x.op, Op::Finish | Op::Probe | Op::Renew | Op::Checkpoint) {
+            continue;
+        }
+        v.examined += 1;
+        if let Some(problem) = against_history(x, task, token, slack) {
+            v.fail(problem);
+        }
+    }
+    for effect in &e.effects {
+        v.examined += 1;
+        let state = effect.seen_state.as_deref().unwrap_or("missing");
+        if effect.seen_token != Some(effect.token) || state != "running" {
+            v.fail(format!(
+                "task {}: {}'s effect under token {} was written while the task was {state} under token {:?}",
+                effect.task, effect.worker, effect.token, effect.seen_token
+            ));
+        }
+    }
+    let refused: BTreeSet<(i64, i64, u32)> = e
+        .journal
+        .iter()
+        .filter(|x| x.op == Op::Checkpoint && x.accepted == Some(false))
+        .filter_map(|x| x.mark.map(|m| (x.task, m.token, m.step)))
+        .collect();
+    for claim in e.journal.iter().filter(|x| x.op == Op::Claim) {
+        let (Some(mark), Some(token)) = (claim.mark, claim.token) else {
+            continue;
+        };
+        v.examined += 1;
+        if mark.token >= token {
+            v.fail(format!(
+                "task {}: the claim under token {token} received a checkpoint saved under token {}",
+                claim.task, mark.token
+            ));
+        }
+        if refused.contains(&(claim.task, mark.token, mark.step)) {
+            v.fail(format!(
+                "task {}: the claim under token {token} received step {} saved under token {}, a write its worker was told was refused",
+                claim.task, mark.step, mark.token
+            ));
+        }
+    }
+    v
+}
+
+fn against_history(x: &Entry, task: &TaskRecord, token: i64, slack: i64) -> Option<String> {
+    let id = task.id;
+    let what = format!(
+        "{} accepted for {} under token {token}",
+        op_name(x.op),
+        x.worker
+    );
+    let Some(row) = task.row(token) else {
+        return (!task.runs_under(token))
+            .then(|| format!("task {id}: {what}, but the history has no attempt {token}"));
+    };
+    if row.worker.as_deref() != Some(x.worker.as_str()) {
+        return Some(format!(
+            "task {id}: {what}, but attempt {token} was {:?}'s",
+            row.worker
+        ));
+    }
+    match x.op {
+        Op::Finish | Op::Probe if x.outcome.as_deref() != Some(row.outcome.as_str()) => {
+            Some(format!(
+                "task {id}: {what} as {:?}, but the history says attempt {token} ended {}",
+                x.outcome,
+                row.outcome.as_str()
+            ))
+        }
+        Op::Renew | Op::Checkpoint if x.at_ms > row.finished_ms + slack => Some(format!(
+            "task {id}: {what} was sent {} ms after attempt {token} ended ({})",
+            x.at_ms - row.finished_ms,
+            row.outcome.as_str()
+        )),
+        _ => None,
+    }
+}
+
+fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Claim => "claim",
+        Op::Renew => "renewal",
+        Op::Checkpoint => "checkpoint",
+        Op::Effect => "effect",
+        Op::Finish => "end",
+        Op::Probe => "probe",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{effect, entry, healthy};
+    use super::*;
+    use crate::behaviour::Mark;
+
+    fn fires(e: &Evidence, text: &str) {
+        let v = check(e);
+        assert!(
+            v.violations.iter().any(|m| m.contains(text)),
+            "expected a violation with {text:?}, got {:?}",
+            v.violations
+        );
+    }
+
+    #[test]
+    fn a_probe_accepted_after_the_rescue_is_a_stale_write() {
+        let mut e = healthy();
+        let mut probe = entry("w1", Op::Probe, 1, 6_500);
+        probe.outcome = Some("succeeded".into());
+        e.journal.push(probe);
+        fires(&e, "probe accepted for w1 under token 1 as Some(\"succeeded\"), but the history says attempt 1 ended lease_expired");
+    }
+
+    #[test]
+    fn a_renewal_accepted_long_after_its_attempt_ended_is_a_stale_write() {
+        let mut e = healthy();
+        e.journal.push(entry("w1", Op::Renew, 1, 7_000));
+        fires(
+            &e,
+            "renewal accepted for w1 under token 1 was sent 2000 ms after attempt 1 ended",
+        );
+        // Within the slack, a write may have taken the row lock first.
+        let mut e = healthy();
+        e.journal.push(entry("w1", Op::Checkpoint, 1, 5_800));
+        assert!(check(&e).passed(), "{:?}", check(&e).violations);
+    }
+
+    #[test]
+    fn a_write_accepted_under_another_workers_token_is_reported() {
+        let mut e = healthy();
+        e.journal.push(entry("w1", Op::Checkpoint, 2, 5_500));
+        fires(
+            &e,
+            "checkpoint accepted for w1 under token 2, but attempt 2 was Some(\"w2\")'s",
+        );
+        let mut e = healthy();
+        e.journal.push(entry("w1", Op::Renew, 3, 5_500));
+        fires(&e, "the history has no attempt 3");
+    }
+
+    #[test]
+    fn an_effect_written_after_the_lease_moved_on_is_reported() {
+        let mut e = healthy();
+        e.effects.push(effect(1, 1, "w1", 2));
+        fires(
+            &e,
+            "w1's effect under token 1 was written while the task was running under token Some(2)",
+        );
+    }
+
+    #[test]
+    fn a_claim_that_received_a_refused_or_future_checkpoint_is_reported() {
+        let mark = Mark {
+            token: 1,
+            step: 3,
+            snoozed: false,
+        };
+        let mut e = healthy();
+        let mut refused = entry("w1", Op::Checkpoint, 1, 5_400);
+        refused.mark = Some(mark);
+        refused.accepted = Some(false);
+        e.journal.push(refused);
+        e.journal[2].mark = Some(mark);
+        fires(
+            &e,
+            "received step 3 saved under token 1, a write its worker was told was refused",
+        );
+        let mut e = healthy();
+        e.journal[2].mark = Some(Mark { token: 2, ..mark });
+        fires(
+            &e,
+            "the claim under token 2 received a checkpoint saved under token 2",
+        );
+    }
+}

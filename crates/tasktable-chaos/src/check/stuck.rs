@@ -1,0 +1,84 @@
+//! Nothing stuck: at no sample did a running task's lease lie expired for longer than the
+//! rescue interval plus a scan's time, except while the database was down (and that long
+//! after it came back); and the drain ended with every task in a final state.
+
+use super::{Evidence, Verdict};
+
+pub fn check(e: &Evidence) -> Verdict {
+    let mut v = Verdict::new(
+        "nothing_stuck",
+        "a task whose worker stops renewing is taken back within lease + rescue interval, and the run drains",
+    );
+    let limit = e.limits().stuck_after_ms;
+    let excused = |at: i64| {
+        e.outages
+            .iter()
+            .any(|w| w.from_ms <= at && at <= w.to_ms + limit)
+    };
+    let first = e.samples.first().map_or(0, |s| s.at_ms);
+    for sample in &e.samples {
+        v.examined += 1;
+        if excused(sample.at_ms) {
+            continue;
+        }
+        for &(task, ago) in sample.expired.iter().filter(|(_, ago)| *ago > limit) {
+            v.fail(format!(
+                "{:.1} s into the run, task {task}'s lease had been expired for {ago} ms (limit {limit} ms)",
+                (sample.at_ms - first) as f64 / 1000.0
+            ));
+        }
+    }
+    if let Some(waited) = e.drain_gave_up_after_ms {
+        let open: Vec<String> = e
+            .tasks
+            .values()
+            .filter(|t| !t.state.is_finished())
+            .take(10)
+            .map(|t| format!("{} ({})", t.id, t.state.as_str()))
+            .collect();
+        v.fail(format!(
+            "the drain gave up after {} s with tasks not finished, e.g. {}",
+            waited / 1000,
+            open.join(", ")
+        ));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::healthy;
+    use super::super::Window;
+    use super::*;
+    use crate::sampler::Sample;
+
+    #[test]
+    fn a_lease_left_expired_past_the_limit_is_stuck_unless_the_database_was_down() {
+        let mut e = healthy();
+        e.samples.push(Sample {
+            at_ms: 10_000,
+            expired: vec![(1, 3_500), (2, 2_000)],
+        });
+        let v = check(&e);
+        assert_eq!(v.violations.len(), 1, "{:?}", v.violations);
+        assert!(v.violations[0]
+            .contains("6.0 s into the run, task 1's lease had been expired for 3500 ms"));
+        e.outages.push(Window {
+            from_ms: 5_000,
+            to_ms: 8_000,
+        });
+        assert!(check(&e).passed(), "{:?}", check(&e).violations);
+    }
+
+    #[test]
+    fn a_drain_that_gave_up_is_reported() {
+        let mut e = healthy();
+        e.drain_gave_up_after_ms = Some(120_000);
+        let v = check(&e);
+        assert!(
+            v.violations[0].contains("the drain gave up after 120 s"),
+            "{:?}",
+            v.violations
+        );
+    }
+}

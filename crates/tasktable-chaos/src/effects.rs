@@ -1,0 +1,183 @@
+//! The side effects of in-process chaos handlers, kept in a table of their own
+//! (`chaos_effects`) beside tasktable's, and written the way a handler should write an
+//! effect it must not repeat: in one transaction that locks the task's row and inserts
+//! only while the row still runs under the handler's fencing token.
+//!
+//! Every effect row also records the token and state the row had at that moment (its
+//! witness), so a late write that should have been refused shows up whatever the
+//! handler believed. With `fenced: false` the handler skips the token test, which is how
+//! a run shows that the stale-write check fires.
+
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{MySqlPool, PgPool, SqlitePool};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// One row of `chaos_effects`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectRow {
+    pub task: i64,
+    pub token: i64,
+    pub worker: String,
+    /// The task row's `lease_token` and `state` when the effect was written.
+    pub seen_token: Option<i64>,
+    pub seen_state: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Effects {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+    Mysql(MySqlPool),
+}
+
+const CREATE_SQLITE: &str = "CREATE TABLE IF NOT EXISTS chaos_effects (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, task_id INTEGER NOT NULL, token INTEGER NOT NULL,
+    worker_id TEXT NOT NULL, seen_token INTEGER, seen_state TEXT)";
+const CREATE_POSTGRES: &str = "CREATE TABLE IF NOT EXISTS chaos_effects (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, task_id BIGINT NOT NULL,
+    token BIGINT NOT NULL, worker_id TEXT NOT NULL, seen_token BIGINT, seen_state TEXT)";
+const CREATE_MYSQL: &str = "CREATE TABLE IF NOT EXISTS chaos_effects (
+    id BIGINT AUTO_INCREMENT PRIMARY KEY, task_id BIGINT NOT NULL, token BIGINT NOT NULL,
+    worker_id VARCHAR(255) NOT NULL, seen_token BIGINT NULL, seen_state VARCHAR(32) NULL
+    ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4";
+
+const READ: &str =
+    "SELECT task_id, token, worker_id, seen_token, seen_state FROM chaos_effects ORDER BY id";
+
+/// Locks the task's row, reads its witness, and inserts the effect if allowed: the same
+/// steps on every backend, with the backend's placeholders and way of starting a write.
+macro_rules! record_effect {
+    ($tx:expr, $select:literal, $insert:literal, $task:expr, $token:expr, $worker:expr, $fenced:expr) => {{
+        let mut tx = $tx;
+        let seen: Option<(i64, String)> = sqlx::query_as($select)
+            .bind($task)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let holds = seen
+            .as_ref()
+            .is_some_and(|(t, s)| *t == $token && s == "running");
+        if $fenced && !holds {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        sqlx::query($insert)
+            .bind($task)
+            .bind($token)
+            .bind($worker)
+            .bind(seen.as_ref().map(|(t, _)| *t))
+            .bind(seen.map(|(_, s)| s))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }};
+}
+
+impl Effects {
+    pub async fn connect(url: &str) -> Result<Effects, sqlx::Error> {
+        let timeout = Duration::from_secs(5);
+        if url.starts_with("postgres") {
+            let pool = PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(timeout)
+                .connect(url)
+                .await?;
+            Ok(Effects::Postgres(pool))
+        } else if url.starts_with("mysql") {
+            let pool = MySqlPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(timeout)
+                .connect(url)
+                .await?;
+            Ok(Effects::Mysql(pool))
+        } else {
+            // Other processes write the same file; wait for the write lock as the store does.
+            let options =
+                SqliteConnectOptions::from_str(url)?.busy_timeout(Duration::from_secs(10));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(2)
+                .acquire_timeout(Duration::from_secs(15))
+                .connect_with(options)
+                .await?;
+            Ok(Effects::Sqlite(pool))
+        }
+    }
+
+    pub async fn create_table(&self) -> Result<(), sqlx::Error> {
+        match self {
+            Effects::Sqlite(p) => sqlx::query(CREATE_SQLITE).execute(p).await.map(drop),
+            Effects::Postgres(p) => sqlx::query(CREATE_POSTGRES).execute(p).await.map(drop),
+            Effects::Mysql(p) => sqlx::query(CREATE_MYSQL).execute(p).await.map(drop),
+        }
+    }
+
+    /// Records the effect of the attempt under `token`; `Ok(false)` when `fenced` and the
+    /// task no longer runs under that token (nothing was written).
+    pub async fn record(
+        &self,
+        task: i64,
+        token: i64,
+        worker: &str,
+        fenced: bool,
+    ) -> Result<bool, sqlx::Error> {
+        match self {
+            // BEGIN IMMEDIATE takes the write lock first, so the row read is the row the
+            // insert commits against.
+            Effects::Sqlite(p) => record_effect!(
+                p.begin_with("BEGIN IMMEDIATE").await?,
+                "SELECT lease_token, state FROM tasktable_tasks WHERE id = ?",
+                "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state) \
+                 VALUES (?, ?, ?, ?, ?)",
+                task,
+                token,
+                worker,
+                fenced
+            ),
+            Effects::Postgres(p) => record_effect!(
+                p.begin().await?,
+                "SELECT lease_token, state FROM tasktable_tasks WHERE id = $1 FOR UPDATE",
+                "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                task,
+                token,
+                worker,
+                fenced
+            ),
+            Effects::Mysql(p) => record_effect!(
+                p.begin().await?,
+                // tasktable's text columns have a binary collation, which sqlx takes for
+                // VARBINARY; converted, the state reads as text.
+                "SELECT lease_token, CONVERT(state USING utf8mb4) FROM tasktable_tasks \
+                 WHERE id = ? FOR UPDATE",
+                "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state) \
+                 VALUES (?, ?, ?, ?, ?)",
+                task,
+                token,
+                worker,
+                fenced
+            ),
+        }
+    }
+
+    pub async fn read_all(&self) -> Result<Vec<EffectRow>, sqlx::Error> {
+        type Raw = (i64, i64, String, Option<i64>, Option<String>);
+        let rows: Vec<Raw> = match self {
+            Effects::Sqlite(p) => sqlx::query_as(READ).fetch_all(p).await?,
+            Effects::Postgres(p) => sqlx::query_as(READ).fetch_all(p).await?,
+            Effects::Mysql(p) => sqlx::query_as(READ).fetch_all(p).await?,
+        };
+        Ok(rows
+            .into_iter()
+            .map(|(task, token, worker, seen_token, seen_state)| EffectRow {
+                task,
+                token,
+                worker,
+                seen_token,
+                seen_state,
+            })
+            .collect())
+    }
+}

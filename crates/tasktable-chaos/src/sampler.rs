@@ -1,0 +1,68 @@
+//! Looks at the running tasks once a second for the whole run and records, on the
+//! database's clock, how long ago each expired lease ran out. The "nothing stuck" check
+//! reads these samples afterwards. A sample the database cannot answer (it is
+//! restarting) is skipped.
+
+use crate::behaviour::QUEUE;
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tasktable::store::ListParams;
+use tasktable::{Store, TaskFilter, TaskState};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sample {
+    /// Wall-clock milliseconds when the sample was taken.
+    pub at_ms: i64,
+    /// Running tasks whose lease expired, with how long ago (database clock), in ms.
+    pub expired: Vec<(i64, i64)>,
+}
+
+pub type Samples = Arc<Mutex<Vec<Sample>>>;
+
+pub async fn run(
+    store: Arc<dyn Store>,
+    every: Duration,
+    samples: Samples,
+    stop: CancellationToken,
+) {
+    loop {
+        if let Ok(Ok(sample)) = tokio::time::timeout(every * 5, take(store.as_ref())).await {
+            samples.lock().expect("samples").push(sample);
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+async fn take(store: &dyn Store) -> tasktable::StoreResult<Sample> {
+    let at_ms = crate::journal::now_ms();
+    let filter = TaskFilter::default().queue(QUEUE).state(TaskState::Running);
+    let mut expired = Vec::new();
+    let mut after = None;
+    let now = store.db_now().await?;
+    loop {
+        let page = store
+            .task_list(ListParams {
+                filter: filter.clone(),
+                after,
+                limit: 1000,
+            })
+            .await?;
+        for task in &page.tasks {
+            if let Some(expires) = task.lease_expires_at {
+                let ago = (now - expires).num_milliseconds();
+                if ago > 0 {
+                    expired.push((task.id, ago));
+                }
+            }
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(Sample { at_ms, expired }),
+        }
+    }
+}
