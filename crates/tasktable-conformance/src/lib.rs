@@ -83,6 +83,7 @@ macro_rules! conformance_suite {
             paused_queue_stops_workers_and_resume_restarts_them,
             idle_worker_wakes_on_submit_without_waiting_for_a_poll,
             claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most,
+            a_task_claimed_again_keeps_its_new_lease_while_the_old_attempt_ends,
         );
     };
     (@cases $backend:ty; $($name:ident),* $(,)?) => {
