@@ -27,6 +27,9 @@ pub enum Behaviour {
     /// `steps` steps of `ms` each, a checkpoint after every one; a later attempt resumes
     /// from the last checkpoint saved.
     Checkpoint { steps: u32, ms: u64 },
+    /// Like `Checkpoint`, but longer than a lease in all: it lives only if its lease is
+    /// renewed.
+    Long { steps: u32, ms: u64 },
     /// Snoozes once (remembered in its checkpoint), then behaves like `Ok`.
     Snooze { ms: u64 },
     /// Runs past its per-attempt timeout every time, so it must end `failed`.
@@ -40,6 +43,7 @@ impl Behaviour {
             Behaviour::Flaky { .. } => "flaky",
             Behaviour::Permanent => "permanent",
             Behaviour::Checkpoint { .. } => "checkpoint",
+            Behaviour::Long { .. } => "long",
             Behaviour::Snooze { .. } => "snooze",
             Behaviour::Timeout => "timeout",
         }
@@ -56,7 +60,9 @@ impl Behaviour {
     /// The result a succeeding task must store.
     pub fn expected_result(&self) -> Option<Value> {
         match self {
-            Behaviour::Checkpoint { steps, .. } => Some(json!({ "steps": steps })),
+            Behaviour::Checkpoint { steps, .. } | Behaviour::Long { steps, .. } => {
+                Some(json!({ "steps": steps }))
+            }
             Behaviour::Permanent | Behaviour::Timeout => None,
             _ => Some(json!({ "done": true })),
         }
@@ -147,7 +153,7 @@ pub fn script(
         ),
         Behaviour::Flaky { ms: t, .. } => (vec![Step::Work(ms(t)), Step::Effect], done()),
         Behaviour::Permanent => (Vec::new(), Ending::Fail("permanent failure".into())),
-        Behaviour::Checkpoint { steps, ms: t } => {
+        Behaviour::Checkpoint { steps, ms: t } | Behaviour::Long { steps, ms: t } => {
             let from = checkpoint.map_or(0, |m| m.step.min(steps));
             let mut plan = Vec::new();
             for step in from + 1..=steps {

@@ -51,6 +51,7 @@ fn record(task: Task, attempts: Vec<tasktable::Attempt>) -> TaskRecord {
                 attempt: a.attempt,
                 worker: a.worker_id,
                 outcome: a.outcome,
+                started_ms: a.started_at.map(|t| t.timestamp_millis()),
                 finished_ms: a.finished_at.timestamp_millis(),
             })
             .collect(),

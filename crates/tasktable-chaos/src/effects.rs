@@ -1,7 +1,8 @@
-//! The side effects of in-process chaos handlers, kept in a table of their own
-//! (`chaos_effects`) beside tasktable's, and written the way a handler should write an
-//! effect it must not repeat: in one transaction that locks the task's row and inserts
-//! only while the row still runs under the handler's fencing token.
+//! The run's own tables beside tasktable's. `chaos_effects` holds the side effects of
+//! in-process chaos handlers, written the way a handler should write an effect it must
+//! not repeat: in one transaction that locks the task's row and inserts only while the
+//! row still runs under the handler's fencing token. `chaos_heartbeat` is one row the
+//! sampler updates to learn whether the database takes writes at all.
 //!
 //! Every effect row also records the token and state the row had at that moment (its
 //! witness), so a late write that should have been refused shows up whatever the
@@ -44,6 +45,12 @@ const CREATE_MYSQL: &str = "CREATE TABLE IF NOT EXISTS chaos_effects (
     worker_id VARCHAR(255) NOT NULL, seen_token BIGINT NULL, seen_state VARCHAR(32) NULL
     ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4";
 
+const HEARTBEAT: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS chaos_heartbeat (id INTEGER PRIMARY KEY, beats BIGINT NOT NULL)",
+    "INSERT INTO chaos_heartbeat (id, beats) VALUES (1, 0)",
+];
+const BEAT: &str = "UPDATE chaos_heartbeat SET beats = beats + 1 WHERE id = 1";
+
 const READ: &str =
     "SELECT task_id, token, worker_id, seen_token, seen_state FROM chaos_effects ORDER BY id";
 
@@ -77,7 +84,8 @@ macro_rules! record_effect {
 }
 
 impl Effects {
-    pub async fn connect(url: &str) -> Result<Effects, sqlx::Error> {
+    /// Connects; on SQLite a write waits up to `busy` for the file's write lock.
+    pub async fn connect(url: &str, busy: Duration) -> Result<Effects, sqlx::Error> {
         let timeout = Duration::from_secs(5);
         if url.starts_with("postgres") {
             let pool = PgPoolOptions::new()
@@ -94,9 +102,7 @@ impl Effects {
                 .await?;
             Ok(Effects::Mysql(pool))
         } else {
-            // Other processes write the same file; wait for the write lock as the store does.
-            let options =
-                SqliteConnectOptions::from_str(url)?.busy_timeout(Duration::from_secs(10));
+            let options = SqliteConnectOptions::from_str(url)?.busy_timeout(busy);
             let pool = SqlitePoolOptions::new()
                 .max_connections(2)
                 .acquire_timeout(Duration::from_secs(15))
@@ -106,11 +112,28 @@ impl Effects {
         }
     }
 
-    pub async fn create_table(&self) -> Result<(), sqlx::Error> {
+    pub async fn create_tables(&self) -> Result<(), sqlx::Error> {
+        let create = match self {
+            Effects::Sqlite(_) => CREATE_SQLITE,
+            Effects::Postgres(_) => CREATE_POSTGRES,
+            Effects::Mysql(_) => CREATE_MYSQL,
+        };
+        for sql in [create, HEARTBEAT[0], HEARTBEAT[1]] {
+            self.execute(sql).await?;
+        }
+        Ok(())
+    }
+
+    /// One write to the heartbeat row: `Ok` when the database took it.
+    pub async fn beat(&self) -> Result<(), sqlx::Error> {
+        self.execute(BEAT).await
+    }
+
+    async fn execute(&self, sql: &str) -> Result<(), sqlx::Error> {
         match self {
-            Effects::Sqlite(p) => sqlx::query(CREATE_SQLITE).execute(p).await.map(drop),
-            Effects::Postgres(p) => sqlx::query(CREATE_POSTGRES).execute(p).await.map(drop),
-            Effects::Mysql(p) => sqlx::query(CREATE_MYSQL).execute(p).await.map(drop),
+            Effects::Sqlite(p) => sqlx::query(sql).execute(p).await.map(drop),
+            Effects::Postgres(p) => sqlx::query(sql).execute(p).await.map(drop),
+            Effects::Mysql(p) => sqlx::query(sql).execute(p).await.map(drop),
         }
     }
 

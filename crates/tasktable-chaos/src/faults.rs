@@ -14,11 +14,18 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// One fault as it happened, for the summary.
+/// One fault as it happened, for the summary and for explaining lost leases.
 #[derive(Debug, Clone, Serialize)]
 pub struct Injected {
+    /// Seconds into the run.
     pub at_s: f64,
     pub kind: &'static str,
+    /// The process it hit; `None` for the database.
+    pub target: Option<String>,
+    /// Wall-clock milliseconds from the fault's start to the end of its effect (a thaw, a
+    /// replacement or a restart ready), to find it in the logs and journals.
+    pub from_ms: i64,
+    pub to_ms: i64,
     pub detail: String,
 }
 
@@ -29,6 +36,8 @@ pub struct Injector {
     pub lease: Duration,
     pub rescue: Duration,
     pub started: Instant,
+    /// Freeze only in-process workers (their effect writes are what a run may break).
+    pub freeze_in_process_only: bool,
     pub injected: Vec<Injected>,
     /// When the database was down, for the stuck check.
     pub outages: Vec<Window>,
@@ -38,20 +47,24 @@ impl Injector {
     /// Injects `kind`; `Ok(false)` when nothing fitted (no target that may be hit now).
     pub async fn inject(&mut self, kind: FaultKind, db: &mut Database) -> Result<bool, String> {
         let fleet = self.fleet.clone();
-        let detail = match kind {
+        let from_ms = now_ms();
+        let mut until_ms = None;
+        let (target, detail) = match kind {
             FaultKind::KillWorker => {
                 let Some(id) = self.pick(&fleet.procs.active(Role::InProcess)) else {
                     return Ok(false);
                 };
                 fleet.procs.kill(&id).await;
-                format!("{id}, replaced by {}", fleet.start_worker()?)
+                let detail = format!("{id}, replaced by {}", fleet.start_worker()?);
+                (Some(id), detail)
             }
             FaultKind::KillPullWorker => {
                 let Some(id) = self.pick(&fleet.procs.active(Role::Pull)) else {
                     return Ok(false);
                 };
                 fleet.procs.kill(&id).await;
-                format!("{id}, replaced by {}", fleet.start_pull_worker()?)
+                let detail = format!("{id}, replaced by {}", fleet.start_pull_worker()?);
+                (Some(id), detail)
             }
             FaultKind::StopWorker => {
                 let mut ids = fleet.procs.active(Role::InProcess);
@@ -65,11 +78,18 @@ impl Injector {
                 } else {
                     fleet.start_worker()?
                 };
-                format!("{id} (SIGTERM), replaced by {new}")
+                (
+                    Some(id.clone()),
+                    format!("{id} (SIGTERM), replaced by {new}"),
+                )
             }
             FaultKind::FreezeWorker => {
                 let in_process = fleet.procs.active(Role::InProcess);
-                let mut ids = fleet.procs.active(Role::Pull);
+                let mut ids = if self.freeze_in_process_only {
+                    Vec::new()
+                } else {
+                    fleet.procs.active(Role::Pull)
+                };
                 // Keep one in-process worker, and its rescuer, running.
                 if in_process.len() > 1 {
                     ids.extend(in_process);
@@ -87,7 +107,9 @@ impl Injector {
                     tokio::time::sleep(length).await;
                     thawing.procs.thaw(&thawed);
                 });
-                format!("{id} for {:.1} s", length.as_secs_f64())
+                until_ms = Some(from_ms + length.as_millis() as i64);
+                let detail = format!("{id} for {:.1} s", length.as_secs_f64());
+                (Some(id), detail)
             }
             FaultKind::RestartDatabase => {
                 if !db.restartable() {
@@ -95,7 +117,6 @@ impl Injector {
                 }
                 let mode = self.faults.stop_mode();
                 let down = self.faults.downtime();
-                let from_ms = now_ms();
                 let began = Instant::now();
                 db.stop(mode).await?;
                 tokio::time::sleep(down).await;
@@ -104,17 +125,19 @@ impl Injector {
                     from_ms,
                     to_ms: now_ms(),
                 });
-                format!(
+                let detail = format!(
                     "{mode:?} stop, down {:.1} s in all",
                     began.elapsed().as_secs_f64()
-                )
+                );
+                (None, detail)
             }
             FaultKind::KillApi => {
                 let Some(id) = fleet.procs.active(Role::Api).pop() else {
                     return Ok(false);
                 };
                 fleet.procs.kill(&id).await;
-                format!("{id}, restarted as {}", fleet.start_api().await?)
+                let detail = format!("{id}, restarted as {}", fleet.start_api().await?);
+                (Some(id), detail)
             }
         };
         let at_s = self.started.elapsed().as_secs_f64();
@@ -122,6 +145,9 @@ impl Injector {
         self.injected.push(Injected {
             at_s,
             kind: kind.name(),
+            target,
+            from_ms,
+            to_ms: until_ms.unwrap_or_else(now_ms),
             detail,
         });
         Ok(true)

@@ -143,7 +143,8 @@ pub async fn run(
     let store = tasktable::connect(&args.database_url)
         .await
         .map_err(|e| format!("cannot open the database: {e}"))?;
-    let effects = Effects::connect(&args.database_url)
+    // Other processes write the same SQLite file; wait for its lock as the store does.
+    let effects = Effects::connect(&args.database_url, Duration::from_secs(10))
         .await
         .map_err(|e| format!("cannot open the effects table: {e}"))?;
     let journal = Arc::new(Journal::open(&args.journal).map_err(|e| e.to_string())?);

@@ -3,7 +3,7 @@
 //! thawed, the queue drained, the processes stopped, and the evidence checked.
 
 use crate::behaviour::Behaviour;
-use crate::check::{self, Evidence, Limits};
+use crate::check::{self, Disruption, Evidence, Limits};
 use crate::database::{Backend, Database};
 use crate::effects::Effects;
 use crate::faults::Injector;
@@ -25,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Break {
-    /// In-process workers write their effects without the fencing test; only freezes are
-    /// injected. `no_stale_write_accepted` must fail.
+    /// In-process workers write their effects without the fencing test; only freezes of
+    /// in-process workers are injected. `no_stale_write_accepted` must fail.
     UnfencedEffects,
     /// In-process workers run no rescuer (the API's runs every 5 s); only kills are
     /// injected. `nothing_stuck` must fail.
@@ -165,10 +165,14 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
         .await
         .map_err(|e| e.to_string())?;
     store.migrate().await.map_err(|e| e.to_string())?;
-    let effects = Effects::connect(db.url())
+    let effects = Effects::connect(db.url(), Duration::from_secs(10))
         .await
         .map_err(|e| e.to_string())?;
-    effects.create_table().await.map_err(|e| e.to_string())?;
+    effects.create_tables().await.map_err(|e| e.to_string())?;
+    // The sampler's heartbeat gives up on SQLite's write lock after a second.
+    let heartbeat = Effects::connect(db.url(), Duration::from_secs(1))
+        .await
+        .map_err(|e| e.to_string())?;
 
     let rescue = (!args.breaks.contains(&Break::NoRescue)).then_some(args.rescue_interval);
     let fleet = Arc::new(Fleet::new(
@@ -212,6 +216,7 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
     let samples = Samples::default();
     let sampler = tokio::spawn(sampler::run(
         store.clone(),
+        heartbeat,
         Duration::from_secs(1),
         samples.clone(),
         stop.clone(),
@@ -222,6 +227,7 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
         lease: args.lease,
         rescue: args.rescue_interval,
         started,
+        freeze_in_process_only: args.breaks.contains(&Break::UnfencedEffects),
         injected: Vec::new(),
         outages: Vec::new(),
     };
@@ -275,9 +281,20 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
         effects: effects.read_all().await.map_err(|e| e.to_string())?,
         samples: samples.lock().expect("samples").clone(),
         outages: injector.outages.clone(),
+        disruptions: injector
+            .injected
+            .iter()
+            .map(|i| Disruption {
+                kind: i.kind,
+                target: i.target.clone(),
+                from_ms: i.from_ms,
+                to_ms: i.to_ms,
+            })
+            .collect(),
         limits: Some(Limits {
             stuck_after_ms: (args.rescue_interval + Duration::from_secs(2)).as_millis() as i64,
             clock_slack_ms: 1000,
+            lease_ms: args.lease.as_millis() as i64,
         }),
         drain_gave_up_after_ms: gave_up.then_some(args.drain_timeout.as_millis() as i64),
     };
@@ -298,7 +315,8 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
     Ok(report)
 }
 
-/// Waits until every task is finished, or `until`; `Ok(true)` when it gave up. The
+/// Waits until every worker has thawed (so a frozen worker's late writes are part of
+/// the run) and every task is finished, or `until`; `Ok(true)` when it gave up. The
 /// database sends no signal when the last task finishes, so this polls (bounded).
 async fn drain(
     store: &dyn tasktable::Store,
@@ -307,7 +325,7 @@ async fn drain(
 ) -> Result<bool, String> {
     loop {
         no_process_died(fleet)?;
-        if let Ok(0) = collect::unfinished(store).await {
+        if !fleet.procs.any_frozen() && matches!(collect::unfinished(store).await, Ok(0)) {
             return Ok(false);
         }
         if Instant::now() >= until {

@@ -16,8 +16,12 @@ pub fn tasks(seed: u64, n: usize) -> Vec<Behaviour> {
     let mut rng = StdRng::seed_from_u64(seed);
     (0..n)
         .map(|_| match rng.random_range(0..100) {
-            0..50 => Behaviour::Ok {
+            0..47 => Behaviour::Ok {
                 ms: rng.random_range(5..80),
+            },
+            47..50 => Behaviour::Long {
+                steps: rng.random_range(6..=10),
+                ms: rng.random_range(400..600),
             },
             50..65 => Behaviour::Flaky {
                 fail: rng.random_range(1..=2),
@@ -133,7 +137,7 @@ mod tests {
         assert_eq!(a, tasks(7, 500));
         assert_ne!(a, tasks(8, 500));
         let names: std::collections::BTreeSet<&str> = a.iter().map(Behaviour::name).collect();
-        assert_eq!(names.len(), 6, "{names:?}");
+        assert_eq!(names.len(), 7, "{names:?}");
     }
 
     #[test]

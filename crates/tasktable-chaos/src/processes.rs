@@ -117,6 +117,10 @@ impl Processes {
             .collect()
     }
 
+    pub fn any_frozen(&self) -> bool {
+        self.lock().iter().any(|m| m.frozen)
+    }
+
     /// SIGSTOP: the process stops mid-step, holding whatever it holds.
     pub fn freeze(&self, id: &str) -> bool {
         self.with(id, |m| {

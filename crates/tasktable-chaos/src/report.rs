@@ -26,6 +26,8 @@ pub struct Report {
     pub faults: BTreeMap<&'static str, usize>,
     pub fault_log: Vec<Injected>,
     pub exercised: Exercised,
+    /// Lease expiries no injected fault explains (see `check::unexplained_expiries`).
+    pub unexplained_lease_expiries: Vec<String>,
     pub checks: Vec<Verdict>,
     pub passed: bool,
 }
@@ -56,6 +58,9 @@ pub struct Exercised {
     pub ends_without_token: usize,
     pub torn_journal_lines: usize,
     pub samples: usize,
+    /// Samples at which the database took no write (restarting, or an SQLite write lock
+    /// held by a frozen process).
+    pub unwritable_samples: usize,
 }
 
 impl Report {
@@ -96,6 +101,7 @@ impl Report {
             faults: injector.counts(),
             fault_log: injector.injected.clone(),
             exercised: exercised(e, torn),
+            unexplained_lease_expiries: crate::check::unexplained_expiries(e),
             passed: checks.iter().all(Verdict::passed),
             checks,
         }
@@ -133,12 +139,22 @@ impl Report {
             out,
             "exercised  claims {} in-process / {} pull; completions {} / {}; stale effects refused {}; \
              stale checkpoints refused {}; probes refused {} of {}; resumed from a checkpoint {}; \
-             ends without a token {}; torn journal lines {}; stuck samples {}",
+             ends without a token {}; torn journal lines {}; samples {} ({} unwritable)",
             x.claims_in_process, x.claims_pull, x.completions_accepted_in_process,
             x.completions_accepted_pull, x.stale_effects_refused, x.stale_checkpoints_refused,
             x.probes_refused, x.probes_sent, x.resumed_from_checkpoint, x.ends_without_token,
-            x.torn_journal_lines, x.samples
+            x.torn_journal_lines, x.samples, x.unwritable_samples
         );
+        let unexplained = &self.unexplained_lease_expiries;
+        let _ = writeln!(
+            out,
+            "observed   {} lease expiries no fault explains{}",
+            unexplained.len(),
+            if unexplained.is_empty() { "" } else { ":" }
+        );
+        for line in unexplained.iter().take(10) {
+            let _ = writeln!(out, "       - {line}");
+        }
         let _ = writeln!(out, "checks");
         for check in &self.checks {
             let mark = if check.passed() { "PASS" } else { "FAIL" };
@@ -176,6 +192,7 @@ fn exercised(e: &Evidence, torn: usize) -> Exercised {
     let mut x = Exercised {
         torn_journal_lines: torn,
         samples: e.samples.len(),
+        unwritable_samples: e.samples.iter().filter(|s| !s.writable).count(),
         ..Exercised::default()
     };
     for entry in &e.journal {

@@ -1,9 +1,11 @@
 //! Looks at the running tasks once a second for the whole run and records, on the
-//! database's clock, how long ago each expired lease ran out. The "nothing stuck" check
-//! reads these samples afterwards. A sample the database cannot answer (it is
-//! restarting) is skipped.
+//! database's clock, how long ago each expired lease ran out, and whether the database
+//! took a write just before (a heartbeat). The "nothing stuck" check reads these samples
+//! afterwards. A sample the database cannot answer (it is restarting) is recorded as
+//! unwritable with no tasks.
 
 use crate::behaviour::QUEUE;
+use crate::effects::Effects;
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,6 +17,9 @@ use tokio_util::sync::CancellationToken;
 pub struct Sample {
     /// Wall-clock milliseconds when the sample was taken.
     pub at_ms: i64,
+    /// Whether the database took the heartbeat write within a second or two. It does not
+    /// while its server is down, or (SQLite) while a frozen process holds the write lock.
+    pub writable: bool,
     /// Running tasks whose lease expired, with how long ago (database clock), in ms.
     pub expired: Vec<(i64, i64)>,
 }
@@ -23,14 +28,25 @@ pub type Samples = Arc<Mutex<Vec<Sample>>>;
 
 pub async fn run(
     store: Arc<dyn Store>,
+    heartbeat: Effects,
     every: Duration,
     samples: Samples,
     stop: CancellationToken,
 ) {
     loop {
-        if let Ok(Ok(sample)) = tokio::time::timeout(every * 5, take(store.as_ref())).await {
-            samples.lock().expect("samples").push(sample);
-        }
+        let at_ms = crate::journal::now_ms();
+        let beat = tokio::time::timeout(every * 2, heartbeat.beat()).await;
+        let writable = matches!(beat, Ok(Ok(())));
+        let expired = tokio::time::timeout(every * 5, expired(store.as_ref())).await;
+        let sample = Sample {
+            at_ms,
+            writable,
+            expired: match expired {
+                Ok(Ok(expired)) => expired,
+                _ => Vec::new(),
+            },
+        };
+        samples.lock().expect("samples").push(sample);
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
@@ -38,8 +54,7 @@ pub async fn run(
     }
 }
 
-async fn take(store: &dyn Store) -> tasktable::StoreResult<Sample> {
-    let at_ms = crate::journal::now_ms();
+async fn expired(store: &dyn Store) -> tasktable::StoreResult<Vec<(i64, i64)>> {
     let filter = TaskFilter::default().queue(QUEUE).state(TaskState::Running);
     let mut expired = Vec::new();
     let mut after = None;
@@ -62,7 +77,7 @@ async fn take(store: &dyn Store) -> tasktable::StoreResult<Sample> {
         }
         match page.next {
             Some(next) => after = Some(next),
-            None => return Ok(Sample { at_ms, expired }),
+            None => return Ok(expired),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! held token `T`.
 
 mod attempts;
+mod explain;
 mod lost;
 mod stale;
 mod stuck;
@@ -61,6 +62,8 @@ pub struct Row {
     pub attempt: u32,
     pub worker: Option<String>,
     pub outcome: AttemptOutcome,
+    /// When the attempt was claimed, wall-clock milliseconds.
+    pub started_ms: Option<i64>,
     /// When the attempt ended, wall-clock milliseconds (the database's clock, on the same
     /// host as the workers).
     pub finished_ms: i64,
@@ -69,6 +72,16 @@ pub struct Row {
 /// A span of wall-clock time in which rescue could not run (the database was down).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Window {
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+/// A fault as the checks see it: what it hit and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disruption {
+    pub kind: &'static str,
+    /// The process it hit; `None` for the database.
+    pub target: Option<String>,
     pub from_ms: i64,
     pub to_ms: i64,
 }
@@ -82,6 +95,8 @@ pub struct Limits {
     /// been applied first: concurrent transactions read their clocks before they wait
     /// for each other's row locks.
     pub clock_slack_ms: i64,
+    /// The lease length workers ask for.
+    pub lease_ms: i64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -98,6 +113,7 @@ pub struct Evidence {
     pub effects: Vec<EffectRow>,
     pub samples: Vec<Sample>,
     pub outages: Vec<Window>,
+    pub disruptions: Vec<Disruption>,
     pub limits: Option<Limits>,
     /// `None` when every task reached a final state; otherwise how long the drain waited.
     pub drain_gave_up_after_ms: Option<i64>,
@@ -108,6 +124,7 @@ impl Evidence {
         self.limits.unwrap_or(Limits {
             stuck_after_ms: 3000,
             clock_slack_ms: 1000,
+            lease_ms: 2000,
         })
     }
 }
@@ -152,6 +169,8 @@ pub fn run_all(evidence: &Evidence) -> Vec<Verdict> {
     ]
 }
 
+pub use explain::unexplained_expiries;
+
 /// Attempts that count against `max_attempts`; snoozes and interruptions give theirs back.
 fn spends(outcome: AttemptOutcome) -> bool {
     !matches!(
@@ -173,6 +192,7 @@ pub(crate) mod fixtures {
             attempt,
             worker: Some(worker.into()),
             outcome,
+            started_ms: Some(finished_ms - 100),
             finished_ms,
         }
     }
@@ -214,6 +234,7 @@ pub(crate) mod fixtures {
             effects: vec![effect(1, 2, "w2", 2)],
             samples: vec![Sample {
                 at_ms: 4_000,
+                writable: true,
                 expired: vec![(1, 900)],
             }],
             ..Evidence::default()

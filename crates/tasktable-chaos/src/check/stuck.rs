@@ -1,6 +1,7 @@
 //! Nothing stuck: at no sample did a running task's lease lie expired for longer than the
-//! rescue interval plus a scan's time, except while the database was down (and that long
-//! after it came back); and the drain ended with every task in a final state.
+//! rescue interval plus a scan's time, except while the database took no writes (its
+//! server down, or on SQLite the write lock held by a frozen process) and that long after
+//! it took writes again; and the drain ended with every task in a final state.
 
 use super::{Evidence, Verdict};
 
@@ -10,10 +11,17 @@ pub fn check(e: &Evidence) -> Verdict {
         "a task whose worker stops renewing is taken back within lease + rescue interval, and the run drains",
     );
     let limit = e.limits().stuck_after_ms;
+    let unwritable: Vec<i64> = e
+        .samples
+        .iter()
+        .filter(|s| !s.writable)
+        .map(|s| s.at_ms)
+        .collect();
     let excused = |at: i64| {
         e.outages
             .iter()
             .any(|w| w.from_ms <= at && at <= w.to_ms + limit)
+            || unwritable.iter().any(|&u| u <= at && at <= u + limit)
     };
     let first = e.samples.first().map_or(0, |s| s.at_ms);
     for sample in &e.samples {
@@ -57,6 +65,7 @@ mod tests {
         let mut e = healthy();
         e.samples.push(Sample {
             at_ms: 10_000,
+            writable: true,
             expired: vec![(1, 3_500), (2, 2_000)],
         });
         let v = check(&e);
@@ -68,6 +77,25 @@ mod tests {
             to_ms: 8_000,
         });
         assert!(check(&e).passed(), "{:?}", check(&e).violations);
+    }
+
+    #[test]
+    fn a_sample_soon_after_the_database_refused_a_write_is_excused() {
+        let mut e = healthy();
+        for (at_ms, writable) in [(8_000, false), (10_000, true), (12_000, true)] {
+            e.samples.push(Sample {
+                at_ms,
+                writable,
+                expired: vec![(1, 3_500)],
+            });
+        }
+        let v = check(&e);
+        assert_eq!(v.violations.len(), 1, "{:?}", v.violations);
+        assert!(
+            v.violations[0].starts_with("8.0 s into the run"),
+            "{:?}",
+            v.violations
+        );
     }
 
     #[test]
