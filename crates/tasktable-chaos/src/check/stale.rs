@@ -8,7 +8,10 @@
 //! - every effect row was written while the task ran under the effect's own token (its
 //!   witness columns say so);
 //! - every checkpoint a claim received was saved under an earlier token, and never by a
-//!   write its worker was told was refused.
+//!   write its worker was told was refused;
+//! - when workers were frozen past their leases, at least one deliberate stale write (a
+//!   pull worker's probe, or a thawed in-process handler's effect) was made and refused,
+//!   so fencing was put to the test.
 
 use super::{Evidence, TaskRecord, Verdict};
 use crate::journal::{Entry, Op};
@@ -41,6 +44,19 @@ pub fn check(e: &Evidence) -> Verdict {
                 effect.task, effect.worker, effect.token, effect.seen_token
             ));
         }
+    }
+    let froze = e.disruptions.iter().any(|d| d.kind == "freeze_worker");
+    let deliberate_refused = e
+        .journal
+        .iter()
+        .filter(|x| matches!(x.op, Op::Probe | Op::Effect) && x.accepted == Some(false))
+        .count();
+    if froze && deliberate_refused == 0 {
+        v.fail(
+            "workers were frozen past their leases, yet no deliberate stale write (a probe or a \
+             thawed handler's effect) was made and refused: fencing went untested"
+                .into(),
+        );
     }
     let refused: BTreeSet<(i64, i64, u32)> = e
         .journal
@@ -117,6 +133,7 @@ fn op_name(op: Op) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{effect, entry, healthy};
+    use super::super::Disruption;
     use super::*;
     use crate::behaviour::Mark;
 
@@ -136,6 +153,23 @@ mod tests {
         probe.outcome = Some("succeeded".into());
         e.journal.push(probe);
         fires(&e, "probe accepted for w1 under token 1 as Some(\"succeeded\"), but the history says attempt 1 ended lease_expired");
+    }
+
+    #[test]
+    fn a_run_with_freezes_must_have_made_a_stale_write_and_seen_it_refused() {
+        let mut e = healthy();
+        e.disruptions.push(Disruption {
+            kind: "freeze_worker",
+            target: Some("w1".into()),
+            from_ms: 1_600,
+            to_ms: 7_000,
+        });
+        fires(&e, "fencing went untested");
+        let mut probe = entry("w1", Op::Probe, 1, 7_100);
+        probe.outcome = Some("succeeded".into());
+        probe.accepted = Some(false);
+        e.journal.push(probe);
+        assert!(check(&e).passed(), "{:?}", check(&e).violations);
     }
 
     #[test]
