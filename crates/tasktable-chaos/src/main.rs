@@ -30,6 +30,7 @@ mod faults;
 mod fleet;
 mod inproc;
 mod journal;
+mod options;
 mod orchestrate;
 mod plan;
 mod processes;
@@ -52,7 +53,7 @@ struct Cli {
     #[command(subcommand)]
     role: Option<Role>,
     #[command(flatten)]
-    run: orchestrate::RunArgs,
+    run: options::RunArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -104,7 +105,7 @@ async fn role(run: impl std::future::Future<Output = Result<(), String>>) -> Exi
     }
 }
 
-async fn orchestrate(args: orchestrate::RunArgs) -> ExitCode {
+async fn orchestrate(args: options::RunArgs) -> ExitCode {
     let seed = args.seed.unwrap_or_else(rand::random);
     let outcome = tokio::select! {
         outcome = orchestrate::run(&args, seed) => outcome,

@@ -2,137 +2,22 @@
 //! submitted while faults are injected on the seeded schedule; then every frozen worker
 //! thawed, the queue drained, the processes stopped, and the evidence checked.
 
-use crate::behaviour::Behaviour;
 use crate::check::{self, Disruption, Evidence, Limits};
-use crate::database::{Backend, Database};
+use crate::database::{self, Database};
 use crate::effects::Effects;
 use crate::faults::Injector;
 use crate::fleet::{Fleet, FleetConfig};
-use crate::plan::{self, FaultKind, Faults};
+use crate::options::{Break, RunArgs};
+use crate::plan::{self, Faults};
 use crate::processes::{Processes, Role};
 use crate::report::Report;
 use crate::sampler::{self, Samples};
 use crate::submit::{self, Ledger};
 use crate::{collect, journal};
-use clap::{Args, ValueEnum};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// A mechanism to switch off on purpose, to show that the checks see what it prevents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Break {
-    /// In-process workers write their effects without the fencing test; only freezes of
-    /// in-process workers are injected. `no_stale_write_accepted` must fail.
-    UnfencedEffects,
-    /// In-process workers run no rescuer (the API's runs every 5 s); only kills are
-    /// injected. `nothing_stuck` must fail.
-    NoRescue,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct RunArgs {
-    #[arg(long, value_enum, default_value = "sqlite")]
-    pub backend: Backend,
-    /// How long faults are injected (tasks are submitted over the first 80 % of it);
-    /// the drain comes after.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    pub duration: Duration,
-    /// Seed of the task mix and the fault schedule; random (and printed) by default.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    #[arg(long, default_value_t = 3000)]
-    pub tasks: usize,
-    /// In-process worker processes.
-    #[arg(long, default_value_t = 3)]
-    pub workers: usize,
-    #[arg(long, default_value_t = 2)]
-    pub pull_workers: usize,
-    /// Tasks an in-process worker runs at once (pull workers run half as many).
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub lease: Duration,
-    /// How often each in-process worker's rescuer scans.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub rescue_interval: Duration,
-    /// Mean time between faults.
-    #[arg(long, default_value = "3s", value_parser = parse_duration)]
-    pub fault_every: Duration,
-    #[arg(long, default_value = "120s", value_parser = parse_duration)]
-    pub drain_timeout: Duration,
-    /// The `tasktable` binary that serves the API; by default the one beside this one.
-    #[arg(long)]
-    pub tasktable_bin: Option<PathBuf>,
-    /// Keep the run's directory (database, journals, logs) and print where it is.
-    #[arg(long)]
-    pub keep: bool,
-    /// Switch a mechanism off to see a check fire (repeatable).
-    #[arg(long = "break", value_enum)]
-    pub breaks: Vec<Break>,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `500ms`, `30s`, `2m`, `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().map_err(|_| {
-        format!("{text:?}: a duration is a whole number and a unit, like 500ms, 30s, 2m")
-    })?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("{text:?}: the unit must be ms, s, m or h")),
-    }
-}
-
-impl RunArgs {
-    fn fault_kinds(&self) -> Vec<FaultKind> {
-        if self.breaks.contains(&Break::UnfencedEffects) {
-            return vec![FaultKind::FreezeWorker];
-        }
-        if self.breaks.contains(&Break::NoRescue) {
-            return vec![FaultKind::KillWorker];
-        }
-        let mut kinds = vec![
-            FaultKind::KillWorker,
-            FaultKind::KillPullWorker,
-            FaultKind::FreezeWorker,
-            FaultKind::StopWorker,
-            FaultKind::KillApi,
-        ];
-        if self.backend != Backend::Sqlite {
-            kinds.push(FaultKind::RestartDatabase);
-        }
-        kinds
-    }
-
-    fn tasktable_bin(&self) -> Result<PathBuf, String> {
-        if let Some(bin) = &self.tasktable_bin {
-            return Ok(bin.clone());
-        }
-        let me = std::env::current_exe().map_err(|e| e.to_string())?;
-        let bin = me.with_file_name("tasktable");
-        if bin.is_file() {
-            Ok(bin)
-        } else {
-            Err(format!(
-                "{} not found: build it (cargo build -p tasktable-cli) or pass --tasktable-bin",
-                bin.display()
-            ))
-        }
-    }
-}
 
 pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
     let tasktable = args.tasktable_bin()?;
@@ -179,7 +64,7 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
         FleetConfig {
             tasktable,
             url: db.url().to_owned(),
-            api_port: crate::database::free_port()?,
+            api_port: database::free_port()?,
             journals: journals.clone(),
             lease: args.lease,
             rescue,
@@ -357,13 +242,4 @@ fn no_process_died(fleet: &Fleet) -> Result<(), String> {
         "processes exited on their own:\n{}",
         logs.join("\n")
     ))
-}
-
-/// Names the behaviours of a run, for the summary.
-pub fn behaviour_counts(specs: &[Behaviour]) -> std::collections::BTreeMap<&'static str, usize> {
-    let mut counts = std::collections::BTreeMap::new();
-    for s in specs {
-        *counts.entry(s.name()).or_default() += 1;
-    }
-    counts
 }

@@ -1,11 +1,12 @@
 //! The summary of a run: what ran, which faults were injected, how often each mechanism
 //! under test was exercised, and each check's verdict, as text for people or as JSON.
 
+use crate::behaviour::Behaviour;
 use crate::check::{Evidence, Verdict};
 use crate::database::Backend;
 use crate::faults::{Injected, Injector};
 use crate::journal::Op;
-use crate::orchestrate::{behaviour_counts, Break, RunArgs};
+use crate::options::{Break, RunArgs};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -230,4 +231,13 @@ fn exercised(e: &Evidence, torn: usize) -> Exercised {
         }
     }
     x
+}
+
+/// Names the behaviours of a run, for the summary.
+fn behaviour_counts(specs: &[Behaviour]) -> BTreeMap<&'static str, usize> {
+    let mut counts = BTreeMap::new();
+    for s in specs {
+        *counts.entry(s.name()).or_default() += 1;
+    }
+    counts
 }

@@ -6,6 +6,9 @@
 //! A server is killed when its value is dropped, so a run that fails or panics leaves no
 //! server behind; the directory goes with the run's directory.
 
+mod mariadb;
+mod postgres;
+
 use clap::ValueEnum;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{Pid, User};
@@ -67,11 +70,11 @@ impl Database {
             }
             Backend::Postgres => {
                 let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
-                (url, Some(init_postgres(dir, port).await?))
+                (url, Some(postgres::init(dir, port).await?))
             }
             Backend::Mariadb => {
                 let url = format!("mysql://root@127.0.0.1:{port}/chaos");
-                (url, Some(init_mariadb(dir, port).await?))
+                (url, Some(mariadb::init(dir, port).await?))
             }
         };
         let mut db = Database { url, server };
@@ -245,155 +248,12 @@ async fn wait_ready(url: &str, mut child: Child, log: &Path) -> Result<Child, Ex
     }
 }
 
-/// The user a server must run as: PostgreSQL's `initdb` refuses root, so as root the
-/// server runs as `postgres`.
-fn server_user(name: &str) -> Result<Option<User>, String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    User::from_name(name)
-        .map_err(|e| e.to_string())?
-        .map(Some)
-        .ok_or_else(|| format!("running as root needs a user {name:?} to run the server as"))
-}
-
-async fn init_postgres(dir: &Path, port: u16) -> Result<Server, String> {
-    let bin = postgres_bin_dir()?;
-    let user = server_user("postgres")?;
-    let base = dir.join("postgres");
-    let (data, sock) = (base.join("data"), base.join("sock"));
-    std::fs::create_dir_all(&sock).map_err(|e| e.to_string())?;
-    if let Some(user) = &user {
-        for path in [&base, &sock] {
-            std::os::unix::fs::chown(path, Some(user.uid.as_raw()), Some(user.gid.as_raw()))
-                .map_err(|e| e.to_string())?;
-        }
-    }
-    let mut initdb = Command::new(bin.join("initdb"));
-    initdb
-        .args([
-            "-U",
-            "postgres",
-            "-A",
-            "trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-            "-D",
-        ])
-        .arg(&data)
-        .current_dir(&base)
-        .stdin(Stdio::null());
-    if let Some(user) = &user {
-        initdb.uid(user.uid.as_raw()).gid(user.gid.as_raw());
-    }
-    let out = initdb.output().await.map_err(|e| format!("initdb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let args = [
-        "-D".into(),
-        data.display().to_string(),
-        "-p".into(),
-        port.to_string(),
-        "-k".into(),
-        sock.display().to_string(),
-        "-c".into(),
-        "listen_addresses=127.0.0.1".into(),
-        "-c".into(),
-        "max_connections=300".into(),
-    ];
-    Ok(Server {
-        program: bin.join("postgres"),
-        args: args.to_vec(),
-        user,
-        log: base.join("server.log"),
-        child: None,
-    })
-}
-
-/// The newest `/usr/lib/postgresql/*/bin` with `initdb`, or the directory of `initdb` on
-/// the PATH.
-fn postgres_bin_dir() -> Result<PathBuf, String> {
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let version = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("initdb").exists().then_some((version, bin))
-        })
-        .collect();
-    versions.sort();
-    if let Some((_, bin)) = versions.pop() {
-        return Ok(bin);
-    }
-    on_path("initdb")
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .ok_or_else(|| "no PostgreSQL server binaries (initdb, postgres) found".into())
-}
-
 fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin")])
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
-}
-
-async fn init_mariadb(dir: &Path, port: u16) -> Result<Server, String> {
-    let base = dir.join("mariadb");
-    let data = base.join("data");
-    std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
-    let install = on_path("mariadb-install-db").ok_or("mariadb-install-db not found")?;
-    let server = on_path("mariadbd")
-        .or_else(|| on_path("mysqld"))
-        .ok_or("mariadbd not found")?;
-    let root = nix::unistd::geteuid().is_root();
-    // --no-defaults first, so the machine's my.cnf (the shared server's port, socket and
-    // data directory) is never read.
-    let mut args = vec![
-        "--no-defaults".to_owned(),
-        format!("--datadir={}", data.display()),
-    ];
-    if root {
-        args.push("--user=root".into());
-    }
-    let out = Command::new(install)
-        .args(&args)
-        .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .map_err(|e| format!("mariadb-install-db: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "mariadb-install-db failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let log = base.join("server.log");
-    args.extend([
-        format!("--port={port}"),
-        "--bind-address=127.0.0.1".into(),
-        format!("--socket={}", base.join("sock").display()),
-        format!("--pid-file={}", base.join("pid").display()),
-        format!("--log-error={}", log.display()),
-        "--innodb-buffer-pool-size=64M".into(),
-        "--max-connections=300".into(),
-    ]);
-    Ok(Server {
-        program: server,
-        args,
-        user: None,
-        log,
-        child: None,
-    })
 }
 
 /// A port nothing listens on now.
