@@ -49,6 +49,17 @@ struct Claimed {
     deadline_at: Option<DateTime<Utc>>,
 }
 
+impl Claimed {
+    /// `fields` with the lease's token, and its credential when the claim gave one.
+    fn lease_body(&self, mut fields: Value) -> Value {
+        fields["token"] = json!(self.token);
+        if let Some(credential) = &self.credential {
+            fields["credential"] = json!(credential);
+        }
+        fields
+    }
+}
+
 /// What the server said to one call.
 enum Answer {
     Ok,
@@ -95,12 +106,9 @@ impl Pull {
     }
 
     /// A lease call for `task`, with its token and credential added to `fields`.
-    async fn lease_call(&self, task: &Claimed, op: &str, mut fields: Value) -> Answer {
-        fields["token"] = json!(task.token);
-        if let Some(credential) = &task.credential {
-            fields["credential"] = json!(credential);
-        }
-        self.post(&format!("/api/v1/leases/{}/{op}", task.id), &fields)
+    async fn lease_call(&self, task: &Claimed, op: &str, fields: Value) -> Answer {
+        let body = task.lease_body(fields);
+        self.post(&format!("/api/v1/leases/{}/{op}", task.id), &body)
             .await
             .0
     }
@@ -180,4 +188,35 @@ pub async fn run(
     tracker.close();
     tracker.wait().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claimed(answer: Value) -> Claimed {
+        serde_json::from_value(answer).expect("a claimed task")
+    }
+
+    #[test]
+    fn lease_calls_send_the_credential_only_when_the_claim_gave_one() {
+        let task = json!({"id": 4, "token": 2, "kind": "chaos", "payload": {"b": "permanent"},
+            "checkpoint": null, "attempt": 1, "max_attempts": 25, "deadline_at": null});
+        let without = claimed(task.clone());
+        assert_eq!(
+            without.lease_body(json!({"lease_ms": 2000})),
+            json!({"lease_ms": 2000, "token": 2})
+        );
+        let mut with = task;
+        with["credential"] = json!("s3cret");
+        let with = claimed(with);
+        assert_eq!(
+            with.lease_body(json!({})),
+            json!({"token": 2, "credential": "s3cret"})
+        );
+        let entry =
+            serde_json::to_string(&Entry::new("pull-1", Op::Renew, with.id, Some(with.token)))
+                .unwrap();
+        assert!(!entry.contains("s3cret"), "{entry}");
+    }
 }
