@@ -1,7 +1,7 @@
 //! The run's own tables beside tasktable's. `chaos_effects` holds the side effects of
 //! in-process chaos handlers, written the way a handler should write an effect it must
-//! not repeat: in one transaction that locks the task's row and inserts only while the
-//! row still runs under the handler's fencing token. `chaos_heartbeat` is one row the
+//! not repeat: in one statement that locks the task's row and inserts only while the row
+//! still runs under the handler's fencing token. `chaos_heartbeat` is one row the
 //! sampler updates to learn whether the database takes writes at all.
 //!
 //! Every effect row also records the token and state the row had at that moment (its
@@ -54,33 +54,32 @@ const BEAT: &str = "UPDATE chaos_heartbeat SET beats = beats + 1 WHERE id = 1";
 const READ: &str =
     "SELECT task_id, token, worker_id, seen_token, seen_state FROM chaos_effects ORDER BY id";
 
-/// Locks the task's row, reads its witness, and inserts the effect if allowed: the same
-/// steps on every backend, with the backend's placeholders and way of starting a write.
-macro_rules! record_effect {
-    ($tx:expr, $select:literal, $insert:literal, $task:expr, $token:expr, $worker:expr, $fenced:expr) => {{
-        let mut tx = $tx;
-        let seen: Option<(i64, String)> = sqlx::query_as($select)
-            .bind($task)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let holds = seen
-            .as_ref()
-            .is_some_and(|(t, s)| *t == $token && s == "running");
-        if $fenced && !holds {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        sqlx::query($insert)
-            .bind($task)
+/// Inserts the effect with its witness, in one statement that reads the task's row as it
+/// is now and locks it: only while the row runs under the effect's token, unless the
+/// fourth parameter (unfenced) is true. One statement, so a worker frozen in the middle of
+/// it holds no lock on a server: the server finishes it alone.
+const RECORD: &str = "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state)
+    SELECT id, ?, ?, lease_token, state FROM tasktable_tasks
+    WHERE id = ? AND (? OR (lease_token = ? AND state = 'running'))";
+const RECORD_MYSQL: &str =
+    "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state)
+    SELECT id, ?, ?, lease_token, state FROM tasktable_tasks
+    WHERE id = ? AND (? OR (lease_token = ? AND state = 'running')) FOR UPDATE";
+const RECORD_POSTGRES: &str =
+    "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state)
+    SELECT id, $1, $2, lease_token, state FROM tasktable_tasks
+    WHERE id = $3 AND ($4 OR (lease_token = $5 AND state = 'running')) FOR UPDATE";
+
+/// Binds the parameters of [`RECORD`] (and its dialects) in order.
+macro_rules! record {
+    ($sql:expr, $task:expr, $token:expr, $worker:expr, $fenced:expr) => {
+        sqlx::query($sql)
             .bind($token)
             .bind($worker)
-            .bind(seen.as_ref().map(|(t, _)| *t))
-            .bind(seen.map(|(_, s)| s))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(true)
-    }};
+            .bind($task)
+            .bind(!$fenced)
+            .bind($token)
+    };
 }
 
 impl Effects {
@@ -146,43 +145,27 @@ impl Effects {
         worker: &str,
         fenced: bool,
     ) -> Result<bool, sqlx::Error> {
-        match self {
-            // BEGIN IMMEDIATE takes the write lock first, so the row read is the row the
-            // insert commits against.
-            Effects::Sqlite(p) => record_effect!(
-                p.begin_with("BEGIN IMMEDIATE").await?,
-                "SELECT lease_token, state FROM tasktable_tasks WHERE id = ?",
-                "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state) \
-                 VALUES (?, ?, ?, ?, ?)",
-                task,
-                token,
-                worker,
-                fenced
-            ),
-            Effects::Postgres(p) => record_effect!(
-                p.begin().await?,
-                "SELECT lease_token, state FROM tasktable_tasks WHERE id = $1 FOR UPDATE",
-                "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state) \
-                 VALUES ($1, $2, $3, $4, $5)",
-                task,
-                token,
-                worker,
-                fenced
-            ),
-            Effects::Mysql(p) => record_effect!(
-                p.begin().await?,
-                // tasktable's text columns have a binary collation, which sqlx takes for
-                // VARBINARY; converted, the state reads as text.
-                "SELECT lease_token, CONVERT(state USING utf8mb4) FROM tasktable_tasks \
-                 WHERE id = ? FOR UPDATE",
-                "INSERT INTO chaos_effects (task_id, token, worker_id, seen_token, seen_state) \
-                 VALUES (?, ?, ?, ?, ?)",
-                task,
-                token,
-                worker,
-                fenced
-            ),
-        }
+        let inserted = match self {
+            // BEGIN IMMEDIATE takes the write lock before the row is read, so the row read
+            // is the row the insert commits against (SQLite has no FOR UPDATE).
+            Effects::Sqlite(p) => {
+                let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
+                let done = record!(RECORD, task, token, worker, fenced)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                done.rows_affected()
+            }
+            Effects::Postgres(p) => record!(RECORD_POSTGRES, task, token, worker, fenced)
+                .execute(p)
+                .await?
+                .rows_affected(),
+            Effects::Mysql(p) => record!(RECORD_MYSQL, task, token, worker, fenced)
+                .execute(p)
+                .await?
+                .rows_affected(),
+        };
+        Ok(inserted == 1)
     }
 
     pub async fn read_all(&self) -> Result<Vec<EffectRow>, sqlx::Error> {

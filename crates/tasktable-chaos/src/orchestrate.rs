@@ -180,6 +180,7 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
             stuck_after_ms: (args.rescue_interval + Duration::from_secs(2)).as_millis() as i64,
             clock_slack_ms: 1000,
             lease_ms: args.lease.as_millis() as i64,
+            reconnect_ms: 6000,
         }),
         drain_gave_up_after_ms: gave_up.then_some(args.drain_timeout.as_millis() as i64),
     };

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sample {
-    /// Wall-clock milliseconds when the sample was taken.
+    /// When the sample was taken: the database's clock, on the same host as the run.
     pub at_ms: i64,
     /// Whether the database took the heartbeat write within a second or two. It does not
     /// while its server is down, or (SQLite) while a frozen process holds the write lock.
@@ -34,17 +34,19 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     loop {
-        let at_ms = crate::journal::now_ms();
         let beat = tokio::time::timeout(every * 2, heartbeat.beat()).await;
         let writable = matches!(beat, Ok(Ok(())));
-        let expired = tokio::time::timeout(every * 5, expired(store.as_ref())).await;
+        // Stamped with the database's now that the ages were measured against: a call
+        // may wait a while for its connection after an outage.
+        let (at_ms, expired) = match tokio::time::timeout(every * 5, expired(store.as_ref())).await
+        {
+            Ok(Ok(measured)) => measured,
+            _ => (crate::journal::now_ms(), Vec::new()),
+        };
         let sample = Sample {
             at_ms,
             writable,
-            expired: match expired {
-                Ok(Ok(expired)) => expired,
-                _ => Vec::new(),
-            },
+            expired,
         };
         samples.lock().expect("samples").push(sample);
         tokio::select! {
@@ -54,7 +56,8 @@ pub async fn run(
     }
 }
 
-async fn expired(store: &dyn Store) -> tasktable::StoreResult<Vec<(i64, i64)>> {
+/// The database's now (ms) and the running tasks whose lease had expired by then.
+async fn expired(store: &dyn Store) -> tasktable::StoreResult<(i64, Vec<(i64, i64)>)> {
     let filter = TaskFilter::default().queue(QUEUE).state(TaskState::Running);
     let mut expired = Vec::new();
     let mut after = None;
@@ -77,7 +80,7 @@ async fn expired(store: &dyn Store) -> tasktable::StoreResult<Vec<(i64, i64)>> {
         }
         match page.next {
             Some(next) => after = Some(next),
-            None => return Ok(expired),
+            None => return Ok((now.timestamp_millis(), expired)),
         }
     }
 }

@@ -32,7 +32,10 @@ pub fn unexplained_expiries(e: &Evidence) -> Vec<String> {
                 };
                 hits && overlaps(d.from_ms, d.to_ms)
             });
-            let by_outage = e.outages.iter().any(|w| overlaps(w.from_ms, w.to_ms))
+            let by_outage = e
+                .outages
+                .iter()
+                .any(|w| overlaps(w.from_ms, w.to_ms + limits.after_outage(*w)))
                 || e.samples
                     .iter()
                     .any(|s| !s.writable && overlaps(s.at_ms, s.at_ms));

@@ -97,6 +97,19 @@ pub struct Limits {
     pub clock_slack_ms: i64,
     /// The lease length workers ask for.
     pub lease_ms: i64,
+    /// The longest a connection pool waits between attempts to reach a database that
+    /// refuses connections: sqlx doubles its wait from 10 ms up to a fifth of its 30 s
+    /// acquire timeout. After an outage of `d`, a worker's next call may come about
+    /// `min(d, this)` after the server is back.
+    pub reconnect_ms: i64,
+}
+
+impl Limits {
+    /// How long after an outage ends work may still be catching up: the pool's reconnect
+    /// wait, then a rescue interval and a scan.
+    fn after_outage(&self, outage: Window) -> i64 {
+        (outage.to_ms - outage.from_ms).min(self.reconnect_ms) + self.stuck_after_ms
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -125,6 +138,7 @@ impl Evidence {
             stuck_after_ms: 3000,
             clock_slack_ms: 1000,
             lease_ms: 2000,
+            reconnect_ms: 6000,
         })
     }
 }

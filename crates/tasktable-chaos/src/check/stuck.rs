@@ -1,7 +1,8 @@
 //! Nothing stuck: at no sample did a running task's lease lie expired for longer than the
 //! rescue interval plus a scan's time, except while the database took no writes (its
-//! server down, or on SQLite the write lock held by a frozen process) and that long after
-//! it took writes again; and the drain ended with every task in a final state.
+//! server down, or on SQLite the write lock held by a frozen process) and until workers
+//! could have caught up (their pools reconnect, then a rescue interval); and the drain
+//! ended with every task in a final state.
 
 use super::{Evidence, Verdict};
 
@@ -10,7 +11,8 @@ pub fn check(e: &Evidence) -> Verdict {
         "nothing_stuck",
         "a task whose worker stops renewing is taken back within lease + rescue interval, and the run drains",
     );
-    let limit = e.limits().stuck_after_ms;
+    let limits = e.limits();
+    let limit = limits.stuck_after_ms;
     let unwritable: Vec<i64> = e
         .samples
         .iter()
@@ -20,7 +22,7 @@ pub fn check(e: &Evidence) -> Verdict {
     let excused = |at: i64| {
         e.outages
             .iter()
-            .any(|w| w.from_ms <= at && at <= w.to_ms + limit)
+            .any(|w| w.from_ms <= at && at <= w.to_ms + limits.after_outage(*w))
             || unwritable.iter().any(|&u| u <= at && at <= u + limit)
     };
     let first = e.samples.first().map_or(0, |s| s.at_ms);
@@ -74,9 +76,21 @@ mod tests {
             .contains("6.0 s into the run, task 1's lease had been expired for 3500 ms"));
         e.outages.push(Window {
             from_ms: 5_000,
-            to_ms: 8_000,
+            to_ms: 5_400,
         });
-        assert!(check(&e).passed(), "{:?}", check(&e).violations);
+        assert!(
+            !check(&e).passed(),
+            "a short outage long before is no excuse"
+        );
+        e.outages[0] = Window {
+            from_ms: 4_000,
+            to_ms: 6_000,
+        };
+        assert!(
+            check(&e).passed(),
+            "within the pools' reconnect wait and a rescue: {:?}",
+            check(&e).violations
+        );
     }
 
     #[test]
