@@ -106,6 +106,10 @@ async fn role(run: impl std::future::Future<Output = Result<(), String>>) -> Exi
 }
 
 async fn orchestrate(args: options::RunArgs) -> ExitCode {
+    if let Err(e) = args.validate() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let seed = args.seed.unwrap_or_else(rand::random);
     let outcome = tokio::select! {
         outcome = orchestrate::run(&args, seed) => outcome,

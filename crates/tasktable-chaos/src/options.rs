@@ -30,16 +30,19 @@ pub struct RunArgs {
     /// Seed of the task mix and the fault schedule; random (and printed) by default.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Tasks submitted (1 to 1,000,000).
     #[arg(long, default_value_t = 3000)]
     pub tasks: usize,
-    /// In-process worker processes.
+    /// In-process worker processes (at least 1: one always runs a rescuer).
     #[arg(long, default_value_t = 3)]
     pub workers: usize,
+    /// Pull-protocol worker processes.
     #[arg(long, default_value_t = 2)]
     pub pull_workers: usize,
     /// Tasks an in-process worker runs at once (pull workers run half as many).
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// The workers' lease (1 s to 1 h, as the pull protocol allows).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub lease: Duration,
     /// How often each in-process worker's rescuer scans.
@@ -48,6 +51,7 @@ pub struct RunArgs {
     /// Mean time between faults.
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     pub fault_every: Duration,
+    /// How long the drain after the fault window may take before the run gives up.
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
     /// The `tasktable` binary that serves the API; by default the one beside this one.
@@ -56,6 +60,10 @@ pub struct RunArgs {
     /// Keep the run's directory (database, journals, logs) and print where it is.
     #[arg(long)]
     pub keep: bool,
+    /// Inject only faults of this kind (repeatable); by default every kind the backend
+    /// allows.
+    #[arg(long = "fault", value_enum)]
+    pub faults: Vec<FaultKind>,
     /// Switch a mechanism off to see a check fire (repeatable).
     #[arg(long = "break", value_enum)]
     pub breaks: Vec<Break>,
@@ -83,12 +91,42 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 impl RunArgs {
+    /// Refuses a run that could not test anything, with what to change.
+    pub fn validate(&self) -> Result<(), String> {
+        let bad = |what: &str| Err(what.to_owned());
+        if !(1..=1_000_000).contains(&self.tasks) {
+            return bad("--tasks must be between 1 and 1000000");
+        }
+        if self.workers == 0 {
+            return bad("--workers must be at least 1: an in-process worker always runs a rescuer");
+        }
+        if self.concurrency == 0 {
+            return bad("--concurrency must be at least 1");
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.lease) {
+            return bad("--lease must be between 1s and 1h (the pull protocol's bounds)");
+        }
+        if self.backend == Backend::Sqlite && self.faults.contains(&FaultKind::RestartDatabase) {
+            return bad("--fault restart_database needs a database server: SQLite has none");
+        }
+        if !self.faults.is_empty() && !self.breaks.is_empty() {
+            return bad("--break picks its own faults; leave out --fault");
+        }
+        if self.duration.is_zero() || self.fault_every.is_zero() || self.rescue_interval.is_zero() {
+            return bad("--duration, --fault-every and --rescue-interval must be longer than 0");
+        }
+        Ok(())
+    }
+
     pub fn fault_kinds(&self) -> Vec<FaultKind> {
         if self.breaks.contains(&Break::UnfencedEffects) {
             return vec![FaultKind::FreezeWorker];
         }
         if self.breaks.contains(&Break::NoRescue) {
             return vec![FaultKind::KillWorker];
+        }
+        if !self.faults.is_empty() {
+            return self.faults.clone();
         }
         let mut kinds = vec![
             FaultKind::KillWorker,

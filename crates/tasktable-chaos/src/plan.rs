@@ -40,8 +40,9 @@ pub fn tasks(seed: u64, n: usize) -> Vec<Behaviour> {
         .collect()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum FaultKind {
     /// SIGKILL an in-process worker; a new one starts in its place.
     KillWorker,

@@ -20,8 +20,17 @@ pub struct Sample {
     /// Whether the database took the heartbeat write within a second or two. It does not
     /// while its server is down, or (SQLite) while a frozen process holds the write lock.
     pub writable: bool,
-    /// Running tasks whose lease expired, with how long ago (database clock), in ms.
-    pub expired: Vec<(i64, i64)>,
+    /// Running tasks whose lease had expired.
+    pub expired: Vec<Expired>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Expired {
+    pub task: i64,
+    /// How long ago the lease ran out (database clock), in ms.
+    pub ago_ms: i64,
+    /// The worker whose lease it was.
+    pub worker: Option<String>,
 }
 
 pub type Samples = Arc<Mutex<Vec<Sample>>>;
@@ -57,7 +66,7 @@ pub async fn run(
 }
 
 /// The database's now (ms) and the running tasks whose lease had expired by then.
-async fn expired(store: &dyn Store) -> tasktable::StoreResult<(i64, Vec<(i64, i64)>)> {
+async fn expired(store: &dyn Store) -> tasktable::StoreResult<(i64, Vec<Expired>)> {
     let filter = TaskFilter::default().queue(QUEUE).state(TaskState::Running);
     let mut expired = Vec::new();
     let mut after = None;
@@ -74,7 +83,11 @@ async fn expired(store: &dyn Store) -> tasktable::StoreResult<(i64, Vec<(i64, i6
             if let Some(expires) = task.lease_expires_at {
                 let ago = (now - expires).num_milliseconds();
                 if ago > 0 {
-                    expired.push((task.id, ago));
+                    expired.push(Expired {
+                        task: task.id,
+                        ago_ms: ago,
+                        worker: task.worker_id.clone(),
+                    });
                 }
             }
         }

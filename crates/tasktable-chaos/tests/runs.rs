@@ -140,12 +140,32 @@ fn workers_without_a_rescuer_fail_the_stuck_check() {
 }
 
 #[test]
-fn a_bad_duration_is_a_usage_error_that_says_how_to_write_one() {
-    let out = Command::new(CHAOS)
-        .args(["--duration", "soon"])
-        .output()
-        .expect("run tasktable-chaos");
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("like 500ms, 30s, 2m"), "{stderr}");
+fn bad_options_are_usage_errors_that_say_what_to_change_and_start_nothing() {
+    for (args, says) in [
+        (&["--duration", "soon"][..], "like 500ms, 30s, 2m"),
+        (
+            &["--tasks", "0"][..],
+            "--tasks must be between 1 and 1000000",
+        ),
+        (
+            &["--workers", "0"][..],
+            "an in-process worker always runs a rescuer",
+        ),
+        (
+            &["--lease", "500ms"][..],
+            "--lease must be between 1s and 1h",
+        ),
+    ] {
+        let out = Command::new(CHAOS)
+            .args(args)
+            .output()
+            .expect("run tasktable-chaos");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("tasktable-chaos: "),
+            "{args:?} started a run: {stderr}"
+        );
+    }
 }

@@ -91,10 +91,6 @@ pub struct Limits {
     /// A lease expired longer ago than this, outside an outage, is stuck: the rescue
     /// interval plus the time a scan may take.
     pub stuck_after_ms: i64,
-    /// How far a write's send time may trail its attempt's recorded end and still have
-    /// been applied first: concurrent transactions read their clocks before they wait
-    /// for each other's row locks.
-    pub clock_slack_ms: i64,
     /// The lease length workers ask for.
     pub lease_ms: i64,
     /// The longest a connection pool waits between attempts to reach a database that
@@ -136,7 +132,6 @@ impl Evidence {
     fn limits(&self) -> Limits {
         self.limits.unwrap_or(Limits {
             stuck_after_ms: 3000,
-            clock_slack_ms: 1000,
             lease_ms: 2000,
             reconnect_ms: 6000,
         })
@@ -249,7 +244,11 @@ pub(crate) mod fixtures {
             samples: vec![Sample {
                 at_ms: 4_000,
                 writable: true,
-                expired: vec![(1, 900)],
+                expired: vec![crate::sampler::Expired {
+                    task: 1,
+                    ago_ms: 900,
+                    worker: Some("w1".into()),
+                }],
             }],
             ..Evidence::default()
         }

@@ -3,8 +3,11 @@
 //!
 //! - an accepted end of an attempt (or probe) under token `T` is history row `T`, made by
 //!   that worker, with that outcome;
-//! - an accepted renewal or checkpoint under `T` came from row `T`'s worker and was sent
-//!   before row `T` ended (within the clock slack);
+//! - an accepted renewal or checkpoint under `T` came from row `T`'s worker, and was sent
+//!   before any worker had claimed attempt `T + 1`: the claimer journals its claim after
+//!   the claim committed, and from then on no write under `T` can hold (row `T`'s
+//!   recorded end is no bound: a rescuer reads the clock before it waits for row locks,
+//!   and a late write before the rescue lands is allowed);
 //! - every effect row was written while the task ran under the effect's own token (its
 //!   witness columns say so);
 //! - every checkpoint a claim received was saved under an earlier token, and never by a
@@ -15,14 +18,20 @@
 
 use super::{Evidence, TaskRecord, Verdict};
 use crate::journal::{Entry, Op};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 pub fn check(e: &Evidence) -> Verdict {
     let mut v = Verdict::new(
         "no_stale_write_accepted",
         "every accepted write carried the token of the attempt the history says was current",
     );
-    let slack = e.limits().clock_slack_ms;
+    let mut claimed_at: HashMap<(i64, i64), i64> = HashMap::new();
+    for claim in e.journal.iter().filter(|x| x.op == Op::Claim) {
+        if let Some(token) = claim.token {
+            let at = claimed_at.entry((claim.task, token)).or_insert(claim.at_ms);
+            *at = (*at).min(claim.at_ms);
+        }
+    }
     for x in e.journal.iter().filter(|x| x.accepted == Some(true)) {
         let (Some(task), Some(token)) = (e.tasks.get(&x.task), x.token) else {
             continue;
@@ -31,7 +40,8 @@ pub fn check(e: &Evidence) -> Verdict {
             continue;
         }
         v.examined += 1;
-        if let Some(problem) = against_history(x, task, token, slack) {
+        let next_claimed = claimed_at.get(&(x.task, token + 1)).copied();
+        if let Some(problem) = against_history(x, task, token, next_claimed) {
             v.fail(problem);
         }
     }
@@ -85,7 +95,12 @@ pub fn check(e: &Evidence) -> Verdict {
     v
 }
 
-fn against_history(x: &Entry, task: &TaskRecord, token: i64, slack: i64) -> Option<String> {
+fn against_history(
+    x: &Entry,
+    task: &TaskRecord,
+    token: i64,
+    next_claimed: Option<i64>,
+) -> Option<String> {
     let id = task.id;
     let what = format!(
         "{} accepted for {} under token {token}",
@@ -110,10 +125,10 @@ fn against_history(x: &Entry, task: &TaskRecord, token: i64, slack: i64) -> Opti
                 row.outcome.as_str()
             ))
         }
-        Op::Renew | Op::Checkpoint if x.at_ms > row.finished_ms + slack => Some(format!(
-            "task {id}: {what} was sent {} ms after attempt {token} ended ({})",
-            x.at_ms - row.finished_ms,
-            row.outcome.as_str()
+        Op::Renew | Op::Checkpoint if next_claimed.is_some_and(|c| x.at_ms > c) => Some(format!(
+            "task {id}: {what} was sent {} ms after attempt {} was claimed",
+            x.at_ms - next_claimed.unwrap_or_default(),
+            token + 1
         )),
         _ => None,
     }
@@ -173,16 +188,18 @@ mod tests {
     }
 
     #[test]
-    fn a_renewal_accepted_long_after_its_attempt_ended_is_a_stale_write() {
+    fn a_renewal_accepted_after_the_next_attempt_was_claimed_is_a_stale_write() {
+        // w2 journaled its claim of attempt 2 at 5,100.
         let mut e = healthy();
-        e.journal.push(entry("w1", Op::Renew, 1, 7_000));
+        e.journal.push(entry("w1", Op::Renew, 1, 5_300));
         fires(
             &e,
-            "renewal accepted for w1 under token 1 was sent 2000 ms after attempt 1 ended",
+            "renewal accepted for w1 under token 1 was sent 200 ms after attempt 2 was claimed",
         );
-        // Within the slack, a write may have taken the row lock first.
+        // Before the next claim, a late write may land ahead of a rescuer that read its
+        // clock earlier: allowed, whatever the recorded end says.
         let mut e = healthy();
-        e.journal.push(entry("w1", Op::Checkpoint, 1, 5_800));
+        e.journal.push(entry("w1", Op::Checkpoint, 1, 5_050));
         assert!(check(&e).passed(), "{:?}", check(&e).violations);
     }
 

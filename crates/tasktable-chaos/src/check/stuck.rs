@@ -31,10 +31,13 @@ pub fn check(e: &Evidence) -> Verdict {
         if excused(sample.at_ms) {
             continue;
         }
-        for &(task, ago) in sample.expired.iter().filter(|(_, ago)| *ago > limit) {
+        for x in sample.expired.iter().filter(|x| x.ago_ms > limit) {
             v.fail(format!(
-                "{:.1} s into the run, task {task}'s lease had been expired for {ago} ms (limit {limit} ms)",
-                (sample.at_ms - first) as f64 / 1000.0
+                "{:.1} s into the run, task {}'s lease (held by {}) had been expired for {} ms (limit {limit} ms)",
+                (sample.at_ms - first) as f64 / 1000.0,
+                x.task,
+                x.worker.as_deref().unwrap_or("nobody"),
+                x.ago_ms
             ));
         }
     }
@@ -60,7 +63,15 @@ mod tests {
     use super::super::fixtures::healthy;
     use super::super::Window;
     use super::*;
-    use crate::sampler::Sample;
+    use crate::sampler::{Expired, Sample};
+
+    fn expired(task: i64, ago_ms: i64) -> Expired {
+        Expired {
+            task,
+            ago_ms,
+            worker: Some("w1".into()),
+        }
+    }
 
     #[test]
     fn a_lease_left_expired_past_the_limit_is_stuck_unless_the_database_was_down() {
@@ -68,12 +79,13 @@ mod tests {
         e.samples.push(Sample {
             at_ms: 10_000,
             writable: true,
-            expired: vec![(1, 3_500), (2, 2_000)],
+            expired: vec![expired(1, 3_500), expired(2, 2_000)],
         });
         let v = check(&e);
         assert_eq!(v.violations.len(), 1, "{:?}", v.violations);
-        assert!(v.violations[0]
-            .contains("6.0 s into the run, task 1's lease had been expired for 3500 ms"));
+        assert!(v.violations[0].contains(
+            "6.0 s into the run, task 1's lease (held by w1) had been expired for 3500 ms"
+        ));
         e.outages.push(Window {
             from_ms: 5_000,
             to_ms: 5_400,
@@ -100,7 +112,7 @@ mod tests {
             e.samples.push(Sample {
                 at_ms,
                 writable,
-                expired: vec![(1, 3_500)],
+                expired: vec![expired(1, 3_500)],
             });
         }
         let v = check(&e);
