@@ -35,6 +35,13 @@ impl Freezable {
         self.finishes_frozen.send_replace(true);
     }
 
+    /// Lets everything but finishes through again, and keeps finishes waiting: a worker
+    /// whose database came back while the end of an attempt is still stuck in its retry.
+    pub fn thaw_all_but_finishes(&self) {
+        self.finishes_frozen.send_replace(true);
+        self.frozen.send_replace(false);
+    }
+
     pub fn thaw(&self) {
         self.frozen.send_replace(false);
         self.finishes_frozen.send_replace(false);

@@ -144,6 +144,7 @@ macro_rules! conformance_suite {
             idle_worker_wakes_on_submit_without_waiting_for_a_poll,
             claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most,
             one_refused_result_never_sends_other_tasks_back,
+            a_task_claimed_again_keeps_its_new_lease_while_the_old_attempt_ends,
         );
         $crate::conformance_suite!(@bulk $backend;
             bulk_change_over_many_chunks_changes_every_row_it_applies_to,

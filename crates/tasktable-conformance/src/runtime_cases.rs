@@ -360,6 +360,118 @@ pub async fn frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoin
 
 // ---------------------------------------------------------------------------------------
 
+/// Says when each attempt starts and returns only when the test lets that attempt go.
+struct Gated {
+    started: mpsc::UnboundedSender<u32>,
+    go: Arc<Mutex<HashMap<u32, Arc<Notify>>>>,
+}
+
+impl Gated {
+    fn gate(&self, attempt: u32) -> Arc<Notify> {
+        self.go.lock().unwrap().entry(attempt).or_default().clone()
+    }
+}
+
+impl Handler for Gated {
+    const KIND: &'static str = "gated";
+    type Payload = ();
+    type Output = ();
+    async fn run(&self, ctx: TaskContext, _: ()) -> Result<(), HandlerError> {
+        let gate = self.gate(ctx.attempt());
+        self.started.send(ctx.attempt()).unwrap();
+        gate.notified().await;
+        Ok(())
+    }
+}
+
+/// A worker cut off from its database while an attempt ends loses that lease; once the
+/// database is back it may claim the same task again before the old attempt's end has
+/// been written (and refused). Dropping the old attempt must not drop the new one's
+/// lease: the new attempt is renewed for as long as it runs, and succeeds.
+pub async fn a_task_claimed_again_keeps_its_new_lease_while_the_old_attempt_ends(
+    db: &impl Backend,
+) {
+    let store = db.store().await;
+    let id = submit(
+        &*store,
+        NewTask::new("gated", json!(null)).backoff(instant_retry()),
+    )
+    .await;
+    let lease = Duration::from_millis(600);
+    let frozen = Freezable::new(db.store().await);
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let handler = Gated {
+        started: started_tx,
+        go: Arc::default(),
+    };
+    let gates = handler.go.clone();
+    let gate = |attempt| gates.lock().unwrap().entry(attempt).or_default().clone();
+    let w = fast(frozen.clone())
+        .lease_for(lease)
+        .register(handler)
+        .build()
+        .unwrap();
+    let mut events = w.subscribe();
+    let w = start(w);
+    let first = tokio::time::timeout(PATIENCE, started.recv())
+        .await
+        .unwrap();
+    assert_eq!(first, Some(1));
+
+    // The database goes away; attempt 1 returns and its end waits to be written.
+    frozen.freeze();
+    gate(1).notify_one();
+    let rescuer = Rescuer::new(store.clone(), RescuerConfig::default());
+    let mut rescued = 0;
+    while rescued == 0 {
+        let expiry = get(&*store, id).await.lease_expires_at.expect("leased");
+        rescued = rescuer
+            .run_once(Some(expiry + chrono::Duration::milliseconds(1)))
+            .await
+            .unwrap();
+    }
+
+    // The database is back for claims and renewals; the same worker takes the task again
+    // while attempt 1's end is still on its way.
+    frozen.thaw_all_but_finishes();
+    let second = tokio::time::timeout(PATIENCE, started.recv())
+        .await
+        .unwrap();
+    assert_eq!(second, Some(2));
+    frozen.thaw();
+    let old_end = wait_event(&mut events, "attempt 1's end to be refused", finished(id)).await;
+    assert!(
+        matches!(old_end, WorkerEvent::Finished { applied: false, .. }),
+        "{old_end:?}"
+    );
+
+    // Three lease lengths with attempt 2 running: its lease must have been renewed, so a
+    // rescue now finds nothing to take back.
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(
+        rescuer.run_once(None).await.unwrap(),
+        0,
+        "attempt 2's lease ran out"
+    );
+    gate(2).notify_one();
+    let new_end = wait_event(&mut events, "attempt 2's end", finished(id)).await;
+    assert_eq!(
+        new_end,
+        WorkerEvent::Finished {
+            task_id: id,
+            outcome: AttemptOutcome::Succeeded,
+            applied: true
+        }
+    );
+    w.shutdown().await;
+    assert_eq!(
+        outcomes(&*store, id).await,
+        vec![AttemptOutcome::LeaseExpired, AttemptOutcome::Succeeded]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+
 /// Never finishes on its own; optionally saves a checkpoint first and says so.
 struct Hang {
     started: mpsc::UnboundedSender<i64>,

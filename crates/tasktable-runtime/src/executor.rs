@@ -92,7 +92,7 @@ pub(crate) async fn execute(
     if let Some(event) = finished {
         shared.emit(event);
     }
-    shared.deactivate(task.id);
+    shared.deactivate(&ctx);
     drop(recording);
     // Shutdown waits for the active count to reach zero.
     shared.capacity_freed.notify_one();

@@ -238,8 +238,17 @@ impl Shared {
             .expect("active")
             .insert(ctx.task_id(), (ctx.clone(), Instant::now()));
     }
-    pub fn deactivate(&self, id: TaskId) {
-        self.active.lock().expect("active").remove(&id);
+    /// Forgets the attempt of `ctx`, unless the task has been claimed here again since:
+    /// an attempt whose lease was lost while its end was being written can still be
+    /// ending when the same task runs here under a new lease, which must stay renewed.
+    pub fn deactivate(&self, ctx: &TaskContext) {
+        let mut active = self.active.lock().expect("active");
+        if active
+            .get(&ctx.task_id())
+            .is_some_and(|(current, _)| current.lease() == ctx.lease())
+        {
+            active.remove(&ctx.task_id());
+        }
     }
     pub fn mark_renewed(&self, id: TaskId, at: Instant) {
         if let Some(entry) = self.active.lock().expect("active").get_mut(&id) {

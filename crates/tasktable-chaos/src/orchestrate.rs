@@ -1,0 +1,242 @@
+//! One chaos run from start to verdict: the database, the API and the workers; tasks
+//! submitted while faults are injected on the seeded schedule; then every frozen worker
+//! thawed, the queue drained, the processes stopped, and the evidence checked.
+
+use crate::check::{self, Disruption, Evidence, Limits};
+use crate::database::{self, Database};
+use crate::effects::Effects;
+use crate::faults::Injector;
+use crate::fleet::{Fleet, FleetConfig};
+use crate::options::{Break, RunArgs};
+use crate::plan::{self, Faults};
+use crate::processes::{Processes, Role};
+use crate::report::Report;
+use crate::sampler::{self, Samples};
+use crate::submit::{self, Ledger};
+use crate::{collect, journal};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
+    let tasktable = args.tasktable_bin()?;
+    let dir = tempfile::Builder::new()
+        .prefix("tasktable-chaos-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    // A PostgreSQL server runs as its own user and must reach its directory inside.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o711),
+    )
+    .map_err(|e| e.to_string())?;
+    let (journals, logs) = (dir.path().join("journal"), dir.path().join("logs"));
+    for d in [&journals, &logs] {
+        std::fs::create_dir(d).map_err(|e| e.to_string())?;
+    }
+    eprintln!(
+        "tasktable-chaos: {:?}, seed {seed}, {} tasks, {} s of faults, in {}",
+        args.backend,
+        args.tasks,
+        args.duration.as_secs(),
+        dir.path().display()
+    );
+    let mut db = Database::start(args.backend, dir.path()).await?;
+    let store = tasktable::connect(db.url())
+        .await
+        .map_err(|e| e.to_string())?;
+    store.migrate().await.map_err(|e| e.to_string())?;
+    let effects = Effects::connect(db.url(), Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    effects.create_tables().await.map_err(|e| e.to_string())?;
+    // The sampler's heartbeat gives up on SQLite's write lock after a second.
+    let heartbeat = Effects::connect(db.url(), Duration::from_secs(1))
+        .await
+        .map_err(|e| e.to_string())?;
+
+    let rescue = (!args.breaks.contains(&Break::NoRescue)).then_some(args.rescue_interval);
+    let fleet = Arc::new(Fleet::new(
+        FleetConfig {
+            tasktable,
+            url: db.url().to_owned(),
+            api_port: database::free_port()?,
+            journals: journals.clone(),
+            lease: args.lease,
+            rescue,
+            concurrency: args.concurrency,
+            unfenced_effects: args.breaks.contains(&Break::UnfencedEffects),
+        },
+        Processes::new(&logs),
+    ));
+    fleet.start_api().await?;
+    for _ in 0..args.workers {
+        fleet.start_worker()?;
+    }
+    for _ in 0..args.pull_workers {
+        fleet.start_pull_worker()?;
+    }
+
+    let started = Instant::now();
+    let specs = plan::tasks(seed, args.tasks);
+    let ledger: Ledger = Arc::new(Mutex::new(vec![None; specs.len()]));
+    let stop = CancellationToken::new();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let submitter = tokio::spawn(submit::submit_all(
+        http,
+        fleet.base(),
+        seed,
+        specs.clone(),
+        args.duration.mul_f64(0.8),
+        ledger.clone(),
+        stop.clone(),
+    ));
+    let samples = Samples::default();
+    let sampler = tokio::spawn(sampler::run(
+        store.clone(),
+        heartbeat,
+        Duration::from_secs(1),
+        samples.clone(),
+        stop.clone(),
+    ));
+    let mut injector = Injector {
+        fleet: fleet.clone(),
+        faults: Faults::new(seed, args.fault_kinds(), args.fault_every),
+        lease: args.lease,
+        rescue: args.rescue_interval,
+        started,
+        freeze_in_process_only: args.breaks.contains(&Break::UnfencedEffects),
+        injected: Vec::new(),
+        outages: Vec::new(),
+    };
+
+    let window_end = started + args.duration;
+    let mut next = started + injector.faults.gap();
+    while next < window_end {
+        tokio::time::sleep_until(next).await;
+        no_process_died(&fleet)?;
+        let kind = injector.faults.next_kind();
+        injector.inject(kind, &mut db).await?;
+        next = Instant::now() + injector.faults.gap();
+    }
+    // A worker frozen late in the window thaws on its own timer during the drain.
+    tokio::time::sleep_until(window_end).await;
+
+    let drain_started = Instant::now();
+    let drain_end = drain_started + args.drain_timeout;
+    match tokio::time::timeout_at(drain_end, submitter).await {
+        Ok(Ok(submitted)) => submitted?,
+        Ok(Err(e)) => return Err(format!("the submitter failed: {e}")),
+        Err(_) => stop.cancel(),
+    }
+    let gave_up = drain(store.as_ref(), &fleet, drain_end).await?;
+    let drain_s = drain_started.elapsed().as_secs_f64();
+    stop.cancel();
+    let _ = sampler.await;
+    fleet.procs.thaw_all();
+    for role in [Role::InProcess, Role::Pull, Role::Api] {
+        fleet
+            .procs
+            .terminate_role(role, Duration::from_secs(10))
+            .await;
+    }
+
+    let (journal, torn) = journal::read_dir(&journals).map_err(|e| e.to_string())?;
+    let ledger = ledger.lock().expect("ledger").clone();
+    let evidence = Evidence {
+        seed,
+        specs: specs.clone(),
+        ledger,
+        tasks: collect::tasks(store.as_ref())
+            .await
+            .map_err(|e| e.to_string())?,
+        pull_workers: journal
+            .iter()
+            .filter(|e| e.worker.starts_with("pull-"))
+            .map(|e| e.worker.clone())
+            .collect(),
+        journal,
+        effects: effects.read_all().await.map_err(|e| e.to_string())?,
+        samples: samples.lock().expect("samples").clone(),
+        outages: injector.outages.clone(),
+        disruptions: injector
+            .injected
+            .iter()
+            .map(|i| Disruption {
+                kind: i.kind,
+                target: i.target.clone(),
+                from_ms: i.from_ms,
+                to_ms: i.to_ms,
+            })
+            .collect(),
+        limits: Some(Limits {
+            stuck_after_ms: (args.rescue_interval + Duration::from_secs(2)).as_millis() as i64,
+            lease_ms: args.lease.as_millis() as i64,
+            reconnect_ms: 6000,
+        }),
+        drain_gave_up_after_ms: gave_up.then_some(args.drain_timeout.as_millis() as i64),
+    };
+    let verdicts = check::run_all(&evidence);
+    let report = Report::new(
+        args,
+        seed,
+        &evidence,
+        verdicts,
+        &injector,
+        torn,
+        drain_s,
+        started.elapsed().as_secs_f64(),
+    );
+    if args.keep {
+        eprintln!("kept the run's directory: {}", dir.keep().display());
+    }
+    Ok(report)
+}
+
+/// Waits until every worker has thawed (so a frozen worker's late writes are part of
+/// the run) and every task is finished, or `until`; `Ok(true)` when it gave up. The
+/// database sends no signal when the last task finishes, so this polls (bounded).
+async fn drain(
+    store: &dyn tasktable::Store,
+    fleet: &Fleet,
+    until: Instant,
+) -> Result<bool, String> {
+    loop {
+        no_process_died(fleet)?;
+        if !fleet.procs.any_frozen() && matches!(collect::unfinished(store).await, Ok(0)) {
+            return Ok(false);
+        }
+        if Instant::now() >= until {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A worker or the API that exits on its own has failed; the run cannot be trusted.
+fn no_process_died(fleet: &Fleet) -> Result<(), String> {
+    let exited = fleet.procs.exited_on_their_own();
+    if exited.is_empty() {
+        return Ok(());
+    }
+    let logs: Vec<String> = exited
+        .iter()
+        .map(|e| {
+            let id = e.split(' ').next().unwrap_or_default();
+            let log = std::fs::read_to_string(fleet.procs.log_path(id)).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(10).collect();
+            format!(
+                "{e}:\n  {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n  ")
+            )
+        })
+        .collect();
+    Err(format!(
+        "processes exited on their own:\n{}",
+        logs.join("\n")
+    ))
+}
