@@ -82,16 +82,9 @@ pub async fn count_changeable(
     op: Operation,
     cap: u64,
 ) -> StoreResult<Count> {
-    let states: Vec<TaskState> = op
-        .allowed_from()
-        .iter()
-        .filter(|s| filter.states.is_empty() || filter.states.contains(s))
-        .copied()
-        .collect();
-    if states.is_empty() {
+    let Some(filter) = tasktable_store::bulk::changeable(&filter, op) else {
         return Ok(Count::Exact(0));
-    }
-    let filter = TaskFilter { states, ..filter };
+    };
     let coarse = TaskFilter {
         queue: filter.queue.clone(),
         states: filter.states.clone(),

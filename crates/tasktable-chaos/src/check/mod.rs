@@ -193,6 +193,16 @@ pub(crate) mod fixtures {
     //! Small histories to break, one property at a time.
 
     use super::*;
+
+    /// Asserts that `check` finds a violation whose message holds `text` in `e`.
+    pub fn fires(check: fn(&Evidence) -> Verdict, e: &Evidence, text: &str) {
+        let v = check(e);
+        assert!(
+            v.violations.iter().any(|m| m.contains(text)),
+            "expected a violation with {text:?}, got {:?}",
+            v.violations
+        );
+    }
     use crate::journal::Op;
     use AttemptOutcome as O;
 

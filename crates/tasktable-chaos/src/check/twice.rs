@@ -95,12 +95,7 @@ mod tests {
     use super::*;
 
     fn fires(e: &Evidence, text: &str) {
-        let v = check(e);
-        assert!(
-            v.violations.iter().any(|m| m.contains(text)),
-            "expected a violation with {text:?}, got {:?}",
-            v.violations
-        );
+        super::super::fixtures::fires(check, e, text);
     }
 
     #[test]
