@@ -44,13 +44,36 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     }
 }
 
+fn body_too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        "request body is larger than the server's limit (--max-body-bytes)",
+    )
+}
+
+/// Refuses a request whose `Content-Length` is over `max` before any of its body is read:
+/// the client learns at once, and the server spends nothing on bytes it would refuse. A
+/// body without a length (chunked) is cut off at the limit while it is read instead.
+pub async fn refuse_announced_oversize(
+    axum::extract::State(max): axum::extract::State<usize>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let announced = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|len| len > max as u64) {
+        return axum::response::IntoResponse::into_response(body_too_large());
+    }
+    next.run(req).await
+}
+
 fn bytes_rejection(rejection: BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            "request body is larger than the server's limit (--max-body-bytes)",
-        )
+        body_too_large()
     } else {
         ApiError::bad_request("bad_body", rejection.body_text())
     }

@@ -154,6 +154,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(guard::not_found)
         .method_not_allowed_fallback(guard::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            max_body,
+            extract::refuse_announced_oversize,
+        ))
         // Logs method, path, status and latency; headers (and so tokens) never.
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
