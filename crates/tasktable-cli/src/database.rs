@@ -8,7 +8,8 @@ use tasktable::Store;
 
 #[derive(Args, Debug)]
 pub struct DatabaseArgs {
-    /// The database: sqlite://FILE (created if missing) or postgres://USER@HOST/DB.
+    /// The database: sqlite://FILE (created if missing), postgres://USER@HOST/DB, or
+    /// mysql://USER@HOST/DB (MySQL 8.0.17+ or MariaDB 10.6+; mariadb:// works too).
     #[arg(
         long = "database-url",
         env = "DATABASE_URL",

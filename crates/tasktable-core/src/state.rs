@@ -1,6 +1,8 @@
 //! The task state machine: every state, every operation, and which states each operation
-//! may start from. Stores enforce these sets in their `WHERE` clauses; nothing else decides
-//! whether a transition is legal.
+//! may start from. Nothing else decides whether a transition is legal: the store applies
+//! these sets to the rows it locked (`tasktable_store::select_for_update` for one task, the
+//! states in each chunk's `WHERE` clause for a bulk change), and a worker's transitions
+//! start only from `running`, which every fenced write requires.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -193,8 +193,7 @@ pub fn finish_rows(p: &FinishParams, max_value_bytes: usize) -> StoreResult<Vec<
     Ok(rows)
 }
 
-/// Ends attempts inside the caller's transaction. Returns one flag per item, and the
-/// queues that got a task due at once.
+/// Running tasks whose lease has run out, oldest expiry first, for the rescuer.
 pub async fn list_expired(pool: &MySqlPool, p: ExpiredParams) -> StoreResult<Vec<Task>> {
     // The lease never outlasts the deadline, so an expired lease covers both. Reads the
     // index tasktable_tasks_lease (state, lease_expires_at), which ends in the id as
