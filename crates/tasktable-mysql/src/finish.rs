@@ -5,10 +5,11 @@
 //! MySQL has no arrays to bind, so the per-task values (new state, run_at, result,
 //! error, outcome, due time) travel as `CASE id WHEN ? THEN ? ... END` lists. The
 //! locking read (`FOR UPDATE`, in id order like every write of this store) decides which
-//! items apply: the token and credential match, the task is `running`, and, for the rescuer, the lease
-//! has passed. The rows stay locked until the caller's transaction ends, so nothing can
-//! change that answer before the `UPDATE`, which checks `state = 'running'` again and must
-//! match every chosen row.
+//! items apply: the token and credential match, the task is `running`, and, for the
+//! rescuer, the lease has passed. The rows stay locked until the caller's transaction
+//! ends, so nothing can change that answer before the `UPDATE`, which states the fence
+//! again (`running`, token and credential, as every backend's finish does) and must match
+//! every chosen row.
 
 use crate::clock::{self, plus};
 use crate::db;
@@ -183,7 +184,8 @@ async fn update(
            lease_expires_at = NULL, \
            deadline_at = NULL, \
            updated_at = ? \
-         WHERE id IN ({}) AND state = 'running'",
+         WHERE id IN ({}) AND state = 'running' \
+           AND lease_token = {case} AND lease_credential <=> {case}",
         marks(items.len())
     );
     let mut q = sqlx::query(&sql);
@@ -197,6 +199,10 @@ async fn update(
     for r in items {
         q = q.bind(r.task_id);
     }
+    // The fence again, though the locking read has checked it and still holds the rows:
+    // every backend's finish states it in its UPDATE.
+    q = bind_by_id(q, items, |r| r.token);
+    q = bind_by_id(q, items, |r| r.credential.clone());
     let done = q.execute(&mut *conn).await.map_err(db)?;
     if done.rows_affected() != items.len() as u64 {
         // The rows are locked since the read that chose them: this would be a bug.
