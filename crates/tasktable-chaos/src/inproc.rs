@@ -84,7 +84,14 @@ impl Handler for ChaosHandler {
         for step in steps {
             match step {
                 Step::Work(d) => tokio::time::sleep(d).await,
-                Step::Save(mark) => self.save(&ctx, mark).await?,
+                // A careless handler (the `unfenced-effects` break) carries on past a
+                // refused checkpoint to its effect, as the fence's absence would let it.
+                Step::Save(mark) => {
+                    let saved = self.save(&ctx, mark).await;
+                    if self.fenced {
+                        saved?;
+                    }
+                }
                 Step::Effect => self.effect(task, token).await?,
             }
         }

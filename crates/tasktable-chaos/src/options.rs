@@ -11,8 +11,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Break {
-    /// In-process workers write their effects without the fencing test; only freezes of
-    /// in-process workers are injected. `no_stale_write_accepted` must fail.
+    /// In-process workers write their effects without the fencing test, and carry on past
+    /// a refused checkpoint to the effect; only freezes of in-process workers are
+    /// injected. `no_stale_write_accepted` must fail.
     UnfencedEffects,
     /// In-process workers run no rescuer (the API's runs every 5 s); only kills are
     /// injected. `nothing_stuck` must fail.
