@@ -91,14 +91,27 @@ async fn contention_is_retried_without_losing_or_doubling_a_task() {
         }));
     }
     // Submitters racing on the same idempotency keys, in opposite orders: each holds keys
-    // the other is waiting for. They go on past 40 rounds (up to 400) until InnoDB has had
-    // to break at least one deadlock somewhere, so the retry is always exercised.
+    // the other is waiting for. They start each round together (on a loaded machine one
+    // could otherwise finish its round before the other begins), and go on past 40 rounds
+    // (up to 400) until InnoDB has had to break at least one deadlock somewhere, so the
+    // retry is always exercised. The first to arrive decides for both whether to go on.
     let created = Arc::new(Mutex::new(HashMap::<String, Vec<(i64, bool)>>::new()));
+    let start = Arc::new(tokio::sync::Barrier::new(2));
+    let go_on = Arc::new(std::sync::atomic::AtomicBool::new(true));
     for reverse in [false, true] {
         let (store, created) = (store.clone(), created.clone());
+        let (start, go_on) = (start.clone(), go_on.clone());
         jobs.push(tokio::spawn(async move {
             let mut round = 0;
-            while round < 40 || (store.deadlock_retries() == 0 && round < 400) {
+            loop {
+                if start.wait().await.is_leader() {
+                    let more = round < 40 || (store.deadlock_retries() == 0 && round < 400);
+                    go_on.store(more, Ordering::SeqCst);
+                }
+                start.wait().await;
+                if !go_on.load(Ordering::SeqCst) {
+                    break;
+                }
                 round += 1;
                 let mut keys: Vec<String> = (0..20).map(|k| format!("r{round}-k{k}")).collect();
                 if reverse {
