@@ -1085,19 +1085,19 @@ pub async fn stats(ctx: &mut Ctx) -> BenchResult<()> {
                 let s = tasktable::sqlite::SqliteStore::open(db.url())
                     .await
                     .map_err(err)?;
-                stats_parts(s, calls).await?
+                stats_parts(s.stats_source(), calls).await?
             }
             Backend::Postgres => {
                 let s = tasktable::postgres::PgStore::open(db.url())
                     .await
                     .map_err(err)?;
-                stats_parts(s, calls).await?
+                stats_parts(s.stats_source(), calls).await?
             }
             Backend::Mysql => {
                 let s = tasktable::mysql::MySqlStore::open(db.url())
                     .await
                     .map_err(err)?;
-                stats_parts(s, calls).await?
+                stats_parts(s.stats_source(), calls).await?
             }
         };
         // What the warm calls still read raw: attempts after the rolled-up minutes.

@@ -87,7 +87,7 @@ tasktable_conformance::conformance_suite!(Postgres, row_locks);
 
 /// A chunk checks its states on each row before it locks it, so a task that left them
 /// after the change read its ids (a worker claimed it) is dropped without waiting for the
-/// worker's write in flight. MySQL waits for such a row once (see its `update.rs`).
+/// worker's write in flight. MySQL waits for such a row once (see `tasktable_sql::update`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulk_chunk_never_waits_for_a_row_that_left_its_states() {
     let Some(db) = Postgres::fresh().await else {

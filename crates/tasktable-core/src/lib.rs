@@ -1,7 +1,7 @@
 //! tasktable's pure domain.
 //!
 //! Owns: what a task is ([`Task`], [`NewTask`]), its states and the one table of legal
-//! transitions ([`state`]), what a handler may answer and what that means for the task
+//! transitions ([`state`]) and what each operator change does to a row ([`change`]), what a handler may answer and what that means for the task
 //! ([`outcome`]), the retry/backoff maths ([`Backoff`]), and what becomes of text a worker
 //! writes on its way into a row ([`stored`]).
 //!
@@ -10,12 +10,14 @@
 //! be tested exhaustively and the stores can apply them with the database's clock.
 
 pub mod backoff;
+pub mod change;
 pub mod outcome;
 pub mod state;
 pub mod stored;
 pub mod task;
 
 pub use backoff::Backoff;
+pub use change::{Change, ChangeEffect};
 pub use outcome::{AttemptOutcome, FinishAction, HandlerOutcome};
 pub use state::{Operation, TaskState};
 pub use task::{

@@ -13,8 +13,7 @@
 
 use crate::clock::{self, plus};
 use crate::db;
-use crate::query::{marks, MAX_IN_LIST};
-use crate::row::text;
+use crate::sql::{marks, text, MAX_IN_LIST};
 use chrono::{DateTime, Utc};
 use sqlx::mysql::MySqlArguments;
 use sqlx::query::Query;

@@ -11,11 +11,11 @@
 use crate::clock::{self, plus};
 use crate::db;
 use crate::finish::by_id;
-use crate::query::{get_many, marks, MAX_IN_LIST};
-use crate::row::{state, task_from_row, text, TASK_COLUMNS};
-use sqlx::{MySqlConnection, MySqlPool, Row};
+use crate::sql::{get_many, marks, text, Row, MAX_IN_LIST};
+use sqlx::{MySqlConnection, MySqlPool, Row as _};
 use std::collections::HashMap;
 use tasktable_core::{Lease, Task, TaskId};
+use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
 use tasktable_store::*;
 
 const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
@@ -209,5 +209,5 @@ pub async fn list_expired(pool: &MySqlPool, p: ExpiredParams) -> StoreResult<Vec
         .fetch_all(pool)
         .await
         .map_err(db)?;
-    rows.iter().map(task_from_row).collect()
+    rows.into_iter().map(|r| task_from_row(&Row(r))).collect()
 }

@@ -2,8 +2,9 @@
 //! database. Needs MySQL 8.0.17+ or MariaDB 10.6+, for `SKIP LOCKED` and for a binary
 //! collation without trailing-space padding.
 //!
-//! Owns: the MySQL schema and its migrations, the SQL that makes each
-//! [`Store`](tasktable_store::Store) transition atomic on InnoDB, the retry of
+//! Owns: the MySQL schema and its migrations, the hot path's SQL (`queries/`), the
+//! transactions in which the shared SQL layer (`tasktable-sql`) runs everything else on
+//! InnoDB, the retry of
 //! transactions InnoDB aborts under contention (deadlocks, lock wait timeouts), and the
 //! in-process wake-ups.
 //!
@@ -28,12 +29,9 @@ mod clock;
 mod finish;
 mod lease;
 mod migrate;
-mod query;
 mod retry;
-mod row;
-mod stats;
+mod sql;
 mod submit;
-mod update;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -44,6 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{Attempt, NewTask, Task, TaskId};
+use tasktable_sql::stats::SqlStats;
+use tasktable_sql::{query, update, Commit, Connect};
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
@@ -347,21 +347,19 @@ impl Store for MySqlStore {
     }
 
     async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
-        query::get(&self.pool, id).await
+        query::get(&mut self.read().await?, id).await
     }
 
     async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        validate_list(&params)?;
-        query::list(&self.pool, &params).await
+        query::list(&mut self.read().await?, &params).await
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        params.filter.validate()?;
-        query::count(&self.pool, &params).await
+        query::count(&mut self.read().await?, &params).await
     }
 
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
-        query::attempts(&self.pool, task_id).await
+        query::attempts(&mut self.read().await?, task_id).await
     }
 
     async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
@@ -374,34 +372,28 @@ impl Store for MySqlStore {
                     &filter,
                     &params.change,
                     params.now,
-                    self.bulk_chunk_rows.min(query::MAX_IN_LIST as u32),
+                    self.bulk_chunk_rows.min(sql::MAX_IN_LIST as u32),
                 )
                 .await;
             }
         };
         let p = &params;
-        let (changed, due_queues) = self
+        let changed = self
             .retrying("update", || async move {
-                let mut tx = self.begin().await?;
+                let mut tx = Connect::write(self).await?;
                 let out = update::one(&mut tx, id, &p.change, p.now).await?;
-                tx.commit().await.map_err(db)?;
+                tx.commit().await?;
                 Ok(out)
             })
             .await?;
-        self.wake_local(due_queues.iter().map(String::as_str));
-        Ok(changed)
+        self.wake_local(changed.wake.iter().map(String::as_str));
+        Ok(changed.count)
     }
 
     async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
         let p = &params;
         self.retrying("queue_set_paused", || async move {
-            sqlx::query(include_str!("../queries/queue_pause.sql"))
-                .bind(&p.queue)
-                .bind(p.paused)
-                .bind(p.paused)
-                .execute(&self.pool)
-                .await
-                .map_err(db)
+            query::set_paused(&mut self.read().await?, p).await
         })
         .await?;
         if !params.paused {
@@ -411,11 +403,11 @@ impl Store for MySqlStore {
     }
 
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
-        query::queues(&self.pool).await
+        query::queues(&mut self.read().await?).await
     }
 
     async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
-        tasktable_store::stats::compute(self, &params).await
+        tasktable_store::stats::compute(&SqlStats(self), &params).await
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
@@ -426,23 +418,22 @@ impl Store for MySqlStore {
 #[async_trait]
 impl ChunkedUpdate for MySqlStore {
     async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
-        update::ids_matching(&self.pool, filter).await
+        // A consistent read, which takes no locks.
+        query::ids_matching(&mut self.read().await?, filter).await
     }
 
     /// A chunk InnoDB aborts (deadlock, lock wait timeout) is run again on its own; the
     /// chunks before it stay committed.
     async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
-        params.filter.validate()?;
-        validate_change(params.change, self.max_payload_bytes)?;
-        let (changed, due_queues) = self
+        let changed = self
             .retrying("update_chunk", || async move {
-                let mut tx = self.begin().await?;
-                let out = update::chunk(&mut tx, params).await?;
-                tx.commit().await.map_err(db)?;
+                let mut tx = Connect::write(self).await?;
+                let out = update::chunk(&mut tx, params, self.max_payload_bytes).await?;
+                tx.commit().await?;
                 Ok(out)
             })
             .await?;
-        self.wake_local(due_queues.iter().map(String::as_str));
-        Ok(changed)
+        self.wake_local(changed.wake.iter().map(String::as_str));
+        Ok(changed.count)
     }
 }

@@ -8,33 +8,30 @@
 //! and its version is recorded only once all of it is in place.
 
 use crate::db;
+use crate::sql::Db;
 use sqlx::pool::PoolConnection;
-use sqlx::{Executor, MySql, MySqlPool};
+use sqlx::{MySql, MySqlPool};
+use std::borrow::Cow;
+use tasktable_sql::migrate::{apply, Migration};
 use tasktable_store::{StoreError, StoreResult};
 
-/// (version, name, SQL). Versions are the same in every backend.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (1, "tasks", include_str!("../migrations/0001_tasks.sql")),
-    (2, "stats", include_str!("../migrations/0002_stats.sql")),
-    (
-        3,
-        "idempotency_index",
-        include_str!("../migrations/0003_idempotency_index.sql"),
-    ),
-    (
-        4,
-        "lease_credential",
-        include_str!("../migrations/0004_lease_credential.sql"),
-    ),
-];
+fn shipped() -> [Migration; 4] {
+    tasktable_sql::backend_migrations!()
+}
 
 /// How long a migrator waits for another one to finish, in seconds.
 const LOCK_WAIT_SECS: i64 = 300;
 
 /// The migrations this version ships: (version, name, SQL), oldest first. The SQL is as
 /// written for MariaDB; on MySQL the migrator swaps the collation (see `for_server`).
-pub fn migrations() -> &'static [(i64, &'static str, &'static str)] {
-    MIGRATIONS
+pub fn migrations() -> Vec<(i64, &'static str, &'static str)> {
+    shipped()
+        .into_iter()
+        .map(|m| match m.sql {
+            Cow::Borrowed(sql) => (m.version, m.name, sql),
+            Cow::Owned(_) => unreachable!("shipped migrations are borrowed"),
+        })
+        .collect()
 }
 
 pub async fn run(pool: &MySqlPool) -> StoreResult<()> {
@@ -71,51 +68,19 @@ pub async fn run(pool: &MySqlPool) -> StoreResult<()> {
 }
 
 async fn run_locked(conn: &mut PoolConnection<MySql>) -> StoreResult<()> {
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS tasktable_migrations (\
-            version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, \
-            applied_at DATETIME(6) NOT NULL) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
-    )
-    .await
-    .map_err(db)?;
-    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM tasktable_migrations")
-        .fetch_all(&mut **conn)
-        .await
-        .map_err(db)?;
-    if let Some(newest) = applied.iter().max() {
-        let known = MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
-        if *newest > known {
-            return Err(StoreError::Migration(format!(
-                "the database is at schema version {newest}, newer than this tasktable ({known}); upgrade tasktable"
-            )));
-        }
-    }
     let version: String = sqlx::query_scalar("SELECT VERSION()")
         .fetch_one(&mut **conn)
         .await
         .map_err(db)?;
     let mariadb = version.contains("MariaDB");
-    for (number, name, sql) in MIGRATIONS {
-        if applied.contains(number) {
-            continue;
-        }
-        // A query without arguments goes over the text protocol, which runs a file of
-        // several statements (sqlx enables multi-statement queries).
-        conn.execute(for_server(sql, mariadb).as_str())
-            .await
-            .map_err(|e| StoreError::Migration(format!("{number} {name}: {e}")))?;
-        sqlx::query(
-            "INSERT INTO tasktable_migrations (version, name, applied_at) \
-             VALUES (?, ?, UTC_TIMESTAMP(6))",
-        )
-        .bind(number)
-        .bind(name)
-        .execute(&mut **conn)
-        .await
-        .map_err(db)?;
-        tracing::info!(version = number, name, "applied migration");
-    }
-    Ok(())
+    let migrations: Vec<Migration> = shipped()
+        .into_iter()
+        .map(|m| Migration {
+            sql: Cow::Owned(for_server(&m.sql, mariadb)),
+            ..m
+        })
+        .collect();
+    apply(&mut Db(&mut **conn), &migrations).await
 }
 
 /// MySQL and MariaDB share no binary collation without trailing-space padding: MariaDB
@@ -136,8 +101,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_migration_files_are_the_shared_list() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        tasktable_sql::migrate::check_files(&shipped(), &dir).unwrap();
+    }
+
+    #[test]
     fn mysql_gets_its_own_no_pad_collation() {
-        let (_, _, sql) = MIGRATIONS[0];
+        let (_, _, sql) = migrations()[0];
         assert!(sql.contains("utf8mb4_nopad_bin"));
         let mysql = for_server(sql, false);
         assert!(!mysql.contains("nopad"));

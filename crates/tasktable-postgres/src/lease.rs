@@ -3,12 +3,13 @@
 //! Each call is one statement (plus, for leases that did not match, one read to tell
 //! `Cancelled` from `Lost`), so none needs an explicit transaction.
 
-use crate::row::{state, task_from_row, TASK_COLUMNS};
+use crate::sql::Row;
 use crate::{db, micros};
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Row};
+use sqlx::{PgPool, Row as _};
 use std::collections::HashMap;
 use tasktable_core::{Lease, Task, TaskId};
+use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
 use tasktable_store::*;
 
 const CLAIM: &str = include_str!("../queries/task_claim.sql");
@@ -38,8 +39,8 @@ pub async fn claim(pool: &PgPool, p: ClaimParams) -> StoreResult<Vec<Task>> {
         .await
         .map_err(db)?;
     let mut tasks = rows
-        .iter()
-        .map(task_from_row)
+        .into_iter()
+        .map(|r| task_from_row(&Row(r)))
         .collect::<StoreResult<Vec<_>>>()?;
     // UPDATE ... RETURNING has no order of its own.
     tasks.sort_by(Task::claim_order);
@@ -203,5 +204,5 @@ pub async fn list_expired(pool: &PgPool, p: ExpiredParams) -> StoreResult<Vec<Ta
         .fetch_all(pool)
         .await
         .map_err(db)?;
-    rows.iter().map(task_from_row).collect()
+    rows.into_iter().map(|r| task_from_row(&Row(r))).collect()
 }

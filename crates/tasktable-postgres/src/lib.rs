@@ -1,9 +1,9 @@
 //! tasktable's PostgreSQL store, for many workers in many processes on one database.
 //!
-//! Owns: the PostgreSQL schema and its migrations, the SQL that makes each
-//! [`Store`](tasktable_store::Store) transition atomic on Postgres (one statement wherever
-//! the transition allows it), and the `tasktable_wake` LISTEN/NOTIFY channel that wakes
-//! idle workers when work becomes due.
+//! Owns: the PostgreSQL schema and its migrations, the hot path's SQL (`queries/`: one
+//! statement wherever the transition allows it), the transactions in which the shared SQL
+//! layer (`tasktable-sql`) runs everything else on Postgres, and the `tasktable_wake`
+//! LISTEN/NOTIFY channel that wakes idle workers when work becomes due.
 //!
 //! Must not know: workers, handlers, HTTP, retry rules. It applies the plans the runtime
 //! hands it, with the same semantics as the SQLite store (the conformance suite checks).
@@ -14,11 +14,8 @@
 
 mod lease;
 mod migrate;
-mod query;
-mod row;
-mod stats;
+mod sql;
 mod submit;
-mod update;
 mod wake;
 
 use async_trait::async_trait;
@@ -29,6 +26,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{Attempt, NewTask, Task, TaskId};
+use tasktable_sql::stats::SqlStats;
+use tasktable_sql::update::{self, Changed};
+use tasktable_sql::{query, Commit, Connect};
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
@@ -137,6 +137,26 @@ impl PgStore {
         }
     }
 
+    /// Commits a change, waking the workers of the queues it made due: those of other
+    /// processes by NOTIFY, delivered when (and only if) the transaction commits.
+    async fn committed(
+        &self,
+        mut tx: <Self as Connect>::Write,
+        changed: Changed,
+    ) -> StoreResult<u64> {
+        if !changed.wake.is_empty() {
+            sqlx::query("SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q")
+                .bind(WAKE_CHANNEL)
+                .bind(&changed.wake)
+                .execute(&mut *tx.0)
+                .await
+                .map_err(db)?;
+        }
+        tx.commit().await?;
+        self.wake_local(changed.wake.iter().map(String::as_str));
+        Ok(changed.count)
+    }
+
     /// Stops the wake listener and closes the pool.
     pub async fn close(&self) {
         self.wake.stop();
@@ -151,7 +171,7 @@ impl Store for PgStore {
     }
 
     async fn migrate(&self) -> StoreResult<()> {
-        migrate::run(&self.pool).await
+        migrate::run(self).await
     }
 
     async fn db_now(&self) -> StoreResult<DateTime<Utc>> {
@@ -197,31 +217,28 @@ impl Store for PgStore {
     }
 
     async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
-        query::get(&self.pool, id).await
+        query::get(&mut self.read().await?, id).await
     }
 
     async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        validate_list(&params)?;
-        query::list(&self.pool, &params).await
+        query::list(&mut self.read().await?, &params).await
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        params.filter.validate()?;
-        query::count(&self.pool, &params).await
+        query::count(&mut self.read().await?, &params).await
     }
 
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
-        query::attempts(&self.pool, task_id).await
+        query::attempts(&mut self.read().await?, task_id).await
     }
 
     async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
         prepare_update(&mut params, self.max_payload_bytes)?;
         match params.target {
             Target::Id(id) => {
-                let (changed, due_queues) =
-                    update::one(&self.pool, id, &params.change, params.now).await?;
-                self.wake_local(due_queues.iter().map(String::as_str));
-                Ok(changed)
+                let mut tx = Connect::write(self).await?;
+                let changed = update::one(&mut tx, id, &params.change, params.now).await?;
+                self.committed(tx, changed).await
             }
             Target::Filter(filter) => {
                 update_in_chunks(
@@ -237,24 +254,23 @@ impl Store for PgStore {
     }
 
     async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
-        sqlx::query(include_str!("../queries/queue_pause.sql"))
-            .bind(&params.queue)
-            .bind(params.paused)
-            .execute(&self.pool)
-            .await
-            .map_err(db)?;
-        if !params.paused {
-            self.wake_local([params.queue.as_str()]);
-        }
+        let mut tx = Connect::write(self).await?;
+        query::set_paused(&mut tx, &params).await?;
+        let wake = if params.paused {
+            Vec::new()
+        } else {
+            vec![params.queue]
+        };
+        self.committed(tx, Changed { count: 1, wake }).await?;
         Ok(())
     }
 
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
-        query::queues(&self.pool).await
+        query::queues(&mut self.read().await?).await
     }
 
     async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
-        tasktable_store::stats::compute(self, &params).await
+        tasktable_store::stats::compute(&SqlStats(self), &params).await
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
@@ -265,14 +281,12 @@ impl Store for PgStore {
 #[async_trait]
 impl ChunkedUpdate for PgStore {
     async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
-        update::ids_matching(&self.pool, filter).await
+        query::ids_matching(&mut self.read().await?, filter).await
     }
 
     async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
-        params.filter.validate()?;
-        validate_change(params.change, self.max_payload_bytes)?;
-        let (changed, due_queues) = update::chunk(&self.pool, params).await?;
-        self.wake_local(due_queues.iter().map(String::as_str));
-        Ok(changed)
+        let mut tx = Connect::write(self).await?;
+        let changed = update::chunk(&mut tx, params, self.max_payload_bytes).await?;
+        self.committed(tx, changed).await
     }
 }

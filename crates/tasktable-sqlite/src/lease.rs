@@ -2,11 +2,12 @@
 //! Every write after the claim is fenced by `(id, lease_token, lease_credential, state =
 //! 'running')`.
 
-use crate::row::{task_from_row, TASK_COLUMNS};
+use crate::sql::Row;
 use crate::time::{plus, to_text};
 use crate::{db, now_or_db, SqliteStore};
-use sqlx::{Row, SqliteConnection};
+use sqlx::{Row as _, SqliteConnection};
 use tasktable_core::{Lease, Task, TaskState};
+use tasktable_sql::row::{task_from_row, TASK_COLUMNS};
 use tasktable_store::*;
 
 const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
@@ -59,8 +60,8 @@ async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<
         .await
         .map_err(db)?;
     let mut tasks = rows
-        .iter()
-        .map(task_from_row)
+        .into_iter()
+        .map(|r| task_from_row(&Row(r)))
         .collect::<StoreResult<Vec<_>>>()?;
     tasks.sort_by(Task::claim_order);
     Ok(tasks)
@@ -240,5 +241,5 @@ pub async fn list_expired(conn: &mut SqliteConnection, p: ExpiredParams) -> Stor
         .fetch_all(conn)
         .await
         .map_err(db)?;
-    rows.iter().map(task_from_row).collect()
+    rows.into_iter().map(|r| task_from_row(&Row(r))).collect()
 }

@@ -1,7 +1,8 @@
 //! tasktable's embedded store: one SQLite file in WAL mode.
 //!
-//! Owns: the SQLite schema and its migrations, and the SQL that makes each
-//! [`Store`](tasktable_store::Store) transition atomic on SQLite.
+//! Owns: the SQLite schema and its migrations, the hot path's SQL (`queries/`: submit,
+//! claim, renew, checkpoint, finish, rescue), and the transactions in which the shared
+//! SQL layer (`tasktable-sql`) runs everything else on SQLite.
 //!
 //! Must not know: workers, handlers, HTTP. It applies the plans the runtime hands it.
 //!
@@ -15,13 +16,9 @@
 
 mod group;
 mod lease;
-mod migrate;
-mod query;
-mod row;
-mod stats;
+mod sql;
 mod submit;
 pub mod time;
-mod update;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -33,6 +30,9 @@ use sqlx::{Sqlite, SqliteConnection, Transaction};
 use std::str::FromStr;
 use std::time::Duration;
 use tasktable_core::{Attempt, NewTask, Task, TaskId};
+use tasktable_sql::stats::SqlStats;
+use tasktable_sql::update::{self, Changed};
+use tasktable_sql::{query, Commit, Connect};
 use tasktable_store::*;
 use tokio::sync::{broadcast, mpsc};
 
@@ -161,6 +161,15 @@ impl SqliteStore {
         answer.await.map_err(|_| stopped())?
     }
 
+    /// Commits an operator's change, then wakes the workers of the queues it made due.
+    async fn committed(&self, tx: <Self as Connect>::Write, changed: Changed) -> StoreResult<u64> {
+        tx.commit().await?;
+        for queue in &changed.wake {
+            self.wake(queue);
+        }
+        Ok(changed.count)
+    }
+
     pub(crate) fn wake(&self, queue: &str) {
         // No receivers is fine: nobody is idle in this process.
         let _ = self.wake.send(Wake {
@@ -202,7 +211,11 @@ impl Store for SqliteStore {
     }
 
     async fn migrate(&self) -> StoreResult<()> {
-        migrate::run(self).await
+        // One write transaction for all of it: a concurrent migrator waits on the lock and
+        // then finds the work done.
+        let mut tx = Connect::write(self).await?;
+        tasktable_sql::migrate::apply(&mut tx, &tasktable_sql::backend_migrations!()).await?;
+        tx.commit().await
     }
 
     async fn db_now(&self) -> StoreResult<DateTime<Utc>> {
@@ -252,31 +265,29 @@ impl Store for SqliteStore {
     }
 
     async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
-        let mut conn = self.reader.acquire().await.map_err(db)?;
-        query::get(&mut conn, id).await
+        query::get(&mut self.read().await?, id).await
     }
 
     async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        validate_list(&params)?;
-        let mut conn = self.reader.acquire().await.map_err(db)?;
-        query::list(&mut conn, &params).await
+        query::list(&mut self.read().await?, &params).await
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        params.filter.validate()?;
-        let mut conn = self.reader.acquire().await.map_err(db)?;
-        query::count(&mut conn, &params).await
+        query::count(&mut self.read().await?, &params).await
     }
 
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
-        let mut conn = self.reader.acquire().await.map_err(db)?;
-        query::attempts(&mut conn, task_id).await
+        query::attempts(&mut self.read().await?, task_id).await
     }
 
     async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
         prepare_update(&mut params, self.max_payload_bytes)?;
         match params.target {
-            Target::Id(id) => update::one(self, id, &params.change, params.now).await,
+            Target::Id(id) => {
+                let mut tx = Connect::write(self).await?;
+                let changed = update::one(&mut tx, id, &params.change, params.now).await?;
+                self.committed(tx, changed).await
+            }
             Target::Filter(filter) => {
                 update_in_chunks(
                     self,
@@ -291,19 +302,9 @@ impl Store for SqliteStore {
     }
 
     async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
-        let now = db_now(&mut tx).await?;
-        sqlx::query(
-            "INSERT INTO tasktable_queues (name, paused, updated_at) VALUES (?, ?, ?) \
-             ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at",
-        )
-        .bind(&params.queue)
-        .bind(params.paused)
-        .bind(time::to_text(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-        tx.commit().await.map_err(db)?;
+        let mut tx = Connect::write(self).await?;
+        query::set_paused(&mut tx, &params).await?;
+        tx.commit().await?;
         if !params.paused {
             self.wake(&params.queue);
         }
@@ -311,12 +312,11 @@ impl Store for SqliteStore {
     }
 
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
-        let mut conn = self.reader.acquire().await.map_err(db)?;
-        query::queues(&mut conn).await
+        query::queues(&mut self.read().await?).await
     }
 
     async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
-        tasktable_store::stats::compute(self, &params).await
+        tasktable_store::stats::compute(&SqlStats(self), &params).await
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
@@ -326,13 +326,18 @@ impl Store for SqliteStore {
 
 #[async_trait]
 impl ChunkedUpdate for SqliteStore {
+    /// Read on a reader connection, so the writer is not held while the planner's index
+    /// is read.
     async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
-        update::ids_matching(self, filter).await
+        query::ids_matching(&mut self.read().await?, filter).await
     }
 
     async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
-        params.filter.validate()?;
-        validate_change(params.change, self.max_payload_bytes)?;
-        update::chunk(self, params).await
+        // A transaction of its own: the writer goes back to the pool between chunks, and
+        // the pool hands it out first come, first served, so the claims and finishes that
+        // queued behind one chunk run before the next.
+        let mut tx = Connect::write(self).await?;
+        let changed = update::chunk(&mut tx, params, self.max_payload_bytes).await?;
+        self.committed(tx, changed).await
     }
 }

@@ -7,8 +7,8 @@
 //! tasks the filter matches in a state the change may start from (8 bytes a task). Each
 //! chunk then locks the next of those ids by primary key, with the applicable states and
 //! the filter in its `WHERE` clause, so a row that has moved to another state is dropped
-//! (PostgreSQL and SQLite never lock it; MySQL waits for it at most once, see its
-//! `update.rs`); it changes the rows that are left and writes their history as a
+//! (PostgreSQL and SQLite never lock it; MySQL waits for it at most once, see
+//! `tasktable_sql::update`); it changes the rows that are left and writes their history as a
 //! single-task change would, and commits. Backends supply the read and one chunk
 //! ([`ChunkedUpdate`]); [`update_in_chunks`] drives them.
 //!

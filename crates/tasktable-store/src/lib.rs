@@ -3,17 +3,15 @@
 //! Owns: the [`Store`] trait, which speaks in transitions (`task_claim`, `task_finish`,
 //! `task_update`, ...), each atomic; the parameter and result types of those calls;
 //! [`StoreError`]; the backend-independent half of windowed statistics ([`stats`]:
-//! per-minute rollups, histograms, percentiles; backends supply the SQL through
+//! per-minute rollups, histograms, percentiles; the SQL half comes through
 //! [`stats::StatsSource`]); and the walk of a bulk operator change in short chunks
 //! ([`bulk`]: backends supply one chunk, [`update_in_chunks`] walks the filter). Rules
 //! (retry delays, which state an operation may start from) come from `tasktable-core` and
 //! reach the store as parameters; the store only makes each transition atomic and fenced.
 //!
-//! Must not know: any particular database, and anything about how workers are
-//! scheduled. The one exception to "no SQL" is [`stats`], which keeps the few portable
-//! fragments (histogram buckets, the class of an attempt's end) that every backend's
-//! statistics query must share so their answers agree. The runtime and the server hold an
-//! `Arc<dyn Store>` and never open a transaction themselves.
+//! Must not know: SQL, any particular database, and anything about how workers are
+//! scheduled. The runtime and the server hold an `Arc<dyn Store>` and never open a
+//! transaction themselves.
 
 pub mod bulk;
 mod error;

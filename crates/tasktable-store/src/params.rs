@@ -137,54 +137,7 @@ impl TaskPage {
     }
 }
 
-/// An operator's change. Each may start only from the states
-/// [`Operation::allowed_from`](tasktable_core::Operation::allowed_from) lists.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Change {
-    /// Stops the task; a running handler is told through its lease.
-    Cancel,
-    /// Makes the task due now; a failed or cancelled one gets a fresh set of attempts.
-    Retry,
-    Reschedule {
-        run_at: DateTime<Utc>,
-    },
-    SetPriority {
-        priority: i32,
-    },
-    SetMaxAttempts {
-        max_attempts: u32,
-    },
-    EditPayload {
-        payload: Value,
-    },
-    Hold,
-    Release,
-}
-
-impl Change {
-    pub fn operation(&self) -> tasktable_core::Operation {
-        use tasktable_core::Operation as Op;
-        match self {
-            Change::Cancel => Op::Cancel,
-            Change::Retry => Op::Retry,
-            Change::Reschedule { .. } => Op::Reschedule,
-            Change::SetPriority { .. } => Op::SetPriority,
-            Change::SetMaxAttempts { .. } => Op::SetMaxAttempts,
-            Change::EditPayload { .. } => Op::EditPayload,
-            Change::Hold => Op::Hold,
-            Change::Release => Op::Release,
-        }
-    }
-
-    /// Whether tasks this change touches may become due, so idle workers should look.
-    pub fn may_make_due(&self) -> bool {
-        matches!(
-            self,
-            Change::Retry | Change::Release | Change::Reschedule { .. }
-        )
-    }
-}
+pub use tasktable_core::{Change, ChangeEffect};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateParams {

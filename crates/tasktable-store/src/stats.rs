@@ -218,26 +218,6 @@ fn bad_histogram(text: &str) -> crate::StoreError {
     crate::StoreError::Database(format!("malformed histogram in the rollup table: {text:?}").into())
 }
 
-/// The bucket a duration in milliseconds falls in, as SQL over `ms_expr`. The same
-/// expression serves every backend.
-pub fn bucket_sql(ms_expr: &str) -> String {
-    let mut sql = String::from("CASE");
-    for (i, bound) in BUCKET_BOUNDS_MS.iter().enumerate() {
-        sql.push_str(&format!(" WHEN {ms_expr} < {bound} THEN {i}"));
-    }
-    sql.push_str(&format!(" ELSE {} END", BUCKETS - 1));
-    sql
-}
-
-/// What an attempt's end meant for its task, as SQL over the attempt's `outcome` and
-/// `task_state` columns: `succeeded`, `failed`, `retried`, `cancelled` or `other`.
-pub const CLASS_SQL: &str = "CASE \
-    WHEN outcome = 'succeeded' THEN 'succeeded' \
-    WHEN outcome = 'cancelled' THEN 'cancelled' \
-    WHEN outcome IN ('snoozed', 'interrupted') THEN 'other' \
-    WHEN task_state = 'failed' OR (task_state IS NULL AND outcome = 'failed') THEN 'failed' \
-    ELSE 'retried' END";
-
 /// One minute of one queue and kind.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MinuteRow {
@@ -253,7 +233,7 @@ pub struct MinuteRow {
     pub run: Histogram,
 }
 
-/// One group of an aggregate over raw rows, as a backend's SQL returns it.
+/// One group of an aggregate over raw rows, as the SQL half returns it.
 #[derive(Debug, Clone)]
 pub enum RawGroup {
     Submitted {
@@ -266,7 +246,8 @@ pub enum RawGroup {
         minute: DateTime<Utc>,
         queue: String,
         kind: String,
-        /// See [`CLASS_SQL`].
+        /// `succeeded`, `failed`, `retried`, `cancelled` or `other`: what the attempt's end
+        /// meant for its task.
         class: String,
         /// `None` when the attempt never started or its due time is unknown.
         wait_bucket: Option<usize>,
@@ -343,7 +324,7 @@ pub struct ActiveCount {
     pub oldest_due: Option<DateTime<Utc>>,
 }
 
-/// The SQL half of statistics, which each backend implements.
+/// The SQL half of statistics (`tasktable_sql::stats::SqlStats` on every backend).
 #[async_trait]
 pub trait StatsSource: Send + Sync {
     async fn stats_now(&self, now: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>>;
@@ -549,12 +530,5 @@ mod tests {
         h.0[BUCKETS - 1] = 1;
         assert_eq!(h.quantile(1.0), Some(3_600.0));
         assert_eq!(Histogram::default().quantile(0.5), None);
-    }
-
-    #[test]
-    fn bucket_sql_names_every_bucket_once() {
-        let sql = bucket_sql("x");
-        assert_eq!(sql.matches(" WHEN ").count(), BUCKETS - 1);
-        assert!(sql.ends_with(&format!("ELSE {} END", BUCKETS - 1)));
     }
 }

@@ -1,0 +1,128 @@
+//! How the shared SQL layer (`tasktable-sql`) runs on PostgreSQL: arguments bound in this
+//! schema's types (lists as arrays, JSON as `jsonb`), cells decoded back.
+
+use crate::{db, PgStore};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Executor, PgConnection, Postgres, Row as _, Transaction, TypeInfo, ValueRef};
+use std::ops::DerefMut;
+use tasktable_sql::stats::SqlStats;
+use tasktable_sql::{Arg, Cells, Commit, Connect, Dialect, Exec, Sql};
+use tasktable_store::StoreResult;
+
+/// A connection, or a transaction on one, that runs the shared layer's statements.
+#[derive(Debug)]
+pub struct Db<C>(pub C);
+
+/// A row the shared layer decodes.
+pub struct Row(pub PgRow);
+
+impl std::fmt::Debug for Row {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Row")
+    }
+}
+
+type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+fn query(text: &str, args: Vec<Arg>) -> Query<'_> {
+    args.into_iter()
+        .fold(sqlx::query(text), |q, arg| match arg {
+            Arg::Int(v) => q.bind(v),
+            Arg::Int32(v) => q.bind(v),
+            Arg::Text(v) => q.bind(v),
+            Arg::Bool(v) => q.bind(v),
+            Arg::Time(v) => q.bind(v),
+            Arg::Json(v) => q.bind(v),
+            Arg::Ints(v) => q.bind(v),
+            Arg::Texts(v) => q.bind(v),
+        })
+}
+
+#[async_trait]
+impl<C: DerefMut<Target = PgConnection> + Send> Exec for Db<C> {
+    type Row = Row;
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    async fn fetch(&mut self, sql: Sql) -> StoreResult<Vec<Row>> {
+        let (text, args) = sql.into_parts();
+        let rows = query(&text, args).fetch_all(&mut *self.0).await;
+        Ok(rows.map_err(db)?.into_iter().map(Row).collect())
+    }
+
+    /// A query without arguments goes over the simple query protocol, which runs a file
+    /// of several statements.
+    async fn script(&mut self, sql: &str) -> StoreResult<()> {
+        self.0.execute(sql).await.map(|_| ()).map_err(db)
+    }
+
+    async fn now(&mut self, pinned: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>> {
+        sqlx::query_scalar("SELECT coalesce($1::timestamptz, now())")
+            .bind(pinned)
+            .fetch_one(&mut *self.0)
+            .await
+            .map_err(db)
+    }
+}
+
+#[async_trait]
+impl Commit for Db<Transaction<'static, Postgres>> {
+    async fn commit(self) -> StoreResult<()> {
+        self.0.commit().await.map_err(db)
+    }
+}
+
+impl PgStore {
+    /// The SQL half of statistics (`tasktable_store::stats::StatsSource`) on this store,
+    /// for callers that time its parts.
+    pub fn stats_source(&self) -> SqlStats<'_, Self> {
+        SqlStats(self)
+    }
+}
+
+#[async_trait]
+impl Connect for PgStore {
+    type Read = Db<PoolConnection<Postgres>>;
+    type Write = Db<Transaction<'static, Postgres>>;
+
+    async fn read(&self) -> StoreResult<Self::Read> {
+        self.pool.acquire().await.map(Db).map_err(db)
+    }
+
+    async fn write(&self) -> StoreResult<Self::Write> {
+        self.pool.begin().await.map(Db).map_err(db)
+    }
+}
+
+impl Cells for Row {
+    /// PostgreSQL decodes an integer only at its own width.
+    fn int(&self, column: &str) -> StoreResult<Option<i64>> {
+        let width = self.0.try_get_raw(column).map_err(db)?.type_info().name() == "INT4";
+        if width {
+            let v: Option<i32> = self.0.try_get(column).map_err(db)?;
+            return Ok(v.map(i64::from));
+        }
+        self.0.try_get(column).map_err(db)
+    }
+    fn float(&self, column: &str) -> StoreResult<Option<f64>> {
+        self.0.try_get(column).map_err(db)
+    }
+    fn text(&self, column: &str) -> StoreResult<Option<String>> {
+        self.0.try_get(column).map_err(db)
+    }
+    fn boolean(&self, column: &str) -> StoreResult<Option<bool>> {
+        self.0.try_get(column).map_err(db)
+    }
+    fn time(&self, column: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.0.try_get(column).map_err(db)
+    }
+    fn json(&self, column: &str) -> StoreResult<Option<Value>> {
+        self.0.try_get(column).map_err(db)
+    }
+}

@@ -1,0 +1,29 @@
+//! tasktable's shared SQL layer: every query off the hot path, written once for SQLite,
+//! PostgreSQL and MySQL/MariaDB.
+//!
+//! Owns: the [`Dialect`] (the handful of places where the three databases spell the same
+//! thing differently: placeholders, id lists, a substring test, minute truncation, row
+//! locks and index hints, upserts); [`Sql`], a statement with its typed arguments; the
+//! queries themselves (filters, list/get/count/attempts, queues, operator changes and the
+//! history rows they write, statistics aggregates, the migration runner) and the decoding
+//! of their rows into core types ([`row`]).
+//!
+//! Must not know: any database driver. A backend runs what this crate writes through
+//! [`Exec`] (binding each [`Arg`] in its own column types) and reads rows through
+//! [`Cells`]; it keeps its transactions, its locks and its hot path (submit, claim, renew,
+//! checkpoint, finish, rescue), which stay hand-written per backend in `queries/*.sql`.
+//! Rules come from `tasktable-core` as values: what a change does to a row is
+//! [`tasktable_core::ChangeEffect`], never an SQL `CASE`.
+
+mod dialect;
+mod exec;
+pub mod migrate;
+pub mod query;
+pub mod row;
+mod sql;
+pub mod stats;
+pub mod update;
+
+pub use dialect::Dialect;
+pub use exec::{Cells, Commit, Connect, Exec};
+pub use sql::{Arg, Sql};

@@ -1,0 +1,128 @@
+//! The migration runner. Migrations ship inside the library, with the same numbers and
+//! names in every backend (`migrations/NNNN_name.sql`), and are recorded in tasktable's
+//! own table (`tasktable_migrations`, not sqlx's), so they never clash with the host
+//! application's. Serialising concurrent migrators is the backend's part: a transaction
+//! under an advisory lock (PostgreSQL), a named lock (MySQL, whose DDL commits on its
+//! own), the write transaction (SQLite).
+
+use crate::{Cells, Exec, Sql};
+use std::borrow::Cow;
+use tasktable_store::{StoreError, StoreResult};
+
+/// One migration: its version, its name and the SQL of one backend.
+#[derive(Debug, Clone)]
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: Cow<'static, str>,
+}
+
+/// The (version, name) of every migration, oldest first: each backend has the file
+/// `migrations/{version:04}_{name}.sql`.
+pub const MIGRATIONS: [(i64, &str); 4] = [
+    (1, "tasks"),
+    (2, "stats"),
+    (3, "idempotency_index"),
+    (4, "lease_credential"),
+];
+
+/// The migrations of the crate this is expanded in, from its `migrations/` folder, in
+/// the order of [`MIGRATIONS`] (a test in each backend checks the two agree).
+#[macro_export]
+macro_rules! backend_migrations {
+    () => {
+        [
+            $crate::migrate::Migration {
+                version: 1,
+                name: "tasks",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0001_tasks.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 2,
+                name: "stats",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0002_stats.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 3,
+                name: "idempotency_index",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0003_idempotency_index.sql"
+                )),
+            },
+            $crate::migrate::Migration {
+                version: 4,
+                name: "lease_credential",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0004_lease_credential.sql"
+                )),
+            },
+        ]
+    };
+}
+
+/// Checks that `migrations` are [`MIGRATIONS`], in order, and that `dir` holds exactly
+/// their files.
+pub fn check_files(migrations: &[Migration], dir: &std::path::Path) -> Result<(), String> {
+    let listed: Vec<(i64, &str)> = migrations.iter().map(|m| (m.version, m.name)).collect();
+    if listed != MIGRATIONS {
+        return Err(format!("migrations {listed:?} are not {MIGRATIONS:?}"));
+    }
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|f| f.ok()?.file_name().into_string().ok())
+        .collect();
+    files.sort();
+    let want: Vec<String> = MIGRATIONS
+        .iter()
+        .map(|(v, n)| format!("{v:04}_{n}.sql"))
+        .collect();
+    if files != want {
+        return Err(format!("{} holds {files:?}, not {want:?}", dir.display()));
+    }
+    Ok(())
+}
+
+/// Applies the migrations the database has not seen yet, on a connection the caller has
+/// made the only migrator's.
+pub async fn apply<E: Exec>(e: &mut E, migrations: &[Migration]) -> StoreResult<()> {
+    let d = e.dialect();
+    e.script(d.create_migrations_table()).await?;
+    let rows = e
+        .fetch(Sql::new(d, "SELECT version FROM tasktable_migrations"))
+        .await?;
+    let mut applied = Vec::new();
+    for r in &rows {
+        applied.extend(r.int("version")?);
+    }
+    if let Some(newest) = applied.iter().max() {
+        let known = migrations.last().map_or(0, |m| m.version);
+        if *newest > known {
+            return Err(StoreError::Migration(format!(
+                "the database is at schema version {newest}, newer than this tasktable ({known}); upgrade tasktable"
+            )));
+        }
+    }
+    for m in migrations {
+        if applied.contains(&m.version) {
+            continue;
+        }
+        e.script(&m.sql)
+            .await
+            .map_err(|err| StoreError::Migration(format!("{} {}: {err}", m.version, m.name)))?;
+        let now = e.now(None).await?;
+        let mut record = Sql::new(
+            d,
+            "INSERT INTO tasktable_migrations (version, name, applied_at) VALUES (",
+        );
+        record
+            .bind(m.version)
+            .push(", ")
+            .bind(m.name)
+            .push(", ")
+            .bind(now)
+            .push(")");
+        e.execute(record).await?;
+        tracing::info!(version = m.version, name = m.name, "applied migration");
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! Reads: one task, filtered pages and counts, attempt history, queues; and the one
+//! write among them, pausing a queue.
+
+use crate::row::{attempt_from_row, light_task_columns, state, task_from_row};
+use crate::row::{ATTEMPT_COLUMNS, TASK_COLUMNS};
+use crate::{exec::count as count_cell, exec::required, Cells, Exec, Sql};
+use tasktable_core::{Attempt, Task, TaskId};
+use tasktable_store::{
+    validate_list, CountParams, ListParams, QueueInfo, QueuePauseParams, StoreResult, TaskFilter,
+    TaskPage,
+};
+
+/// Appends ` AND ...` for every set field of the filter.
+pub fn push_filter(sql: &mut Sql, f: &TaskFilter) {
+    let equal = [
+        ("queue", &f.queue),
+        ("kind", &f.kind),
+        ("task_key", &f.key),
+        ("idempotency_key", &f.idempotency_key),
+    ];
+    for (column, value) in equal {
+        if let Some(v) = value {
+            sql.push(&format!(" AND {column} = ")).bind(v.as_str());
+        }
+    }
+    if !f.states.is_empty() {
+        let states: Vec<&str> = f.states.iter().map(|s| s.as_str()).collect();
+        sql.push(" AND ").push_in_texts("state", &states);
+    }
+    let times = [
+        ("created_at >= ", f.created_after),
+        ("created_at < ", f.created_before),
+        ("updated_at >= ", f.updated_after),
+        ("updated_at < ", f.updated_before),
+    ];
+    for (test, value) in times {
+        if let Some(t) = value {
+            sql.push(" AND ").push(test).bind(t);
+        }
+    }
+    if let Some(v) = &f.error_contains {
+        let position = sql.dialect().position_fn();
+        sql.push(&format!(" AND {position}(last_error, "))
+            .bind(v.as_str())
+            .push(") > 0");
+    }
+}
+
+pub async fn get<E: Exec>(e: &mut E, id: TaskId) -> StoreResult<Option<Task>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE id = "),
+    );
+    sql.bind(id);
+    let rows = e.fetch(sql).await?;
+    rows.first().map(task_from_row).transpose()
+}
+
+/// Tasks by id, in no particular order (at most [`Sql::MAX_IN_LIST`] a call on MySQL).
+pub async fn get_many<E: Exec>(e: &mut E, ids: &[TaskId]) -> StoreResult<Vec<Task>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE "),
+    );
+    sql.push_in_ids("id", ids);
+    e.fetch(sql).await?.iter().map(task_from_row).collect()
+}
+
+/// A page of tasks, newest first; refuses a bad filter or page size first.
+pub async fn list<E: Exec>(e: &mut E, p: &ListParams) -> StoreResult<TaskPage> {
+    validate_list(p)?;
+    let columns = if p.light {
+        light_task_columns(e.dialect())
+    } else {
+        TASK_COLUMNS.to_owned()
+    };
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {columns} FROM tasktable_tasks WHERE 1 = 1"),
+    );
+    push_filter(&mut sql, &p.filter);
+    if let Some(after) = p.after {
+        sql.push(" AND id < ").bind(after);
+    }
+    sql.push(" ORDER BY id DESC LIMIT ")
+        .bind(i64::from(p.limit) + 1);
+    let tasks = e
+        .fetch(sql)
+        .await?
+        .iter()
+        .map(task_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(TaskPage::from_overfetch(tasks, p.limit))
+}
+
+/// Counts matches of `p.filter`, stopping at `p.cap`: the inner LIMIT bounds the rows read.
+/// Refuses a bad filter first.
+pub async fn count<E: Exec>(e: &mut E, p: &CountParams) -> StoreResult<u64> {
+    p.filter.validate()?;
+    let mut sql = Sql::new(
+        e.dialect(),
+        "SELECT count(*) AS n FROM (SELECT 1 AS one FROM tasktable_tasks WHERE 1 = 1",
+    );
+    push_filter(&mut sql, &p.filter);
+    sql.push(" LIMIT ")
+        .bind(i64::try_from(p.cap).unwrap_or(i64::MAX))
+        .push(") AS matched");
+    let rows = e.fetch(sql).await?;
+    rows.first().map_or(Ok(0), |r| count_cell(r, "n"))
+}
+
+/// The ids a filter matches, in id order.
+pub async fn ids_matching<E: Exec>(e: &mut E, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
+    let mut sql = Sql::new(e.dialect(), "SELECT id FROM tasktable_tasks WHERE 1 = 1");
+    push_filter(&mut sql, filter);
+    sql.push(" ORDER BY id");
+    e.fetch(sql)
+        .await?
+        .iter()
+        .map(|r| required(r.int("id"), "id"))
+        .collect()
+}
+
+pub async fn attempts<E: Exec>(e: &mut E, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {ATTEMPT_COLUMNS} FROM tasktable_attempts WHERE task_id = "),
+    );
+    sql.bind(task_id).push(" ORDER BY id");
+    e.fetch(sql).await?.iter().map(attempt_from_row).collect()
+}
+
+/// Every queue that has tasks or a row in `tasktable_queues`, with counts by state,
+/// sorted by name in byte order.
+pub async fn queues<E: Exec>(e: &mut E) -> StoreResult<Vec<QueueInfo>> {
+    let counts = Sql::new(
+        e.dialect(),
+        "SELECT queue, state, count(*) AS n FROM tasktable_tasks GROUP BY queue, state",
+    );
+    let counts = e.fetch(counts).await?;
+    let paused = Sql::new(e.dialect(), "SELECT name, paused FROM tasktable_queues");
+    let paused = e.fetch(paused).await?;
+    let mut out: Vec<QueueInfo> = Vec::new();
+    fn entry(out: &mut Vec<QueueInfo>, name: String) -> &mut QueueInfo {
+        if let Some(i) = out.iter().position(|q| q.name == name) {
+            return &mut out[i];
+        }
+        out.push(QueueInfo {
+            name,
+            paused: false,
+            counts: Vec::new(),
+        });
+        out.last_mut().expect("just pushed")
+    }
+    for r in &paused {
+        let paused = required(r.boolean("paused"), "paused")?;
+        entry(&mut out, required(r.text("name"), "name")?).paused = paused;
+    }
+    for r in &counts {
+        let state = state(&required(r.text("state"), "state")?)?;
+        let n = count_cell(r, "n")?;
+        entry(&mut out, required(r.text("queue"), "queue")?)
+            .counts
+            .push((state, n));
+    }
+    for q in &mut out {
+        q.counts.sort();
+    }
+    // Byte order, whatever the database's collation.
+    out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    Ok(out)
+}
+
+/// Pauses or resumes a queue (waking its workers is the caller's part).
+pub async fn set_paused<E: Exec>(e: &mut E, p: &QueuePauseParams) -> StoreResult<()> {
+    let now = e.now(None).await?;
+    let mut sql = Sql::new(
+        e.dialect(),
+        "INSERT INTO tasktable_queues (name, paused, updated_at) VALUES (",
+    );
+    sql.bind(p.queue.as_str())
+        .push(", ")
+        .bind(p.paused)
+        .push(", ")
+        .bind(now)
+        .push(")");
+    let upsert = e.dialect().upsert(&["name"], &["paused", "updated_at"]);
+    sql.push(&upsert);
+    e.execute(sql).await.map(|_| ())
+}

@@ -1,0 +1,119 @@
+//! Decoding rows into core types, once for every backend.
+
+use crate::exec::required;
+use crate::{Cells, Dialect};
+use serde_json::Value;
+use std::time::Duration;
+use tasktable_core::{Attempt, Backoff, Task, TaskState};
+use tasktable_store::{credential_from_db, StoreError, StoreResult};
+
+/// Every column of `tasktable_tasks`, all of which [`task_from_row`] reads by name.
+pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpoint, progress, \
+    task_key, idempotency_key, priority, run_at, attempt, max_attempts, backoff_initial_ms, \
+    backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
+    lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
+    started_at, finished_at";
+
+/// Every column of `tasktable_attempts` that [`attempt_from_row`] reads.
+pub const ATTEMPT_COLUMNS: &str =
+    "id, task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error";
+
+/// [`TASK_COLUMNS`] with the documents left out (typed NULLs in their place), for light
+/// lists.
+pub fn light_task_columns(dialect: Dialect) -> String {
+    let (null_json, null) = dialect.json_literals();
+    TASK_COLUMNS.replacen(
+        "payload, result, checkpoint, progress",
+        &format!(
+            "{null_json} AS payload, {null} AS result, {null} AS checkpoint, {null} AS progress"
+        ),
+        1,
+    )
+}
+
+fn millis(v: i64) -> Duration {
+    Duration::from_millis(v.max(0) as u64)
+}
+
+fn whole(v: i64) -> u32 {
+    v.clamp(0, i64::from(u32::MAX)) as u32
+}
+
+pub fn state(text: &str) -> StoreResult<TaskState> {
+    text.parse().map_err(|e| StoreError::Database(Box::new(e)))
+}
+
+pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
+    let int = |c: &str| required(row.int(c), c);
+    let text = |c: &str| required(row.text(c), c);
+    let time = |c: &str| required(row.time(c), c);
+    Ok(Task {
+        id: int("id")?,
+        kind: text("kind")?,
+        queue: text("queue")?,
+        state: state(&text("state")?)?,
+        payload: row.json("payload")?.unwrap_or(Value::Null),
+        result: row.json("result")?,
+        checkpoint: row.json("checkpoint")?,
+        progress: row.json("progress")?,
+        key: row.text("task_key")?,
+        idempotency_key: row.text("idempotency_key")?,
+        priority: int("priority")?.clamp(i32::MIN.into(), i32::MAX.into()) as i32,
+        run_at: time("run_at")?,
+        attempt: whole(int("attempt")?),
+        max_attempts: whole(int("max_attempts")?),
+        backoff: Backoff {
+            initial: millis(int("backoff_initial_ms")?),
+            multiplier: required(row.float("backoff_multiplier"), "backoff_multiplier")?,
+            max: millis(int("backoff_max_ms")?),
+            jitter: required(row.float("backoff_jitter"), "backoff_jitter")?,
+        },
+        timeout: row.int("timeout_ms")?.map(millis),
+        lease_token: int("lease_token")?,
+        lease_credential: credential_from_db(row.text("lease_credential")?.as_deref())?,
+        lease_expires_at: row.time("lease_expires_at")?,
+        deadline_at: row.time("deadline_at")?,
+        worker_id: row.text("worker_id")?,
+        worker_host: row.text("worker_host")?,
+        last_error: row.text("last_error")?,
+        created_at: time("created_at")?,
+        updated_at: time("updated_at")?,
+        started_at: row.time("started_at")?,
+        finished_at: row.time("finished_at")?,
+    })
+}
+
+pub fn attempt_from_row(row: &impl Cells) -> StoreResult<Attempt> {
+    let outcome = required(row.text("outcome"), "outcome")?;
+    Ok(Attempt {
+        id: required(row.int("id"), "id")?,
+        task_id: required(row.int("task_id"), "task_id")?,
+        attempt: whole(required(row.int("attempt"), "attempt")?),
+        worker_id: row.text("worker_id")?,
+        worker_host: row.text("worker_host")?,
+        started_at: row.time("started_at")?,
+        finished_at: required(row.time("finished_at"), "finished_at")?,
+        outcome: outcome
+            .parse()
+            .map_err(|e| StoreError::Database(Box::new(e)))?,
+        error: row.text("error")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn light_columns_name_every_column_once() {
+        for d in Dialect::ALL {
+            let light = light_task_columns(d);
+            assert_eq!(
+                light.matches(", ").count(),
+                TASK_COLUMNS.matches(", ").count(),
+                "{light}"
+            );
+            assert!(light.contains("AS payload") && light.contains("AS progress"));
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Operators' changes, on rows the caller's transaction has chosen and (PostgreSQL,
+//! MySQL) locked. What each change does to a row comes from core
+//! ([`Change::effect`]) as values; this module writes them, and the history row of a
+//! running attempt that a cancel ends. The transaction, and waking workers once it
+//! commits, are the backend's.
+//!
+//! How a chunk of a bulk change locks, per database: PostgreSQL evaluates the `WHERE`
+//! clause (the filter and the applicable states) on the row as the statement's snapshot
+//! sees it and only then locks, so a row in another state is never locked or waited for;
+//! a matching row a worker holds (a finish in flight) is waited for, then the clause is
+//! evaluated again on its newest version, which drops the row if the finish moved it out.
+//! InnoDB locks every row a locking read scans before it evaluates the rest of the
+//! clause (under READ COMMITTED it lets go of the rows that fail it, but only after it got
+//! them), so the chunk reads by primary key only (`FORCE INDEX (PRIMARY)`), the ids having
+//! come from a consistent read that locks nothing; a row that left the states since is
+//! waited for once and dropped. SQLite's write transaction holds the whole database, and
+//! the clause only re-checks each row (`NOT INDEXED`: rowid lookups, never a scan of an
+//! index on state or queue).
+
+use crate::exec::required;
+use crate::query::push_filter;
+use crate::row::state;
+use crate::{Cells, Dialect, Exec, Sql};
+use chrono::{DateTime, Utc};
+use tasktable_core::{ChangeEffect, TaskId, TaskState};
+use tasktable_store::bulk::changeable;
+use tasktable_store::{
+    select_for_update, validate_change, Change, StoreError, StoreResult, Target, UpdateChunkParams,
+};
+
+/// What a change did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Changed {
+    pub count: u64,
+    /// The queues whose workers should look for due tasks once the change commits,
+    /// sorted, each once; empty unless the change may make tasks due.
+    pub wake: Vec<String>,
+}
+
+/// A row as the change found it.
+#[derive(Debug, Clone)]
+struct Found {
+    id: TaskId,
+    state: TaskState,
+    queue: String,
+}
+
+/// A change to one task: an error when it is missing or in a state the change may not
+/// start from. Reads (and locks, where rows lock) the task first.
+pub async fn one<E: Exec>(
+    e: &mut E,
+    id: TaskId,
+    change: &Change,
+    now: Option<DateTime<Utc>>,
+) -> StoreResult<Changed> {
+    let now = e.now(now).await?;
+    let mut select = Sql::new(
+        e.dialect(),
+        "SELECT id, state, queue FROM tasktable_tasks WHERE id = ",
+    );
+    select.bind(id).push(e.dialect().lock_rows());
+    let found = read(&e.fetch(select).await?)?;
+    write(e, &Target::Id(id), &found, change, now).await
+}
+
+/// One chunk of a change to a filter (see [`tasktable_store::bulk`]): locks, by primary
+/// key and in id order, those of the chunk's ids that still match the filter in a state
+/// the change may start from, and changes them. Id order: two changes over overlapping
+/// rows lock them in the same order, so they cannot deadlock each other.
+/// Refuses a bad filter or change first (`max_payload_bytes` bounds an edited payload).
+pub async fn chunk<E: Exec>(
+    e: &mut E,
+    p: &UpdateChunkParams<'_>,
+    max_payload_bytes: usize,
+) -> StoreResult<Changed> {
+    p.filter.validate()?;
+    validate_change(p.change, max_payload_bytes)?;
+    let Some(filter) = changeable(p.filter, p.change.operation()) else {
+        return Ok(Changed::default());
+    };
+    if p.ids.is_empty() {
+        return Ok(Changed::default());
+    }
+    if e.dialect() == Dialect::MySql && p.ids.len() > Sql::MAX_IN_LIST {
+        return Err(StoreError::InvalidInput(format!(
+            "a chunk of a bulk change holds at most {} tasks on MySQL, not {}",
+            Sql::MAX_IN_LIST,
+            p.ids.len()
+        )));
+    }
+    let now = e.now(p.now).await?;
+    let d = e.dialect();
+    let mut select = Sql::new(
+        d,
+        format!(
+            "SELECT id, state, queue FROM {} WHERE ",
+            d.tasks_by_primary_key()
+        ),
+    );
+    select.push_in_ids("id", p.ids);
+    push_filter(&mut select, &filter);
+    select.push(" ORDER BY id").push(d.lock_rows());
+    let found = read(&e.fetch(select).await?)?;
+    write(e, &Target::Filter(filter), &found, p.change, now).await
+}
+
+fn read(rows: &[impl Cells]) -> StoreResult<Vec<Found>> {
+    rows.iter()
+        .map(|r| {
+            Ok(Found {
+                id: required(r.int("id"), "id")?,
+                state: state(&required(r.text("state"), "state")?)?,
+                queue: required(r.text("queue"), "queue")?,
+            })
+        })
+        .collect()
+}
+
+/// Applies the state machine to the rows found and writes each one's effect; rows with
+/// the same effect (all of them, except a retry's of finished and waiting tasks) are
+/// written by one statement.
+async fn write<E: Exec>(
+    e: &mut E,
+    target: &Target,
+    found: &[Found],
+    change: &Change,
+    now: DateTime<Utc>,
+) -> StoreResult<Changed> {
+    let pairs: Vec<(TaskId, TaskState)> = found.iter().map(|r| (r.id, r.state)).collect();
+    let chosen = select_for_update(target, change.operation(), &pairs)?;
+    let mut groups: Vec<(ChangeEffect, Vec<TaskId>)> = Vec::new();
+    for row in found.iter().filter(|r| chosen.ids.contains(&r.id)) {
+        let effect = change
+            .effect(row.state, now)
+            .expect("select_for_update keeps only rows the change applies to");
+        match groups.iter_mut().find(|(e, _)| *e == effect) {
+            Some((_, ids)) => ids.push(row.id),
+            None => groups.push((effect, vec![row.id])),
+        }
+    }
+    for (effect, ids) in &groups {
+        for ids in ids.chunks(Sql::MAX_IN_LIST) {
+            if effect.ends_attempt.is_some() {
+                // The running attempt ends here; its worker learns at its next fenced write.
+                e.execute(history(e.dialect(), ids, now, effect)).await?;
+            }
+            e.execute(assign(e.dialect(), effect, ids, now)).await?;
+        }
+    }
+    let mut wake = Vec::new();
+    if change.may_make_due() {
+        wake = found
+            .iter()
+            .filter(|r| chosen.ids.contains(&r.id))
+            .map(|r| r.queue.clone())
+            .collect();
+        wake.sort();
+        wake.dedup();
+    }
+    // Every row chosen was locked and is changed; this does not rely on affected-row
+    // counts, which on MySQL leave out rows a change left as they were.
+    Ok(Changed {
+        count: chosen.ids.len() as u64,
+        wake,
+    })
+}
+
+/// The history row of each of `ids`' running attempts, ended by an operator; it names
+/// the state the change leaves the task in.
+fn history(d: Dialect, ids: &[TaskId], now: DateTime<Utc>, effect: &ChangeEffect) -> Sql {
+    let (outcome, error) = effect.ends_attempt.expect("an effect that ends an attempt");
+    let left_in = effect.state.expect("an attempt ends only with a new state");
+    let mut sql = Sql::new(
+        d,
+        "INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, \
+             finished_at, outcome, error, queue, kind, due_at, task_state) \
+         SELECT id, attempt, worker_id, worker_host, started_at, ",
+    );
+    sql.bind(now)
+        .push(", ")
+        .bind(outcome.as_str())
+        .push(", ")
+        .bind(error)
+        .push(", queue, kind, run_at, ")
+        .bind(left_in.as_str())
+        .push(" FROM tasktable_tasks WHERE ")
+        .push_in_ids("id", ids)
+        .push(" ORDER BY id");
+    sql
+}
+
+/// `UPDATE ... SET` the effect's columns on `ids`.
+fn assign(d: Dialect, effect: &ChangeEffect, ids: &[TaskId], now: DateTime<Utc>) -> Sql {
+    let mut sql = Sql::new(d, "UPDATE tasktable_tasks SET updated_at = ");
+    sql.bind(now);
+    if let Some(s) = effect.state {
+        sql.push(", state = ").bind(s.as_str());
+    }
+    if effect.reset_attempts {
+        sql.push(", attempt = 0");
+    }
+    if let Some(t) = effect.run_at {
+        sql.push(", run_at = ").bind(t);
+    }
+    if let Some(t) = effect.finished_at {
+        sql.push(", finished_at = ").bind(crate::Arg::Time(t));
+    }
+    if effect.end_lease {
+        sql.push(", lease_expires_at = NULL, deadline_at = NULL");
+    }
+    if let Some(p) = effect.priority {
+        sql.push(", priority = ").bind(p);
+    }
+    if let Some(m) = effect.max_attempts {
+        sql.push(", max_attempts = ")
+            .bind(i32::try_from(m).unwrap_or(i32::MAX));
+    }
+    if let Some(p) = &effect.payload {
+        sql.push(", payload = ").bind(crate::Arg::Json(p.clone()));
+    }
+    sql.push(" WHERE ").push_in_ids("id", ids);
+    sql
+}
