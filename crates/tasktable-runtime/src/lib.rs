@@ -11,6 +11,7 @@
 //! the database; the local clock only times how long to wait.
 
 mod completer;
+mod config;
 mod context;
 mod executor;
 mod handler;
@@ -18,12 +19,15 @@ mod identity;
 mod lease_keeper;
 pub mod metrics;
 mod rescuer;
+mod shared;
 mod shutdown;
 mod worker;
 
+pub use config::{QueueConfig, WorkerConfig, WorkerError};
 pub use context::{ContextError, StopReason, TaskContext};
 pub use handler::{Handler, HandlerError};
 pub use identity::WorkerIdentity;
 pub use rescuer::{Rescuer, RescuerConfig};
+pub use shared::WorkerEvent;
 pub use shutdown::shutdown_signal;
-pub use worker::{QueueConfig, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerEvent};
+pub use worker::{Worker, WorkerBuilder};

@@ -1,103 +1,23 @@
-//! The worker: configuration, the claim loop, and shutdown.
+//! The worker: its builder, the claim loop, and shutdown.
 
-use crate::completer::{self, CompleterHandle};
-use crate::context::{StopReason, TaskContext};
+use crate::completer;
+use crate::config::{QueueConfig, WorkerConfig, WorkerError};
+use crate::context::StopReason;
 use crate::handler::{ErasedHandler, Handler, Typed};
 use crate::identity::WorkerIdentity;
 use crate::metrics::{self, Call, QueueMetrics};
 use crate::rescuer::{Rescuer, RescuerConfig};
+use crate::shared::{Shared, WorkerEvent};
 use crate::{executor, lease_keeper};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::{AttemptOutcome, TaskId};
 use tasktable_store::{ClaimParams, Store, Wake};
-use tokio::sync::{broadcast, Notify, Semaphore};
+use tokio::sync::{broadcast, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-/// A queue a worker takes tasks from, with its own limit.
-#[derive(Debug, Clone)]
-pub struct QueueConfig {
-    pub name: String,
-    /// Most tasks of this queue running at once on this worker.
-    pub concurrency: usize,
-}
-
-/// How a worker behaves. Every field has a documented default.
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    /// Default: host name, pid and a short random suffix.
-    pub identity: WorkerIdentity,
-    /// Most tasks running at once, over all queues. Default 10.
-    pub concurrency: usize,
-    /// Default: the `default` queue, limited only by `concurrency`.
-    pub queues: Vec<QueueConfig>,
-    /// Lease length; renewed every third of it. Default 30 s.
-    pub lease_for: Duration,
-    /// Time between polls when no notification arrives (±20 % jitter). Default 1 s.
-    pub poll_interval: Duration,
-    /// How long running handlers may go on after a shutdown signal before their tasks are
-    /// released as interrupted. Default 10 s.
-    pub shutdown_grace: Duration,
-    /// How long a handler told to stop (lease lost, cancelled) may wind down before it is
-    /// aborted. Default 5 s.
-    pub stop_grace: Duration,
-    /// Run a [`Rescuer`] in this worker, scanning at this interval. Default 5 s; `None`
-    /// leaves rescue to other processes.
-    pub rescue_interval: Option<Duration>,
-    /// Most attempt ends written in one store call. Default 200.
-    pub finish_batch: usize,
-    /// Most tasks claimed in one store call. Default 100.
-    pub claim_batch: u32,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            identity: WorkerIdentity::generate(),
-            concurrency: 10,
-            queues: Vec::new(),
-            lease_for: Duration::from_secs(30),
-            poll_interval: Duration::from_secs(1),
-            shutdown_grace: Duration::from_secs(10),
-            stop_grace: Duration::from_secs(5),
-            rescue_interval: Some(Duration::from_secs(5)),
-            finish_batch: 200,
-            claim_batch: 100,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    #[error("invalid worker configuration: {0}")]
-    Config(String),
-}
-
-/// What a worker did, for tests and instrumentation. Subscribe with
-/// [`Worker::subscribe`] before [`Worker::run`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkerEvent {
-    Claimed {
-        task_id: TaskId,
-        attempt: u32,
-    },
-    /// The attempt ended; `applied` is false when the lease was lost before the end was
-    /// recorded, so the outcome was dropped.
-    Finished {
-        task_id: TaskId,
-        outcome: AttemptOutcome,
-        applied: bool,
-    },
-    /// The handler was told to stop and its outcome will not be recorded.
-    Stopped {
-        task_id: TaskId,
-        reason: StopReason,
-    },
-}
 
 /// Builds a [`Worker`].
 pub struct WorkerBuilder {
@@ -158,39 +78,15 @@ impl WorkerBuilder {
         self
     }
 
-    pub fn build(mut self) -> Result<Worker, WorkerError> {
-        let c = &mut self.config;
-        if c.queues.is_empty() {
-            c.queues.push(QueueConfig {
-                name: tasktable_core::task::DEFAULT_QUEUE.into(),
-                concurrency: c.concurrency,
-            });
-        }
-        let bad = |m: String| Err(WorkerError::Config(m));
-        if c.concurrency == 0 {
-            return bad("concurrency must be at least 1".into());
-        }
-        if let Some(q) = c.queues.iter().find(|q| q.concurrency == 0) {
-            return bad(format!("queue {:?} has concurrency 0", q.name));
-        }
-        if c.lease_for < Duration::from_millis(300) {
-            return bad(format!(
-                "lease_for must be at least 300 ms, got {:?}",
-                c.lease_for
-            ));
-        }
-        if c.poll_interval.is_zero() || c.finish_batch == 0 || c.claim_batch == 0 {
-            return bad(
-                "poll_interval, finish_batch and claim_batch must be greater than zero".into(),
-            );
-        }
+    pub fn build(self) -> Result<Worker, WorkerError> {
+        let config = self.config.validate()?;
         if self.handlers.is_empty() {
-            return bad("register at least one handler".into());
+            return Err(WorkerError::Config("register at least one handler".into()));
         }
         let (events, _) = broadcast::channel(4096);
         Ok(Worker {
             store: self.store,
-            config: self.config,
+            config,
             handlers: self.handlers,
             events,
         })
@@ -210,61 +106,6 @@ impl std::fmt::Debug for Worker {
         f.debug_struct("Worker")
             .field("config", &self.config)
             .finish_non_exhaustive()
-    }
-}
-
-/// State the claim loop, executors and lease keeper share.
-pub(crate) struct Shared {
-    pub store: Arc<dyn Store>,
-    pub config: WorkerConfig,
-    pub handlers: HashMap<String, Arc<dyn ErasedHandler>>,
-    pub completer: CompleterHandle,
-    /// Slots for attempts whose handler is done and whose end is being recorded (one
-    /// worker's concurrency of them): the claim loop runs ahead of the completer by at
-    /// most this much, so no lease waits on a long queue of completions.
-    pub recording: Arc<Semaphore>,
-    pub capacity_freed: Notify,
-    events: broadcast::Sender<WorkerEvent>,
-    active: Mutex<HashMap<TaskId, (TaskContext, Instant)>>,
-}
-
-impl Shared {
-    pub fn emit(&self, event: WorkerEvent) {
-        let _ = self.events.send(event);
-    }
-    pub fn activate(&self, ctx: &TaskContext) {
-        self.active
-            .lock()
-            .expect("active")
-            .insert(ctx.task_id(), (ctx.clone(), Instant::now()));
-    }
-    /// Forgets the attempt of `ctx`, unless the task has been claimed here again since:
-    /// an attempt whose lease was lost while its end was being written can still be
-    /// ending when the same task runs here under a new lease, which must stay renewed.
-    pub fn deactivate(&self, ctx: &TaskContext) {
-        let mut active = self.active.lock().expect("active");
-        if active
-            .get(&ctx.task_id())
-            .is_some_and(|(current, _)| current.lease() == ctx.lease())
-        {
-            active.remove(&ctx.task_id());
-        }
-    }
-    pub fn mark_renewed(&self, id: TaskId, at: Instant) {
-        if let Some(entry) = self.active.lock().expect("active").get_mut(&id) {
-            entry.1 = entry.1.max(at);
-        }
-    }
-    pub fn active_snapshot(&self) -> Vec<(TaskContext, Instant)> {
-        self.active
-            .lock()
-            .expect("active")
-            .values()
-            .cloned()
-            .collect()
-    }
-    fn active_count(&self) -> usize {
-        self.active.lock().expect("active").len()
     }
 }
 
@@ -294,17 +135,13 @@ impl Worker {
         let lease_for = self.config.lease_for;
         let (completer, completer_task) =
             completer::start(self.store.clone(), self.config.finish_batch, lease_for);
-        let recording = Arc::new(Semaphore::new(self.config.concurrency));
-        let shared = Arc::new(Shared {
-            store: self.store.clone(),
-            config: self.config,
-            handlers: self.handlers,
+        let shared = Arc::new(Shared::new(
+            self.store.clone(),
+            self.config,
+            self.handlers,
             completer,
-            recording,
-            capacity_freed: Notify::new(),
-            events: self.events,
-            active: Mutex::new(HashMap::new()),
-        });
+            self.events,
+        ));
         let stop_services = CancellationToken::new();
         let keeper = tokio::spawn(lease_keeper::run(shared.clone(), stop_services.clone()));
         let rescuer = shared.config.rescue_interval.map(|interval| {
