@@ -255,3 +255,6 @@ impl Services {
         let _ = completer.await;
     }
 }
+
+#[cfg(test)]
+mod tests;
