@@ -4,7 +4,7 @@
 
 use crate::context::{StopReason, TaskContext};
 use crate::metrics::TaskMetrics;
-use crate::worker::{Shared, WorkerEvent};
+use crate::shared::{Shared, WorkerEvent};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tasktable_core::outcome::FinishPlan;

@@ -8,7 +8,7 @@
 
 use crate::context::StopReason;
 use crate::metrics::{self, Call};
-use crate::worker::Shared;
+use crate::shared::Shared;
 use std::sync::Arc;
 use tasktable_store::{LeaseStatus, RenewParams};
 use tokio::time::Instant;

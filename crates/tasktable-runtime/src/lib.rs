@@ -1,16 +1,19 @@
 //! tasktable's worker runtime and maintenance services.
 //!
-//! Owns: running handlers ([`Worker`]: claim loop, executor, lease keeper, batched
-//! completions, per-worker and per-queue limits, graceful shutdown), what a handler sees
-//! ([`Handler`], [`TaskContext`], [`HandlerError`]), and the [`Rescuer`] that takes back
-//! tasks whose lease expired; what both record for monitoring ([`metrics`]).
+//! Owns: running handlers ([`Worker`]: the claim loop and its one step
+//! ([`Worker::run_once`]), executor, lease keeper, batched completions, per-worker and
+//! per-queue limits, graceful shutdown), what a handler sees ([`Handler`],
+//! [`TaskContext`], [`HandlerError`]), and the [`Rescuer`] that takes back tasks whose
+//! lease expired; what both record for monitoring ([`metrics`]).
 //!
 //! Must not know: SQL or any backend. It holds an `Arc<dyn Store>`, computes every rule
 //! with `tasktable-core`, and never opens a transaction; each store call is one atomic
 //! transition. It never reads the local clock to decide a lease: expiry is decided by
 //! the database; the local clock only times how long to wait.
 
+mod claimer;
 mod completer;
+mod config;
 mod context;
 mod executor;
 mod handler;
@@ -18,12 +21,15 @@ mod identity;
 mod lease_keeper;
 pub mod metrics;
 mod rescuer;
+mod shared;
 mod shutdown;
 mod worker;
 
+pub use config::{QueueConfig, WorkerConfig, WorkerError};
 pub use context::{ContextError, StopReason, TaskContext};
 pub use handler::{Handler, HandlerError};
 pub use identity::WorkerIdentity;
 pub use rescuer::{Rescuer, RescuerConfig};
+pub use shared::WorkerEvent;
 pub use shutdown::shutdown_signal;
-pub use worker::{QueueConfig, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerEvent};
+pub use worker::{Worker, WorkerBuilder};

@@ -1,103 +1,25 @@
-//! The worker: configuration, the claim loop, and shutdown.
+//! The worker: its builder, one step ([`Worker::run_once`]), the run of claim rounds
+//! with the services beside them, and shutdown.
 
-use crate::completer::{self, CompleterHandle};
-use crate::context::{StopReason, TaskContext};
+use crate::claimer::{self, Claimer};
+use crate::config::{QueueConfig, WorkerConfig, WorkerError};
+use crate::context::StopReason;
 use crate::handler::{ErasedHandler, Handler, Typed};
 use crate::identity::WorkerIdentity;
-use crate::metrics::{self, Call, QueueMetrics};
+use crate::metrics;
 use crate::rescuer::{Rescuer, RescuerConfig};
-use crate::{executor, lease_keeper};
+use crate::shared::{Shared, WorkerEvent};
+use crate::{completer, lease_keeper};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::{AttemptOutcome, TaskId};
-use tasktable_store::{ClaimParams, Store, Wake};
-use tokio::sync::{broadcast, Notify, Semaphore};
+use tasktable_store::{Store, StoreResult};
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-/// A queue a worker takes tasks from, with its own limit.
-#[derive(Debug, Clone)]
-pub struct QueueConfig {
-    pub name: String,
-    /// Most tasks of this queue running at once on this worker.
-    pub concurrency: usize,
-}
-
-/// How a worker behaves. Every field has a documented default.
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    /// Default: host name, pid and a short random suffix.
-    pub identity: WorkerIdentity,
-    /// Most tasks running at once, over all queues. Default 10.
-    pub concurrency: usize,
-    /// Default: the `default` queue, limited only by `concurrency`.
-    pub queues: Vec<QueueConfig>,
-    /// Lease length; renewed every third of it. Default 30 s.
-    pub lease_for: Duration,
-    /// Time between polls when no notification arrives (±20 % jitter). Default 1 s.
-    pub poll_interval: Duration,
-    /// How long running handlers may go on after a shutdown signal before their tasks are
-    /// released as interrupted. Default 10 s.
-    pub shutdown_grace: Duration,
-    /// How long a handler told to stop (lease lost, cancelled) may wind down before it is
-    /// aborted. Default 5 s.
-    pub stop_grace: Duration,
-    /// Run a [`Rescuer`] in this worker, scanning at this interval. Default 5 s; `None`
-    /// leaves rescue to other processes.
-    pub rescue_interval: Option<Duration>,
-    /// Most attempt ends written in one store call. Default 200.
-    pub finish_batch: usize,
-    /// Most tasks claimed in one store call. Default 100.
-    pub claim_batch: u32,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            identity: WorkerIdentity::generate(),
-            concurrency: 10,
-            queues: Vec::new(),
-            lease_for: Duration::from_secs(30),
-            poll_interval: Duration::from_secs(1),
-            shutdown_grace: Duration::from_secs(10),
-            stop_grace: Duration::from_secs(5),
-            rescue_interval: Some(Duration::from_secs(5)),
-            finish_batch: 200,
-            claim_batch: 100,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    #[error("invalid worker configuration: {0}")]
-    Config(String),
-}
-
-/// What a worker did, for tests and instrumentation. Subscribe with
-/// [`Worker::subscribe`] before [`Worker::run`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkerEvent {
-    Claimed {
-        task_id: TaskId,
-        attempt: u32,
-    },
-    /// The attempt ended; `applied` is false when the lease was lost before the end was
-    /// recorded, so the outcome was dropped.
-    Finished {
-        task_id: TaskId,
-        outcome: AttemptOutcome,
-        applied: bool,
-    },
-    /// The handler was told to stop and its outcome will not be recorded.
-    Stopped {
-        task_id: TaskId,
-        reason: StopReason,
-    },
-}
 
 /// Builds a [`Worker`].
 pub struct WorkerBuilder {
@@ -158,39 +80,15 @@ impl WorkerBuilder {
         self
     }
 
-    pub fn build(mut self) -> Result<Worker, WorkerError> {
-        let c = &mut self.config;
-        if c.queues.is_empty() {
-            c.queues.push(QueueConfig {
-                name: tasktable_core::task::DEFAULT_QUEUE.into(),
-                concurrency: c.concurrency,
-            });
-        }
-        let bad = |m: String| Err(WorkerError::Config(m));
-        if c.concurrency == 0 {
-            return bad("concurrency must be at least 1".into());
-        }
-        if let Some(q) = c.queues.iter().find(|q| q.concurrency == 0) {
-            return bad(format!("queue {:?} has concurrency 0", q.name));
-        }
-        if c.lease_for < Duration::from_millis(300) {
-            return bad(format!(
-                "lease_for must be at least 300 ms, got {:?}",
-                c.lease_for
-            ));
-        }
-        if c.poll_interval.is_zero() || c.finish_batch == 0 || c.claim_batch == 0 {
-            return bad(
-                "poll_interval, finish_batch and claim_batch must be greater than zero".into(),
-            );
-        }
+    pub fn build(self) -> Result<Worker, WorkerError> {
+        let config = self.config.validate()?;
         if self.handlers.is_empty() {
-            return bad("register at least one handler".into());
+            return Err(WorkerError::Config("register at least one handler".into()));
         }
         let (events, _) = broadcast::channel(4096);
         Ok(Worker {
             store: self.store,
-            config: self.config,
+            config,
             handlers: self.handlers,
             events,
         })
@@ -213,61 +111,6 @@ impl std::fmt::Debug for Worker {
     }
 }
 
-/// State the claim loop, executors and lease keeper share.
-pub(crate) struct Shared {
-    pub store: Arc<dyn Store>,
-    pub config: WorkerConfig,
-    pub handlers: HashMap<String, Arc<dyn ErasedHandler>>,
-    pub completer: CompleterHandle,
-    /// Slots for attempts whose handler is done and whose end is being recorded (one
-    /// worker's concurrency of them): the claim loop runs ahead of the completer by at
-    /// most this much, so no lease waits on a long queue of completions.
-    pub recording: Arc<Semaphore>,
-    pub capacity_freed: Notify,
-    events: broadcast::Sender<WorkerEvent>,
-    active: Mutex<HashMap<TaskId, (TaskContext, Instant)>>,
-}
-
-impl Shared {
-    pub fn emit(&self, event: WorkerEvent) {
-        let _ = self.events.send(event);
-    }
-    pub fn activate(&self, ctx: &TaskContext) {
-        self.active
-            .lock()
-            .expect("active")
-            .insert(ctx.task_id(), (ctx.clone(), Instant::now()));
-    }
-    /// Forgets the attempt of `ctx`, unless the task has been claimed here again since:
-    /// an attempt whose lease was lost while its end was being written can still be
-    /// ending when the same task runs here under a new lease, which must stay renewed.
-    pub fn deactivate(&self, ctx: &TaskContext) {
-        let mut active = self.active.lock().expect("active");
-        if active
-            .get(&ctx.task_id())
-            .is_some_and(|(current, _)| current.lease() == ctx.lease())
-        {
-            active.remove(&ctx.task_id());
-        }
-    }
-    pub fn mark_renewed(&self, id: TaskId, at: Instant) {
-        if let Some(entry) = self.active.lock().expect("active").get_mut(&id) {
-            entry.1 = entry.1.max(at);
-        }
-    }
-    pub fn active_snapshot(&self) -> Vec<(TaskContext, Instant)> {
-        self.active
-            .lock()
-            .expect("active")
-            .values()
-            .cloned()
-            .collect()
-    }
-    fn active_count(&self) -> usize {
-        self.active.lock().expect("active").len()
-    }
-}
-
 impl Worker {
     pub fn builder(store: Arc<dyn Store>) -> WorkerBuilder {
         WorkerBuilder {
@@ -286,27 +129,43 @@ impl Worker {
         self.events.subscribe()
     }
 
+    /// One step of the worker, with no loop around it: claims once from each queue (no
+    /// more than its limits allow, as every round of [`Worker::run`] does), runs the
+    /// handlers of the tasks claimed, and returns once each attempt's end has been
+    /// written, or found lost, with the number of tasks claimed. `0` means nothing was
+    /// due: the queues are empty, paused, or hold only tasks due later.
+    ///
+    /// Leases are renewed while the handlers run; rescue is not part of the step (see
+    /// [`Rescuer::run_once`]). When a claim fails, the tasks the other queues gave are
+    /// still run to the end, and then the first failure is returned.
+    pub async fn run_once(&mut self) -> StoreResult<usize> {
+        let services = Services::start(
+            self.store.clone(),
+            self.config.clone(),
+            self.handlers.clone(),
+            self.events.clone(),
+        );
+        let tracker = TaskTracker::new();
+        let round = Claimer::new(&services.shared)
+            .round(&services.shared, &tracker)
+            .await;
+        tracker.close();
+        tracker.wait().await;
+        services.stop().await;
+        match round.failed {
+            Some(e) => Err(e),
+            None => Ok(round.claimed),
+        }
+    }
+
     /// Runs until `shutdown` resolves, then shuts down gracefully: stops claiming, lets
     /// running handlers finish within `shutdown_grace`, and releases the rest as
     /// interrupted (no attempt spent, checkpoint kept).
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         metrics::describe();
-        let lease_for = self.config.lease_for;
-        let (completer, completer_task) =
-            completer::start(self.store.clone(), self.config.finish_batch, lease_for);
-        let recording = Arc::new(Semaphore::new(self.config.concurrency));
-        let shared = Arc::new(Shared {
-            store: self.store.clone(),
-            config: self.config,
-            handlers: self.handlers,
-            completer,
-            recording,
-            capacity_freed: Notify::new(),
-            events: self.events,
-            active: Mutex::new(HashMap::new()),
-        });
-        let stop_services = CancellationToken::new();
-        let keeper = tokio::spawn(lease_keeper::run(shared.clone(), stop_services.clone()));
+        let services = Services::start(self.store, self.config, self.handlers, self.events);
+        let shared = &services.shared;
+        let stop_rescuer = CancellationToken::new();
         let rescuer = shared.config.rescue_interval.map(|interval| {
             let r = Rescuer::new(
                 shared.store.clone(),
@@ -315,12 +174,13 @@ impl Worker {
                     ..Default::default()
                 },
             );
-            tokio::spawn(r.run(stop_services.clone().cancelled_owned()))
+            tokio::spawn(r.run(stop_rescuer.clone().cancelled_owned()))
         });
         let tracker = TaskTracker::new();
-        tracing::info!(worker = %shared.config.identity.id, "worker started");
+        let id = shared.config.identity.id.clone();
+        tracing::info!(worker = %id, "worker started");
 
-        claim_loop(&shared, &tracker, shutdown).await;
+        claimer::run(shared, &tracker, shutdown).await;
 
         // Graceful shutdown.
         let deadline = Instant::now() + shared.config.shutdown_grace;
@@ -335,181 +195,66 @@ impl Worker {
         }
         tracker.close();
         tracker.wait().await;
-        stop_services.cancel();
-        let _ = keeper.await;
+        stop_rescuer.cancel();
         if let Some(r) = rescuer {
             let _ = r.await;
         }
-        let id = shared.config.identity.id.clone();
-        drop(shared);
-        let _ = completer_task.await;
+        services.stop().await;
         tracing::info!(worker = %id, "worker stopped");
     }
 }
 
-async fn claim_loop(
-    shared: &Arc<Shared>,
-    tracker: &TaskTracker,
-    shutdown: impl Future<Output = ()>,
-) {
-    tokio::pin!(shutdown);
-    let total = Arc::new(Semaphore::new(shared.config.concurrency));
-    let queues: Vec<(QueueConfig, Arc<Semaphore>)> = shared
-        .config
-        .queues
-        .iter()
-        .map(|q| (q.clone(), Arc::new(Semaphore::new(q.concurrency))))
-        .collect();
-    let kinds: Vec<String> = shared.handlers.keys().cloned().collect();
-    let queue_metrics: Vec<QueueMetrics> = queues
-        .iter()
-        .map(|(q, _)| QueueMetrics::new(&q.name, &kinds))
-        .collect();
-    let mut wake = match shared.store.subscribe().await {
-        Ok(rx) => Some(rx),
-        Err(e) => {
-            tracing::warn!(error = %e, "no wake-up notifications; polling only");
-            None
+/// What a worker runs beside its claims for as long as it runs: the shared state, the
+/// completer that writes attempts' ends, and the lease keeper.
+struct Services {
+    shared: Arc<Shared>,
+    completer: JoinHandle<()>,
+    keeper: JoinHandle<()>,
+    stop_keeper: CancellationToken,
+}
+
+impl Services {
+    fn start(
+        store: Arc<dyn Store>,
+        config: WorkerConfig,
+        handlers: HashMap<String, Arc<dyn ErasedHandler>>,
+        events: broadcast::Sender<WorkerEvent>,
+    ) -> Self {
+        let (completer_handle, completer) =
+            completer::start(store.clone(), config.finish_batch, config.lease_for);
+        let shared = Arc::new(Shared::new(
+            store,
+            config,
+            handlers,
+            completer_handle,
+            events,
+        ));
+        let stop_keeper = CancellationToken::new();
+        let keeper = tokio::spawn(lease_keeper::run(shared.clone(), stop_keeper.clone()));
+        Services {
+            shared,
+            completer,
+            keeper,
+            stop_keeper,
         }
-    };
-    let mut start = 0usize;
-    loop {
-        let mut want_more = false;
-        // Rotate the first queue so one busy queue cannot starve the others of capacity.
-        start = (start + 1) % queues.len();
-        for i in 0..queues.len() {
-            let (queue, limit) = &queues[(start + i) % queues.len()];
-            let queue_metrics = &queue_metrics[(start + i) % queues.len()];
-            let free = total
-                .available_permits()
-                .min(limit.available_permits())
-                .min(shared.config.claim_batch as usize);
-            if free == 0 {
-                want_more = true;
-                continue;
-            }
-            let claimed = shared
-                .store
-                .task_claim(ClaimParams {
-                    queue: queue.name.clone(),
-                    kinds: kinds.clone(),
-                    limit: free as u32,
-                    worker_id: shared.config.identity.id.clone(),
-                    worker_host: shared.config.identity.host.clone(),
-                    lease_for: shared.config.lease_for,
-                    now: None,
-                })
-                .await;
-            queue_metrics.claim_made();
-            let tasks = match claimed {
-                Ok(tasks) => tasks,
-                Err(e) => {
-                    metrics::store_error(Call::Claim);
-                    tracing::warn!(error = %e, queue = %queue.name, "claim failed");
-                    continue;
-                }
-            };
-            want_more |= tasks.len() == free;
-            for task in tasks {
-                // Only this loop takes permits, and it asked for no more than were free.
-                let permits = vec![
-                    total.clone().try_acquire_owned().expect("free capacity"),
-                    limit
-                        .clone()
-                        .try_acquire_owned()
-                        .expect("free queue capacity"),
-                ];
-                let task_metrics = queue_metrics.claimed(&task);
-                tracker.spawn(executor::execute(
-                    shared.clone(),
-                    task,
-                    permits,
-                    task_metrics,
-                ));
-            }
-        }
-        let poll = jittered(shared.config.poll_interval);
-        tokio::select! {
-            _ = &mut shutdown => return,
-            _ = shared.capacity_freed.notified(), if want_more => {
-                settle_freed_capacity(shared, &total).await;
-            }
-            _ = next_wake(&mut wake, &queues) => {}
-            _ = tokio::time::sleep(poll) => {}
-        }
-        // One claim round answers every wake-up that arrived so far: without this, a
-        // burst of N notifications would cost N claim rounds that find nothing.
-        drain_wakes(&mut wake);
+    }
+
+    /// Stops renewing, then lets the completer write what it still holds. Call once no
+    /// executor is left: the completer ends when the last handle to the shared state is
+    /// gone.
+    async fn stop(self) {
+        let Services {
+            shared,
+            completer,
+            keeper,
+            stop_keeper,
+        } = self;
+        stop_keeper.cancel();
+        let _ = keeper.await;
+        drop(shared);
+        let _ = completer.await;
     }
 }
 
-/// Completions are written in batches, so the executors of one batch free their permits
-/// within moments of each other, and a worker that claims as soon as one permit is free
-/// splits into cohorts that each pay a claim and a completion write. Under load (the last
-/// round used all the capacity it had) wait until half the capacity is free, or
-/// [`COHORT_WAIT`] has passed, whichever comes first, so cohorts merge; a slot freed by a
-/// long task is refilled at most that much later.
-async fn settle_freed_capacity(shared: &Shared, total: &Semaphore) {
-    let target = (shared
-        .config
-        .concurrency
-        .min(shared.config.claim_batch as usize)
-        / 2)
-    .max(1);
-    let deadline = Instant::now() + COHORT_WAIT;
-    let mut free = total.available_permits();
-    // First let executors that are already awake release their permits.
-    for _ in 0..16 {
-        if free >= target {
-            return;
-        }
-        tokio::task::yield_now().await;
-        let now = total.available_permits();
-        if now == free {
-            break;
-        }
-        free = now;
-    }
-    while total.available_permits() < target {
-        tokio::select! {
-            _ = shared.capacity_freed.notified() => {}
-            _ = tokio::time::sleep_until(deadline) => return,
-        }
-    }
-}
-
-/// The longest a claim waits for more capacity to free once some has (see
-/// [`settle_freed_capacity`]).
-const COHORT_WAIT: Duration = Duration::from_millis(2);
-
-/// Discards wake-ups already queued: the claim round about to run covers them.
-fn drain_wakes(wake: &mut Option<broadcast::Receiver<Wake>>) {
-    if let Some(rx) = wake {
-        while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = rx.try_recv() {}
-    }
-}
-
-/// Resolves when a notification names one of our queues; never, without notifications.
-async fn next_wake(
-    wake: &mut Option<broadcast::Receiver<Wake>>,
-    queues: &[(QueueConfig, Arc<Semaphore>)],
-) {
-    let Some(rx) = wake else {
-        return std::future::pending().await;
-    };
-    loop {
-        match rx.recv().await {
-            Ok(w) if queues.iter().any(|(q, _)| q.name == w.queue) => return,
-            Ok(_) => continue,
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
-            Err(broadcast::error::RecvError::Closed) => {
-                *wake = None;
-                return std::future::pending().await;
-            }
-        }
-    }
-}
-
-fn jittered(d: Duration) -> Duration {
-    d.mul_f64(0.8 + 0.4 * rand::random::<f64>())
-}
+#[cfg(test)]
+mod tests;

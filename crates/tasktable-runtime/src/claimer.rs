@@ -1,0 +1,243 @@
+//! The claim loop: one claim round, the step a worker repeats, and the loop that drives
+//! it between wake-ups, polls and freed capacity.
+//!
+//! A round asks each queue, in one store call, for no more tasks than there are free
+//! slots (the smaller of the worker's and the queue's free permits, at most
+//! `claim_batch`), and starts an executor for each task claimed; it does not wait for
+//! them. [`Worker::run`](crate::Worker::run) repeats rounds until shut down;
+//! [`Worker::run_once`](crate::Worker::run_once) runs one and waits for its attempts.
+
+use crate::config::QueueConfig;
+use crate::executor;
+use crate::metrics::{self, Call, QueueMetrics};
+use crate::shared::Shared;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tasktable_store::{ClaimParams, StoreError, Wake};
+use tokio::sync::{broadcast, Semaphore};
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+/// What one claim round did.
+#[derive(Debug, Default)]
+pub(crate) struct Round {
+    /// Tasks claimed, each now running in an executor.
+    pub claimed: usize,
+    /// Some queue had no free slot, or gave as many tasks as it was asked for: more work
+    /// may be waiting for capacity.
+    pub saturated: bool,
+    /// The first claim the store refused; the round still asked the other queues.
+    pub failed: Option<StoreError>,
+}
+
+/// The worker's capacity as the claim loop sees it, and what it asks the store for. Only
+/// the claimer takes permits; executors give them back when their handler is done.
+pub(crate) struct Claimer {
+    total: Arc<Semaphore>,
+    queues: Vec<Queue>,
+    kinds: Vec<String>,
+    /// The queue the next round asks first.
+    first: usize,
+}
+
+struct Queue {
+    config: QueueConfig,
+    limit: Arc<Semaphore>,
+    metrics: QueueMetrics,
+}
+
+impl Claimer {
+    /// Every slot free.
+    pub fn new(shared: &Shared) -> Self {
+        let kinds: Vec<String> = shared.handlers.keys().cloned().collect();
+        let queues = shared
+            .config
+            .queues
+            .iter()
+            .map(|q| Queue {
+                config: q.clone(),
+                limit: Arc::new(Semaphore::new(q.concurrency)),
+                metrics: QueueMetrics::new(&q.name, &kinds),
+            })
+            .collect();
+        Claimer {
+            total: Arc::new(Semaphore::new(shared.config.concurrency)),
+            queues,
+            kinds,
+            first: 0,
+        }
+    }
+
+    /// One claim per queue with free slots; every task claimed is spawned on `tracker`.
+    pub async fn round(&mut self, shared: &Arc<Shared>, tracker: &TaskTracker) -> Round {
+        let mut round = Round::default();
+        let n = self.queues.len();
+        let first = self.first;
+        // Rotate the first queue so one busy queue cannot starve the others of capacity.
+        self.first = (first + 1) % n;
+        for queue in (0..n).map(|i| &self.queues[(first + i) % n]) {
+            let free = self
+                .total
+                .available_permits()
+                .min(queue.limit.available_permits())
+                .min(shared.config.claim_batch as usize);
+            if free == 0 {
+                round.saturated = true;
+                continue;
+            }
+            let claimed = shared
+                .store
+                .task_claim(ClaimParams {
+                    queue: queue.config.name.clone(),
+                    kinds: self.kinds.clone(),
+                    limit: free as u32,
+                    worker_id: shared.config.identity.id.clone(),
+                    worker_host: shared.config.identity.host.clone(),
+                    lease_for: shared.config.lease_for,
+                    now: None,
+                })
+                .await;
+            queue.metrics.claim_made();
+            let tasks = match claimed {
+                Ok(tasks) => tasks,
+                Err(e) => {
+                    metrics::store_error(Call::Claim);
+                    tracing::warn!(error = %e, queue = %queue.config.name, "claim failed");
+                    round.failed.get_or_insert(e);
+                    continue;
+                }
+            };
+            round.saturated |= tasks.len() == free;
+            round.claimed += tasks.len();
+            for task in tasks {
+                // Only this loop takes permits, and it asked for no more than were free.
+                let permits = vec![
+                    self.total
+                        .clone()
+                        .try_acquire_owned()
+                        .expect("free capacity"),
+                    queue
+                        .limit
+                        .clone()
+                        .try_acquire_owned()
+                        .expect("free queue capacity"),
+                ];
+                let task_metrics = queue.metrics.claimed(&task);
+                tracker.spawn(executor::execute(
+                    shared.clone(),
+                    task,
+                    permits,
+                    task_metrics,
+                ));
+            }
+        }
+        round
+    }
+
+    /// Completions are written in batches, so the executors of one batch free their
+    /// permits within moments of each other, and a worker that claims as soon as one
+    /// permit is free splits into cohorts that each pay a claim and a completion write.
+    /// Under load (the last round used all the capacity it had) wait until half the
+    /// capacity is free, or [`COHORT_WAIT`] has passed, whichever comes first, so cohorts
+    /// merge; a slot freed by a long task is refilled at most that much later.
+    async fn settle_freed_capacity(&self, shared: &Shared) {
+        let target = (shared
+            .config
+            .concurrency
+            .min(shared.config.claim_batch as usize)
+            / 2)
+        .max(1);
+        let deadline = Instant::now() + COHORT_WAIT;
+        let mut free = self.total.available_permits();
+        // First let executors that are already awake release their permits.
+        for _ in 0..16 {
+            if free >= target {
+                return;
+            }
+            tokio::task::yield_now().await;
+            let now = self.total.available_permits();
+            if now == free {
+                break;
+            }
+            free = now;
+        }
+        while self.total.available_permits() < target {
+            tokio::select! {
+                _ = shared.capacity_freed.notified() => {}
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    fn takes_from(&self, queue: &str) -> bool {
+        self.queues.iter().any(|q| q.config.name == queue)
+    }
+}
+
+/// The longest a claim waits for more capacity to free once some has (see
+/// [`Claimer::settle_freed_capacity`]).
+const COHORT_WAIT: Duration = Duration::from_millis(2);
+
+/// Runs claim rounds until `shutdown` resolves. After each round it waits for the first
+/// of: shutdown, freed capacity (only when the round was saturated), a wake-up for one of
+/// its queues, or the jittered poll timer.
+pub(crate) async fn run(
+    shared: &Arc<Shared>,
+    tracker: &TaskTracker,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let mut claimer = Claimer::new(shared);
+    let mut wake = match shared.store.subscribe().await {
+        Ok(rx) => Some(rx),
+        Err(e) => {
+            tracing::warn!(error = %e, "no wake-up notifications; polling only");
+            None
+        }
+    };
+    loop {
+        let round = claimer.round(shared, tracker).await;
+        let poll = jittered(shared.config.poll_interval);
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = shared.capacity_freed.notified(), if round.saturated => {
+                claimer.settle_freed_capacity(shared).await;
+            }
+            _ = next_wake(&mut wake, &claimer) => {}
+            _ = tokio::time::sleep(poll) => {}
+        }
+        // One claim round answers every wake-up that arrived so far: without this, a
+        // burst of N notifications would cost N claim rounds that find nothing.
+        drain_wakes(&mut wake);
+    }
+}
+
+/// Discards wake-ups already queued: the claim round about to run covers them.
+fn drain_wakes(wake: &mut Option<broadcast::Receiver<Wake>>) {
+    if let Some(rx) = wake {
+        while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = rx.try_recv() {}
+    }
+}
+
+/// Resolves when a notification names one of our queues; never, without notifications.
+async fn next_wake(wake: &mut Option<broadcast::Receiver<Wake>>, claimer: &Claimer) {
+    let Some(rx) = wake else {
+        return std::future::pending().await;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(w) if claimer.takes_from(&w.queue) => return,
+            Ok(_) => continue,
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => {
+                *wake = None;
+                return std::future::pending().await;
+            }
+        }
+    }
+}
+
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(0.8 + 0.4 * rand::random::<f64>())
+}

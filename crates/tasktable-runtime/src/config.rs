@@ -1,0 +1,139 @@
+//! How a worker is set up: [`WorkerConfig`] with its queues, the documented defaults, and
+//! the checks a configuration passes before a worker runs with it.
+
+use crate::identity::WorkerIdentity;
+use std::time::Duration;
+
+/// A queue a worker takes tasks from, with its own limit.
+#[derive(Debug, Clone)]
+pub struct QueueConfig {
+    pub name: String,
+    /// Most tasks of this queue running at once on this worker.
+    pub concurrency: usize,
+}
+
+/// How a worker behaves. Every field has a documented default.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Default: host name, pid and a short random suffix.
+    pub identity: WorkerIdentity,
+    /// Most tasks running at once, over all queues. Default 10.
+    pub concurrency: usize,
+    /// Default: the `default` queue, limited only by `concurrency`.
+    pub queues: Vec<QueueConfig>,
+    /// Lease length; renewed every third of it. Default 30 s.
+    pub lease_for: Duration,
+    /// Time between polls when no notification arrives (±20 % jitter). Default 1 s.
+    pub poll_interval: Duration,
+    /// How long running handlers may go on after a shutdown signal before their tasks are
+    /// released as interrupted. Default 10 s.
+    pub shutdown_grace: Duration,
+    /// How long a handler told to stop (lease lost, cancelled) may wind down before it is
+    /// aborted. Default 5 s.
+    pub stop_grace: Duration,
+    /// Run a [`Rescuer`](crate::Rescuer) in this worker, scanning at this interval.
+    /// Default 5 s; `None` leaves rescue to other processes.
+    pub rescue_interval: Option<Duration>,
+    /// Most attempt ends written in one store call. Default 200.
+    pub finish_batch: usize,
+    /// Most tasks claimed in one store call. Default 100.
+    pub claim_batch: u32,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            identity: WorkerIdentity::generate(),
+            concurrency: 10,
+            queues: Vec::new(),
+            lease_for: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(10),
+            stop_grace: Duration::from_secs(5),
+            rescue_interval: Some(Duration::from_secs(5)),
+            finish_batch: 200,
+            claim_batch: 100,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
+}
+
+impl WorkerConfig {
+    /// The configuration a worker runs with: the `default` queue when none is named,
+    /// refused when a limit or interval is one no worker can run with.
+    pub(crate) fn validate(mut self) -> Result<Self, WorkerError> {
+        if self.queues.is_empty() {
+            self.queues.push(QueueConfig {
+                name: tasktable_core::task::DEFAULT_QUEUE.into(),
+                concurrency: self.concurrency,
+            });
+        }
+        let bad = |m: String| Err(WorkerError::Config(m));
+        if self.concurrency == 0 {
+            return bad("concurrency must be at least 1".into());
+        }
+        if let Some(q) = self.queues.iter().find(|q| q.concurrency == 0) {
+            return bad(format!("queue {:?} has concurrency 0", q.name));
+        }
+        if self.lease_for < Duration::from_millis(300) {
+            return bad(format!(
+                "lease_for must be at least 300 ms, got {:?}",
+                self.lease_for
+            ));
+        }
+        if self.poll_interval.is_zero() || self.finish_batch == 0 || self.claim_batch == 0 {
+            return bad(
+                "poll_interval, finish_batch and claim_batch must be greater than zero".into(),
+            );
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_queue_named_means_the_default_queue_at_the_workers_concurrency() {
+        let config = WorkerConfig {
+            concurrency: 7,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(config.queues.len(), 1);
+        assert_eq!(config.queues[0].name, tasktable_core::task::DEFAULT_QUEUE);
+        assert_eq!(config.queues[0].concurrency, 7);
+    }
+
+    #[test]
+    fn a_queue_with_no_capacity_is_refused_by_name() {
+        let err = WorkerConfig {
+            queues: vec![QueueConfig {
+                name: "emails".into(),
+                concurrency: 0,
+            }],
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("\"emails\""), "{err}");
+    }
+
+    #[test]
+    fn a_lease_too_short_to_renew_is_refused() {
+        let err = WorkerConfig {
+            lease_for: Duration::from_millis(299),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("lease_for"), "{err}");
+    }
+}

@@ -1,0 +1,111 @@
+//! What the parts of a running worker share: the store, the configuration, the handlers,
+//! the completer, the attempts in flight, and the stream of [`WorkerEvent`]s. The worker
+//! builds it; the claim loop, the executors and the lease keeper use it, and none of them
+//! depends on the worker.
+
+use crate::completer::CompleterHandle;
+use crate::config::WorkerConfig;
+use crate::context::{StopReason, TaskContext};
+use crate::handler::ErasedHandler;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tasktable_core::{AttemptOutcome, TaskId};
+use tasktable_store::Store;
+use tokio::sync::{broadcast, Notify, Semaphore};
+use tokio::time::Instant;
+
+/// What a worker did, for tests and instrumentation. Subscribe with
+/// [`Worker::subscribe`](crate::Worker::subscribe) before
+/// [`Worker::run`](crate::Worker::run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerEvent {
+    Claimed {
+        task_id: TaskId,
+        attempt: u32,
+    },
+    /// The attempt ended; `applied` is false when the lease was lost before the end was
+    /// recorded, so the outcome was dropped.
+    Finished {
+        task_id: TaskId,
+        outcome: AttemptOutcome,
+        applied: bool,
+    },
+    /// The handler was told to stop and its outcome will not be recorded.
+    Stopped {
+        task_id: TaskId,
+        reason: StopReason,
+    },
+}
+
+/// State the claim loop, executors and lease keeper share.
+pub(crate) struct Shared {
+    pub store: Arc<dyn Store>,
+    pub config: WorkerConfig,
+    pub handlers: HashMap<String, Arc<dyn ErasedHandler>>,
+    pub completer: CompleterHandle,
+    /// Slots for attempts whose handler is done and whose end is being recorded (one
+    /// worker's concurrency of them): the claim loop runs ahead of the completer by at
+    /// most this much, so no lease waits on a long queue of completions.
+    pub recording: Arc<Semaphore>,
+    pub capacity_freed: Notify,
+    events: broadcast::Sender<WorkerEvent>,
+    active: Mutex<HashMap<TaskId, (TaskContext, Instant)>>,
+}
+
+impl Shared {
+    pub fn new(
+        store: Arc<dyn Store>,
+        config: WorkerConfig,
+        handlers: HashMap<String, Arc<dyn ErasedHandler>>,
+        completer: CompleterHandle,
+        events: broadcast::Sender<WorkerEvent>,
+    ) -> Self {
+        Shared {
+            recording: Arc::new(Semaphore::new(config.concurrency)),
+            store,
+            config,
+            handlers,
+            completer,
+            capacity_freed: Notify::new(),
+            events,
+            active: Mutex::new(HashMap::new()),
+        }
+    }
+    pub fn emit(&self, event: WorkerEvent) {
+        let _ = self.events.send(event);
+    }
+    pub fn activate(&self, ctx: &TaskContext) {
+        self.active
+            .lock()
+            .expect("active")
+            .insert(ctx.task_id(), (ctx.clone(), Instant::now()));
+    }
+    /// Forgets the attempt of `ctx`, unless the task has been claimed here again since:
+    /// an attempt whose lease was lost while its end was being written can still be
+    /// ending when the same task runs here under a new lease, which must stay renewed.
+    pub fn deactivate(&self, ctx: &TaskContext) {
+        let mut active = self.active.lock().expect("active");
+        if active
+            .get(&ctx.task_id())
+            .is_some_and(|(current, _)| current.lease() == ctx.lease())
+        {
+            active.remove(&ctx.task_id());
+        }
+    }
+    pub fn mark_renewed(&self, id: TaskId, at: Instant) {
+        if let Some(entry) = self.active.lock().expect("active").get_mut(&id) {
+            entry.1 = entry.1.max(at);
+        }
+    }
+    pub fn active_snapshot(&self) -> Vec<(TaskContext, Instant)> {
+        self.active
+            .lock()
+            .expect("active")
+            .values()
+            .cloned()
+            .collect()
+    }
+    pub fn active_count(&self) -> usize {
+        self.active.lock().expect("active").len()
+    }
+}
