@@ -94,7 +94,8 @@ impl MySqlConfig {
 pub struct MySqlStore {
     pool: MySqlPool,
     wake: broadcast::Sender<Wake>,
-    max_payload_bytes: usize,
+    /// What calls may carry; every call's parameters are checked against it first.
+    limits: Limits,
     /// Largest value (a result, an error text) one statement may carry: the server's
     /// `max_allowed_packet` less room for the rest of the statement.
     max_value_bytes: usize,
@@ -148,7 +149,9 @@ impl MySqlStore {
         Ok(MySqlStore {
             pool,
             wake,
-            max_payload_bytes: config.max_payload_bytes,
+            limits: Limits {
+                max_payload_bytes: config.max_payload_bytes,
+            },
             max_value_bytes,
             retries: Arc::new(AtomicU64::new(0)),
             bulk_chunk_rows: config.bulk_chunk_rows,
@@ -167,9 +170,9 @@ impl MySqlStore {
     /// returned (as [`StoreError::Database`]) for the caller to retry, not retried here.
     pub async fn submit_in(
         conn: &mut MySqlConnection,
-        mut tasks: Vec<NewTask>,
+        tasks: Vec<NewTask>,
     ) -> StoreResult<Vec<Submitted>> {
-        prepare_submit(&mut tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        let tasks = Limits::default().tasks(tasks)?;
         Ok(submit::insert(conn, &tasks, None).await?.submitted)
     }
 
@@ -270,8 +273,8 @@ impl Store for MySqlStore {
         clock::db_now(&mut conn).await
     }
 
-    async fn task_submit(&self, mut params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        prepare_submit(&mut params.tasks, self.max_payload_bytes)?;
+    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        let params = self.limits.submit(params)?;
         let p = &params;
         let out = self
             .retrying("submit", || async move {
@@ -314,7 +317,7 @@ impl Store for MySqlStore {
     }
 
     async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
-        let params = prepare_checkpoint(params, self.max_payload_bytes)?;
+        let params = self.limits.checkpoint(params)?.into_inner();
         let p = &params;
         self.retrying("checkpoint", || async move {
             let mut conn = self.pool.acquire().await.map_err(db)?;
@@ -327,7 +330,7 @@ impl Store for MySqlStore {
         if params.items.is_empty() {
             return Ok(Vec::new());
         }
-        check_finish(&params.items, self.max_payload_bytes)?;
+        let params = self.limits.finish(params)?.into_inner();
         let rows = lease::finish_rows(&params, self.max_value_bytes)?;
         let (rows, p) = (&rows, &params);
         let (applied, due_queues) = self
@@ -351,25 +354,25 @@ impl Store for MySqlStore {
     }
 
     async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        query::list(&mut self.read().await?, &params).await
+        query::list(&mut self.read().await?, &self.limits.list(params)?).await
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        query::count(&mut self.read().await?, &params).await
+        query::count(&mut self.read().await?, &self.limits.count(params)?).await
     }
 
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
         query::attempts(&mut self.read().await?, task_id).await
     }
 
-    async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
-        prepare_update(&mut params, self.max_payload_bytes)?;
-        let id = match params.target {
-            Target::Id(id) => id,
+    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
+        let params = self.limits.update(params)?;
+        let id = match &params.target {
+            Target::Id(id) => *id,
             Target::Filter(filter) => {
                 return update_in_chunks(
                     self,
-                    &filter,
+                    filter,
                     &params.change,
                     params.now,
                     self.bulk_chunk_rows.min(sql::MAX_IN_LIST as u32),
@@ -381,7 +384,7 @@ impl Store for MySqlStore {
         let changed = self
             .retrying("update", || async move {
                 let mut tx = Connect::write(self).await?;
-                let out = update::one(&mut tx, id, &p.change, p.now).await?;
+                let out = update::one(&mut tx, id, p).await?;
                 tx.commit().await?;
                 Ok(out)
             })
@@ -425,10 +428,12 @@ impl ChunkedUpdate for MySqlStore {
     /// A chunk InnoDB aborts (deadlock, lock wait timeout) is run again on its own; the
     /// chunks before it stay committed.
     async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
+        let checked = self.limits.chunk(params)?;
+        let checked = &checked;
         let changed = self
             .retrying("update_chunk", || async move {
                 let mut tx = Connect::write(self).await?;
-                let out = update::chunk(&mut tx, params, self.max_payload_bytes).await?;
+                let out = update::chunk(&mut tx, checked).await?;
                 tx.commit().await?;
                 Ok(out)
             })

@@ -67,7 +67,8 @@ impl PgConfig {
 pub struct PgStore {
     pool: PgPool,
     wake: Arc<wake::Waker>,
-    max_payload_bytes: usize,
+    /// What calls may carry; every call's parameters are checked against it first.
+    limits: Limits,
     bulk_chunk_rows: u32,
 }
 
@@ -98,7 +99,9 @@ impl PgStore {
         Ok(PgStore {
             pool,
             wake: Arc::new(wake::Waker::new(options)),
-            max_payload_bytes: config.max_payload_bytes,
+            limits: Limits {
+                max_payload_bytes: config.max_payload_bytes,
+            },
             bulk_chunk_rows: config.bulk_chunk_rows,
         })
     }
@@ -115,9 +118,9 @@ impl PgStore {
     /// idempotency key surfaces as an error instead of as `created: false`.
     pub async fn submit_in(
         conn: &mut PgConnection,
-        mut tasks: Vec<NewTask>,
+        tasks: Vec<NewTask>,
     ) -> StoreResult<Vec<Submitted>> {
-        prepare_submit(&mut tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        let tasks = Limits::default().tasks(tasks)?;
         Ok(submit::insert(conn, &tasks, None).await?.submitted)
     }
 
@@ -182,8 +185,8 @@ impl Store for PgStore {
             .map_err(db)
     }
 
-    async fn task_submit(&self, mut params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        prepare_submit(&mut params.tasks, self.max_payload_bytes)?;
+    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        let params = self.limits.submit(params)?;
         // No explicit transaction: the insert is one statement, so all or nothing, and
         // the follow-up lookup of existing keys only reads committed rows.
         let mut conn = self.pool.acquire().await.map_err(db)?;
@@ -201,12 +204,12 @@ impl Store for PgStore {
     }
 
     async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
-        let params = prepare_checkpoint(params, self.max_payload_bytes)?;
+        let params = self.limits.checkpoint(params)?.into_inner();
         lease::checkpoint(&self.pool, params).await
     }
 
     async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
-        check_finish(&params.items, self.max_payload_bytes)?;
+        let params = self.limits.finish(params)?.into_inner();
         let (applied, due_queues) = lease::finish(&self.pool, params).await?;
         self.wake_local(due_queues.iter().map(String::as_str));
         Ok(applied)
@@ -221,29 +224,29 @@ impl Store for PgStore {
     }
 
     async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        query::list(&mut self.read().await?, &params).await
+        query::list(&mut self.read().await?, &self.limits.list(params)?).await
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        query::count(&mut self.read().await?, &params).await
+        query::count(&mut self.read().await?, &self.limits.count(params)?).await
     }
 
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
         query::attempts(&mut self.read().await?, task_id).await
     }
 
-    async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
-        prepare_update(&mut params, self.max_payload_bytes)?;
-        match params.target {
+    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
+        let params = self.limits.update(params)?;
+        match &params.target {
             Target::Id(id) => {
                 let mut tx = Connect::write(self).await?;
-                let changed = update::one(&mut tx, id, &params.change, params.now).await?;
+                let changed = update::one(&mut tx, *id, &params).await?;
                 self.committed(tx, changed).await
             }
             Target::Filter(filter) => {
                 update_in_chunks(
                     self,
-                    &filter,
+                    filter,
                     &params.change,
                     params.now,
                     self.bulk_chunk_rows,
@@ -285,8 +288,9 @@ impl ChunkedUpdate for PgStore {
     }
 
     async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
+        let checked = self.limits.chunk(params)?;
         let mut tx = Connect::write(self).await?;
-        let changed = update::chunk(&mut tx, params, self.max_payload_bytes).await?;
+        let changed = update::chunk(&mut tx, &checked).await?;
         self.committed(tx, changed).await
     }
 }

@@ -6,7 +6,7 @@ use crate::row::{ATTEMPT_COLUMNS, TASK_COLUMNS};
 use crate::{exec::count as count_cell, exec::required, Cells, Exec, Sql};
 use tasktable_core::{Attempt, Task, TaskId};
 use tasktable_store::{
-    validate_list, CountParams, ListParams, QueueInfo, QueuePauseParams, StoreResult, TaskFilter,
+    Checked, CountParams, ListParams, QueueInfo, QueuePauseParams, StoreResult, TaskFilter,
     TaskPage,
 };
 
@@ -66,9 +66,8 @@ pub async fn get_many<E: Exec>(e: &mut E, ids: &[TaskId]) -> StoreResult<Vec<Tas
     e.fetch(sql).await?.iter().map(task_from_row).collect()
 }
 
-/// A page of tasks, newest first; refuses a bad filter or page size first.
-pub async fn list<E: Exec>(e: &mut E, p: &ListParams) -> StoreResult<TaskPage> {
-    validate_list(p)?;
+/// A page of tasks, newest first.
+pub async fn list<E: Exec>(e: &mut E, p: &Checked<ListParams>) -> StoreResult<TaskPage> {
     let columns = if p.light {
         light_task_columns(e.dialect())
     } else {
@@ -94,9 +93,7 @@ pub async fn list<E: Exec>(e: &mut E, p: &ListParams) -> StoreResult<TaskPage> {
 }
 
 /// Counts matches of `p.filter`, stopping at `p.cap`: the inner LIMIT bounds the rows read.
-/// Refuses a bad filter first.
-pub async fn count<E: Exec>(e: &mut E, p: &CountParams) -> StoreResult<u64> {
-    p.filter.validate()?;
+pub async fn count<E: Exec>(e: &mut E, p: &Checked<CountParams>) -> StoreResult<u64> {
     let mut sql = Sql::new(
         e.dialect(),
         "SELECT count(*) AS n FROM (SELECT 1 AS one FROM tasktable_tasks WHERE 1 = 1",

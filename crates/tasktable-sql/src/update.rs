@@ -25,7 +25,8 @@ use chrono::{DateTime, Utc};
 use tasktable_core::{ChangeEffect, TaskId, TaskState};
 use tasktable_store::bulk::changeable;
 use tasktable_store::{
-    select_for_update, validate_change, Change, StoreError, StoreResult, Target, UpdateChunkParams,
+    select_for_update, Change, Checked, StoreError, StoreResult, Target, UpdateChunkParams,
+    UpdateParams,
 };
 
 /// What a change did.
@@ -50,10 +51,9 @@ struct Found {
 pub async fn one<E: Exec>(
     e: &mut E,
     id: TaskId,
-    change: &Change,
-    now: Option<DateTime<Utc>>,
+    p: &Checked<UpdateParams>,
 ) -> StoreResult<Changed> {
-    let now = e.now(now).await?;
+    let (change, now) = (&p.change, e.now(p.now).await?);
     let mut select = Sql::new(
         e.dialect(),
         "SELECT id, state, queue FROM tasktable_tasks WHERE id = ",
@@ -67,14 +67,10 @@ pub async fn one<E: Exec>(
 /// key and in id order, those of the chunk's ids that still match the filter in a state
 /// the change may start from, and changes them. Id order: two changes over overlapping
 /// rows lock them in the same order, so they cannot deadlock each other.
-/// Refuses a bad filter or change first (`max_payload_bytes` bounds an edited payload).
 pub async fn chunk<E: Exec>(
     e: &mut E,
-    p: &UpdateChunkParams<'_>,
-    max_payload_bytes: usize,
+    p: &Checked<&UpdateChunkParams<'_>>,
 ) -> StoreResult<Changed> {
-    p.filter.validate()?;
-    validate_change(p.change, max_payload_bytes)?;
     let Some(filter) = changeable(p.filter, p.change.operation()) else {
         return Ok(Changed::default());
     };

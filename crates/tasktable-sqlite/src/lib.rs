@@ -76,7 +76,8 @@ pub struct SqliteStore {
     group: mpsc::UnboundedSender<group::Job>,
     reader: SqlitePool,
     wake: broadcast::Sender<Wake>,
-    max_payload_bytes: usize,
+    /// What calls may carry; every call's parameters are checked against it first.
+    limits: Limits,
     bulk_chunk_rows: u32,
 }
 
@@ -120,7 +121,9 @@ impl SqliteStore {
             writer,
             reader,
             wake,
-            max_payload_bytes: config.max_payload_bytes,
+            limits: Limits {
+                max_payload_bytes: config.max_payload_bytes,
+            },
             bulk_chunk_rows: config.bulk_chunk_rows,
         })
     }
@@ -136,9 +139,9 @@ impl SqliteStore {
     /// upgrade to a writer half-way. Idle workers find these tasks on their next poll.
     pub async fn submit_in(
         conn: &mut SqliteConnection,
-        mut tasks: Vec<NewTask>,
+        tasks: Vec<NewTask>,
     ) -> StoreResult<Vec<Submitted>> {
-        prepare_submit(&mut tasks, DEFAULT_MAX_PAYLOAD_BYTES)?;
+        let tasks = Limits::default().tasks(tasks)?;
         submit::insert(conn, &tasks, None).await
     }
 
@@ -223,10 +226,9 @@ impl Store for SqliteStore {
         db_now(&mut conn).await
     }
 
-    async fn task_submit(&self, mut params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        prepare_submit(&mut params.tasks, self.max_payload_bytes)?;
-        let tasks = std::sync::Arc::new(params.tasks);
-        let now = params.now;
+    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+        let SubmitParams { tasks, now } = self.limits.submit(params)?.into_inner();
+        let tasks = std::sync::Arc::new(tasks);
         let out = {
             let tasks = tasks.clone();
             self.write(move |conn| Box::pin(async move { submit::insert(conn, &tasks, now).await }))
@@ -250,12 +252,12 @@ impl Store for SqliteStore {
     }
 
     async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
-        let params = prepare_checkpoint(params, self.max_payload_bytes)?;
+        let params = self.limits.checkpoint(params)?.into_inner();
         lease::checkpoint(self, params).await
     }
 
     async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
-        check_finish(&params.items, self.max_payload_bytes)?;
+        let params = self.limits.finish(params)?.into_inner();
         lease::finish(self, params).await
     }
 
@@ -269,29 +271,29 @@ impl Store for SqliteStore {
     }
 
     async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        query::list(&mut self.read().await?, &params).await
+        query::list(&mut self.read().await?, &self.limits.list(params)?).await
     }
 
     async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        query::count(&mut self.read().await?, &params).await
+        query::count(&mut self.read().await?, &self.limits.count(params)?).await
     }
 
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
         query::attempts(&mut self.read().await?, task_id).await
     }
 
-    async fn task_update(&self, mut params: UpdateParams) -> StoreResult<u64> {
-        prepare_update(&mut params, self.max_payload_bytes)?;
-        match params.target {
+    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
+        let params = self.limits.update(params)?;
+        match &params.target {
             Target::Id(id) => {
                 let mut tx = Connect::write(self).await?;
-                let changed = update::one(&mut tx, id, &params.change, params.now).await?;
+                let changed = update::one(&mut tx, *id, &params).await?;
                 self.committed(tx, changed).await
             }
             Target::Filter(filter) => {
                 update_in_chunks(
                     self,
-                    &filter,
+                    filter,
                     &params.change,
                     params.now,
                     self.bulk_chunk_rows,
@@ -333,11 +335,12 @@ impl ChunkedUpdate for SqliteStore {
     }
 
     async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
+        let checked = self.limits.chunk(params)?;
         // A transaction of its own: the writer goes back to the pool between chunks, and
         // the pool hands it out first come, first served, so the claims and finishes that
         // queued behind one chunk run before the next.
         let mut tx = Connect::write(self).await?;
-        let changed = update::chunk(&mut tx, params, self.max_payload_bytes).await?;
+        let changed = update::chunk(&mut tx, &checked).await?;
         self.committed(tx, changed).await
     }
 }

@@ -1,7 +1,8 @@
 //! The storage contract of tasktable.
 //!
 //! Owns: the [`Store`] trait, which speaks in transitions (`task_claim`, `task_finish`,
-//! `task_update`, ...), each atomic; the parameter and result types of those calls;
+//! `task_update`, ...), each atomic; the parameter and result types of those calls, and
+//! the one place they are validated ([`Limits`], which makes them [`Checked`]);
 //! [`StoreError`]; the backend-independent half of windowed statistics ([`stats`]:
 //! per-minute rollups, histograms, percentiles; the SQL half comes through
 //! [`stats::StatsSource`]); and the walk of a bulk operator change in short chunks
@@ -14,12 +15,14 @@
 //! transaction themselves.
 
 pub mod bulk;
+mod checked;
 mod error;
 mod filter;
 mod params;
 pub mod stats;
 
 pub use bulk::{update_in_chunks, ChunkedUpdate, UpdateChunkParams, DEFAULT_BULK_CHUNK_ROWS};
+pub use checked::{Checked, Limits};
 pub use error::{StoreError, StoreResult};
 pub use filter::{Target, TaskFilter};
 pub use params::*;

@@ -169,7 +169,10 @@ pub struct Wake {
 /// Checks a batch before anything is written, so a bad task fails the whole call, and
 /// puts each task's values in the form every backend stores
 /// ([`tasktable_core::stored::stored_run_at`]).
-pub fn prepare_submit(tasks: &mut [NewTask], max_payload_bytes: usize) -> crate::StoreResult<()> {
+pub(crate) fn prepare_submit(
+    tasks: &mut [NewTask],
+    max_payload_bytes: usize,
+) -> crate::StoreResult<()> {
     validate_submit(tasks, max_payload_bytes)?;
     for task in tasks.iter_mut() {
         task.run_at = task.run_at.map(tasktable_core::stored::stored_run_at);
@@ -178,7 +181,10 @@ pub fn prepare_submit(tasks: &mut [NewTask], max_payload_bytes: usize) -> crate:
 }
 
 /// Checks a batch before anything is written, so a bad task fails the whole call.
-pub fn validate_submit(tasks: &[NewTask], max_payload_bytes: usize) -> crate::StoreResult<()> {
+pub(crate) fn validate_submit(
+    tasks: &[NewTask],
+    max_payload_bytes: usize,
+) -> crate::StoreResult<()> {
     for (index, task) in tasks.iter().enumerate() {
         task.validate()
             .map_err(|source| crate::StoreError::InvalidTask { index, source })?;
@@ -188,7 +194,7 @@ pub fn validate_submit(tasks: &[NewTask], max_payload_bytes: usize) -> crate::St
 }
 
 /// Checks a page request.
-pub fn validate_list(params: &ListParams) -> crate::StoreResult<()> {
+pub(crate) fn validate_list(params: &ListParams) -> crate::StoreResult<()> {
     params.filter.validate()?;
     if params.limit == 0 || params.limit > MAX_PAGE_SIZE {
         return Err(crate::StoreError::InvalidInput(format!(
@@ -201,7 +207,7 @@ pub fn validate_list(params: &ListParams) -> crate::StoreResult<()> {
 
 /// Checks an update's filter, if it has one, and its change's values, and puts a new
 /// `run_at` in the form every backend stores.
-pub fn prepare_update(
+pub(crate) fn prepare_update(
     params: &mut UpdateParams,
     max_payload_bytes: usize,
 ) -> crate::StoreResult<()> {
@@ -216,7 +222,7 @@ pub fn prepare_update(
 }
 
 /// Checks a change's own values (states are checked by the store against the row).
-pub fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::StoreResult<()> {
+pub(crate) fn validate_change(change: &Change, max_payload_bytes: usize) -> crate::StoreResult<()> {
     use tasktable_core::task::{InvalidTask, MAX_ATTEMPTS_LIMIT};
     match change {
         Change::SetMaxAttempts { max_attempts }
@@ -253,7 +259,10 @@ fn check_size(value: &Value, index: usize, limit: usize) -> crate::StoreResult<(
 
 /// Checks a finish call before anything is written: a result larger than
 /// `max_payload_bytes` refuses the whole call, like an oversized task in a submit.
-pub fn check_finish(items: &[FinishItem], max_payload_bytes: usize) -> crate::StoreResult<()> {
+pub(crate) fn check_finish(
+    items: &[FinishItem],
+    max_payload_bytes: usize,
+) -> crate::StoreResult<()> {
     for (index, item) in items.iter().enumerate() {
         if let tasktable_core::FinishAction::Complete {
             result: Some(result),
@@ -267,7 +276,7 @@ pub fn check_finish(items: &[FinishItem], max_payload_bytes: usize) -> crate::St
 
 /// A checkpoint call as it is stored: each value checked against `max_payload_bytes`,
 /// then NUL replaced as [`tasktable_core::stored`] says.
-pub fn prepare_checkpoint(
+pub(crate) fn prepare_checkpoint(
     mut p: CheckpointParams,
     max_payload_bytes: usize,
 ) -> crate::StoreResult<CheckpointParams> {

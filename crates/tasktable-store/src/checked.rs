@@ -1,0 +1,124 @@
+//! The one entry point of validation. Every store call's parameters are checked against
+//! the store's own [`Limits`] (its configuration, not the caller's) before any backend
+//! code sees them, and come out as [`Checked`] values, which nothing else can build: a
+//! backend function that takes a `Checked` cannot be handed unchecked input, whichever
+//! path the call came by (the HTTP API, the pull protocol, the Rust `Client`, a
+//! transactional `submit_in`).
+
+use crate::params::{
+    check_finish, prepare_checkpoint, prepare_submit, prepare_update, validate_change,
+    validate_list, CheckpointParams, CountParams, FinishParams, ListParams, SubmitParams,
+    UpdateParams, DEFAULT_MAX_PAYLOAD_BYTES,
+};
+use crate::{StoreResult, UpdateChunkParams};
+use std::ops::Deref;
+use tasktable_core::NewTask;
+
+/// What a store accepts, from its configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest payload, result, checkpoint or progress document, in bytes of JSON.
+    pub max_payload_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+}
+
+/// Parameters that passed their checks, in the form every backend stores (NUL replaced
+/// where stored, `run_at` within the stored range). Only [`Limits`] builds one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked<T>(T);
+
+impl<T> Deref for Checked<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> Checked<T> {
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl Limits {
+    /// A batch to submit: every task valid and within size, or the whole call refused.
+    pub fn submit(&self, mut p: SubmitParams) -> StoreResult<Checked<SubmitParams>> {
+        prepare_submit(&mut p.tasks, self.max_payload_bytes)?;
+        Ok(Checked(p))
+    }
+
+    /// Tasks to submit inside the caller's own transaction.
+    pub fn tasks(&self, mut tasks: Vec<NewTask>) -> StoreResult<Checked<Vec<NewTask>>> {
+        prepare_submit(&mut tasks, self.max_payload_bytes)?;
+        Ok(Checked(tasks))
+    }
+
+    pub fn checkpoint(&self, p: CheckpointParams) -> StoreResult<Checked<CheckpointParams>> {
+        prepare_checkpoint(p, self.max_payload_bytes).map(Checked)
+    }
+
+    pub fn finish(&self, p: FinishParams) -> StoreResult<Checked<FinishParams>> {
+        check_finish(&p.items, self.max_payload_bytes)?;
+        Ok(Checked(p))
+    }
+
+    pub fn update(&self, mut p: UpdateParams) -> StoreResult<Checked<UpdateParams>> {
+        prepare_update(&mut p, self.max_payload_bytes)?;
+        Ok(Checked(p))
+    }
+
+    /// One chunk of a bulk change (its filter and change checked again: the chunk is a
+    /// public call of its own).
+    pub fn chunk<'p, 'a>(
+        &self,
+        p: &'p UpdateChunkParams<'a>,
+    ) -> StoreResult<Checked<&'p UpdateChunkParams<'a>>> {
+        p.filter.validate()?;
+        validate_change(p.change, self.max_payload_bytes)?;
+        Ok(Checked(p))
+    }
+
+    pub fn list(&self, p: ListParams) -> StoreResult<Checked<ListParams>> {
+        validate_list(&p)?;
+        Ok(Checked(p))
+    }
+
+    pub fn count(&self, p: CountParams) -> StoreResult<Checked<CountParams>> {
+        p.filter.validate()?;
+        Ok(Checked(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_limits_are_the_stores_own() {
+        let small = Limits {
+            max_payload_bytes: 16,
+        };
+        let big = NewTask::new("k", json!({"text": "more than sixteen bytes"}));
+        assert!(small.tasks(vec![big.clone()]).is_err());
+        assert!(Limits::default().tasks(vec![big]).is_ok());
+    }
+
+    #[test]
+    fn checked_submit_keeps_values_in_their_stored_form() {
+        let far = chrono::DateTime::<chrono::Utc>::MAX_UTC;
+        let task = NewTask::new("k", json!(1)).run_at(far);
+        let checked = Limits::default().tasks(vec![task]).unwrap();
+        assert!(
+            checked[0].run_at.unwrap() < far,
+            "run_at clamped to what is stored"
+        );
+    }
+}
