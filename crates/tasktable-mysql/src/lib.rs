@@ -41,9 +41,8 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::{Attempt, NewTask, Task, TaskId};
-use tasktable_sql::stats::SqlStats;
-use tasktable_sql::{query, update, Commit, Connect};
+use tasktable_core::{NewTask, Task, TaskId};
+use tasktable_sql::{query, update, Backend, Commit, Connect};
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
@@ -259,9 +258,16 @@ struct Session {
 }
 
 #[async_trait]
-impl Store for MySqlStore {
-    fn backend(&self) -> &'static str {
-        "mysql"
+impl Backend for MySqlStore {
+    const NAME: &'static str = "mysql";
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// At most [`sql::MAX_IN_LIST`]: each chunk's id list is one statement.
+    fn bulk_chunk_rows(&self) -> u32 {
+        self.bulk_chunk_rows.min(sql::MAX_IN_LIST as u32)
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -273,8 +279,7 @@ impl Store for MySqlStore {
         clock::db_now(&mut conn).await
     }
 
-    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        let params = self.limits.submit(params)?;
+    async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
         let p = &params;
         let out = self
             .retrying("submit", || async move {
@@ -288,7 +293,7 @@ impl Store for MySqlStore {
         Ok(out.submitted)
     }
 
-    async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+    async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
         if params.limit == 0 || params.kinds.is_empty() {
             return Ok(Vec::new());
         }
@@ -302,7 +307,7 @@ impl Store for MySqlStore {
         .await
     }
 
-    async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+    async fn renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
         if params.leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -316,8 +321,7 @@ impl Store for MySqlStore {
         .await
     }
 
-    async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
-        let params = self.limits.checkpoint(params)?.into_inner();
+    async fn checkpoint(&self, params: Checked<CheckpointParams>) -> StoreResult<LeaseStatus> {
         let p = &params;
         self.retrying("checkpoint", || async move {
             let mut conn = self.pool.acquire().await.map_err(db)?;
@@ -326,11 +330,10 @@ impl Store for MySqlStore {
         .await
     }
 
-    async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
+    async fn finish(&self, params: Checked<FinishParams>) -> StoreResult<Vec<bool>> {
         if params.items.is_empty() {
             return Ok(Vec::new());
         }
-        let params = self.limits.finish(params)?.into_inner();
         let rows = lease::finish_rows(&params, self.max_value_bytes)?;
         let (rows, p) = (&rows, &params);
         let (applied, due_queues) = self
@@ -345,46 +348,15 @@ impl Store for MySqlStore {
         Ok(applied)
     }
 
-    async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
+    async fn list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
         lease::list_expired(&self.pool, params).await
     }
 
-    async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
-        query::get(&mut self.read().await?, id).await
-    }
-
-    async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        query::list(&mut self.read().await?, &self.limits.list(params)?).await
-    }
-
-    async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        query::count(&mut self.read().await?, &self.limits.count(params)?).await
-    }
-
-    async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
-        query::attempts(&mut self.read().await?, task_id).await
-    }
-
-    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        let params = self.limits.update(params)?;
-        let id = match &params.target {
-            Target::Id(id) => *id,
-            Target::Filter(filter) => {
-                return update_in_chunks(
-                    self,
-                    filter,
-                    &params.change,
-                    params.now,
-                    self.bulk_chunk_rows.min(sql::MAX_IN_LIST as u32),
-                )
-                .await;
-            }
-        };
-        let p = &params;
+    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
         let changed = self
             .retrying("update", || async move {
                 let mut tx = Connect::write(self).await?;
-                let out = update::one(&mut tx, id, p).await?;
+                let out = update::one(&mut tx, id, params).await?;
                 tx.commit().await?;
                 Ok(out)
             })
@@ -393,7 +365,22 @@ impl Store for MySqlStore {
         Ok(changed.count)
     }
 
-    async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
+    /// A chunk InnoDB aborts (deadlock, lock wait timeout) is run again on its own; the
+    /// chunks before it stay committed.
+    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
+        let changed = self
+            .retrying("update_chunk", || async move {
+                let mut tx = Connect::write(self).await?;
+                let out = update::chunk(&mut tx, params).await?;
+                tx.commit().await?;
+                Ok(out)
+            })
+            .await?;
+        self.wake_local(changed.wake.iter().map(String::as_str));
+        Ok(changed.count)
+    }
+
+    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
         let p = &params;
         self.retrying("queue_set_paused", || async move {
             query::set_paused(&mut self.read().await?, p).await
@@ -405,40 +392,9 @@ impl Store for MySqlStore {
         Ok(())
     }
 
-    async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
-        query::queues(&mut self.read().await?).await
-    }
-
-    async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
-        tasktable_store::stats::compute(&SqlStats(self), &params).await
-    }
-
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe())
     }
 }
 
-#[async_trait]
-impl ChunkedUpdate for MySqlStore {
-    async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
-        // A consistent read, which takes no locks.
-        query::ids_matching(&mut self.read().await?, filter).await
-    }
-
-    /// A chunk InnoDB aborts (deadlock, lock wait timeout) is run again on its own; the
-    /// chunks before it stay committed.
-    async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
-        let checked = self.limits.chunk(params)?;
-        let checked = &checked;
-        let changed = self
-            .retrying("update_chunk", || async move {
-                let mut tx = Connect::write(self).await?;
-                let out = update::chunk(&mut tx, checked).await?;
-                tx.commit().await?;
-                Ok(out)
-            })
-            .await?;
-        self.wake_local(changed.wake.iter().map(String::as_str));
-        Ok(changed.count)
-    }
-}
+tasktable_sql::impl_store!(MySqlStore);

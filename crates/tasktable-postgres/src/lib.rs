@@ -25,10 +25,9 @@ use sqlx::PgConnection;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::{Attempt, NewTask, Task, TaskId};
-use tasktable_sql::stats::SqlStats;
+use tasktable_core::{NewTask, Task, TaskId};
 use tasktable_sql::update::{self, Changed};
-use tasktable_sql::{query, Commit, Connect};
+use tasktable_sql::{query, Backend, Commit, Connect};
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
@@ -168,9 +167,15 @@ impl PgStore {
 }
 
 #[async_trait]
-impl Store for PgStore {
-    fn backend(&self) -> &'static str {
-        "postgres"
+impl Backend for PgStore {
+    const NAME: &'static str = "postgres";
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn bulk_chunk_rows(&self) -> u32 {
+        self.bulk_chunk_rows
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -185,78 +190,50 @@ impl Store for PgStore {
             .map_err(db)
     }
 
-    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        let params = self.limits.submit(params)?;
-        // No explicit transaction: the insert is one statement, so all or nothing, and
-        // the follow-up lookup of existing keys only reads committed rows.
+    /// No explicit transaction: the insert is one statement, so all or nothing, and the
+    /// follow-up lookup of existing keys only reads committed rows.
+    async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
         let mut conn = self.pool.acquire().await.map_err(db)?;
         let out = submit::insert(&mut conn, &params.tasks, params.now).await?;
         self.wake_local(out.due_queues.iter().map(String::as_str));
         Ok(out.submitted)
     }
 
-    async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+    async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
         lease::claim(&self.pool, params).await
     }
 
-    async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+    async fn renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
         lease::renew(&self.pool, params).await
     }
 
-    async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
-        let params = self.limits.checkpoint(params)?.into_inner();
-        lease::checkpoint(&self.pool, params).await
+    async fn checkpoint(&self, params: Checked<CheckpointParams>) -> StoreResult<LeaseStatus> {
+        lease::checkpoint(&self.pool, params.into_inner()).await
     }
 
-    async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
-        let params = self.limits.finish(params)?.into_inner();
-        let (applied, due_queues) = lease::finish(&self.pool, params).await?;
+    async fn finish(&self, params: Checked<FinishParams>) -> StoreResult<Vec<bool>> {
+        let (applied, due_queues) = lease::finish(&self.pool, params.into_inner()).await?;
         self.wake_local(due_queues.iter().map(String::as_str));
         Ok(applied)
     }
 
-    async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
+    async fn list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
         lease::list_expired(&self.pool, params).await
     }
 
-    async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
-        query::get(&mut self.read().await?, id).await
+    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
+        let mut tx = Connect::write(self).await?;
+        let changed = update::one(&mut tx, id, params).await?;
+        self.committed(tx, changed).await
     }
 
-    async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        query::list(&mut self.read().await?, &self.limits.list(params)?).await
+    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
+        let mut tx = Connect::write(self).await?;
+        let changed = update::chunk(&mut tx, params).await?;
+        self.committed(tx, changed).await
     }
 
-    async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        query::count(&mut self.read().await?, &self.limits.count(params)?).await
-    }
-
-    async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
-        query::attempts(&mut self.read().await?, task_id).await
-    }
-
-    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        let params = self.limits.update(params)?;
-        match &params.target {
-            Target::Id(id) => {
-                let mut tx = Connect::write(self).await?;
-                let changed = update::one(&mut tx, *id, &params).await?;
-                self.committed(tx, changed).await
-            }
-            Target::Filter(filter) => {
-                update_in_chunks(
-                    self,
-                    filter,
-                    &params.change,
-                    params.now,
-                    self.bulk_chunk_rows,
-                )
-                .await
-            }
-        }
-    }
-
-    async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
+    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
         let mut tx = Connect::write(self).await?;
         query::set_paused(&mut tx, &params).await?;
         let wake = if params.paused {
@@ -268,29 +245,9 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
-        query::queues(&mut self.read().await?).await
-    }
-
-    async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
-        tasktable_store::stats::compute(&SqlStats(self), &params).await
-    }
-
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe().await)
     }
 }
 
-#[async_trait]
-impl ChunkedUpdate for PgStore {
-    async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
-        query::ids_matching(&mut self.read().await?, filter).await
-    }
-
-    async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
-        let checked = self.limits.chunk(params)?;
-        let mut tx = Connect::write(self).await?;
-        let changed = update::chunk(&mut tx, &checked).await?;
-        self.committed(tx, changed).await
-    }
-}
+tasktable_sql::impl_store!(PgStore);

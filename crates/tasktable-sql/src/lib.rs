@@ -15,6 +15,7 @@
 //! Rules come from `tasktable-core` as values: what a change does to a row is
 //! [`tasktable_core::ChangeEffect`], never an SQL `CASE`.
 
+pub mod backend;
 mod dialect;
 mod exec;
 pub mod migrate;
@@ -24,6 +25,7 @@ mod sql;
 pub mod stats;
 pub mod update;
 
+pub use backend::Backend;
 pub use dialect::Dialect;
 pub use exec::{Cells, Commit, Connect, Exec};
 pub use sql::{Arg, Sql};

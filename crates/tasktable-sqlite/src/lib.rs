@@ -29,10 +29,9 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 use std::str::FromStr;
 use std::time::Duration;
-use tasktable_core::{Attempt, NewTask, Task, TaskId};
-use tasktable_sql::stats::SqlStats;
+use tasktable_core::{NewTask, Task, TaskId};
 use tasktable_sql::update::{self, Changed};
-use tasktable_sql::{query, Commit, Connect};
+use tasktable_sql::{query, Backend, Commit, Connect};
 use tasktable_store::*;
 use tokio::sync::{broadcast, mpsc};
 
@@ -208,9 +207,15 @@ pub(crate) async fn now_or_db(
 }
 
 #[async_trait]
-impl Store for SqliteStore {
-    fn backend(&self) -> &'static str {
-        "sqlite"
+impl Backend for SqliteStore {
+    const NAME: &'static str = "sqlite";
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn bulk_chunk_rows(&self) -> u32 {
+        self.bulk_chunk_rows
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -226,8 +231,8 @@ impl Store for SqliteStore {
         db_now(&mut conn).await
     }
 
-    async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-        let SubmitParams { tasks, now } = self.limits.submit(params)?.into_inner();
+    async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
+        let SubmitParams { tasks, now } = params.into_inner();
         let tasks = std::sync::Arc::new(tasks);
         let out = {
             let tasks = tasks.clone();
@@ -243,67 +248,43 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+    async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
         lease::claim(self, params).await
     }
 
-    async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+    async fn renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
         lease::renew(self, params).await
     }
 
-    async fn task_checkpoint(&self, params: CheckpointParams) -> StoreResult<LeaseStatus> {
-        let params = self.limits.checkpoint(params)?.into_inner();
-        lease::checkpoint(self, params).await
+    async fn checkpoint(&self, params: Checked<CheckpointParams>) -> StoreResult<LeaseStatus> {
+        lease::checkpoint(self, params.into_inner()).await
     }
 
-    async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
-        let params = self.limits.finish(params)?.into_inner();
-        lease::finish(self, params).await
+    async fn finish(&self, params: Checked<FinishParams>) -> StoreResult<Vec<bool>> {
+        lease::finish(self, params.into_inner()).await
     }
 
-    async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
+    async fn list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
         let mut conn = self.reader.acquire().await.map_err(db)?;
         lease::list_expired(&mut conn, params).await
     }
 
-    async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
-        query::get(&mut self.read().await?, id).await
+    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
+        let mut tx = Connect::write(self).await?;
+        let changed = update::one(&mut tx, id, params).await?;
+        self.committed(tx, changed).await
     }
 
-    async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
-        query::list(&mut self.read().await?, &self.limits.list(params)?).await
+    /// A transaction of its own: the writer goes back to the pool between chunks, and the
+    /// pool hands it out first come, first served, so the claims and finishes that queued
+    /// behind one chunk run before the next.
+    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
+        let mut tx = Connect::write(self).await?;
+        let changed = update::chunk(&mut tx, params).await?;
+        self.committed(tx, changed).await
     }
 
-    async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
-        query::count(&mut self.read().await?, &self.limits.count(params)?).await
-    }
-
-    async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
-        query::attempts(&mut self.read().await?, task_id).await
-    }
-
-    async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
-        let params = self.limits.update(params)?;
-        match &params.target {
-            Target::Id(id) => {
-                let mut tx = Connect::write(self).await?;
-                let changed = update::one(&mut tx, *id, &params).await?;
-                self.committed(tx, changed).await
-            }
-            Target::Filter(filter) => {
-                update_in_chunks(
-                    self,
-                    filter,
-                    &params.change,
-                    params.now,
-                    self.bulk_chunk_rows,
-                )
-                .await
-            }
-        }
-    }
-
-    async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
+    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
         let mut tx = Connect::write(self).await?;
         query::set_paused(&mut tx, &params).await?;
         tx.commit().await?;
@@ -313,34 +294,9 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
-        query::queues(&mut self.read().await?).await
-    }
-
-    async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
-        tasktable_store::stats::compute(&SqlStats(self), &params).await
-    }
-
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe())
     }
 }
 
-#[async_trait]
-impl ChunkedUpdate for SqliteStore {
-    /// Read on a reader connection, so the writer is not held while the planner's index
-    /// is read.
-    async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
-        query::ids_matching(&mut self.read().await?, filter).await
-    }
-
-    async fn task_update_chunk(&self, params: &UpdateChunkParams<'_>) -> StoreResult<u64> {
-        let checked = self.limits.chunk(params)?;
-        // A transaction of its own: the writer goes back to the pool between chunks, and
-        // the pool hands it out first come, first served, so the claims and finishes that
-        // queued behind one chunk run before the next.
-        let mut tx = Connect::write(self).await?;
-        let changed = update::chunk(&mut tx, &checked).await?;
-        self.committed(tx, changed).await
-    }
-}
+tasktable_sql::impl_store!(SqliteStore);

@@ -1,0 +1,191 @@
+//! What a backend provides, and the `Store` written once on top of it.
+//!
+//! A backend implements [`Backend`]: the hot path (submit, claim, renew, checkpoint,
+//! finish, the rescuer's scan), the transactions operators' changes run in, and its
+//! wake-ups. [`impl_store!`](crate::impl_store) then implements `Store` and
+//! `ChunkedUpdate` for it: every call's parameters checked against the store's
+//! [`Limits`] first, and every call off the hot path answered by this crate's queries.
+//! (A macro, because no crate may implement another crate's trait for every type that
+//! implements a third.) The backend sees parameters a limit applies to only as
+//! [`Checked`] values.
+
+use crate::Connect;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tasktable_core::{Task, TaskId};
+use tasktable_store::{
+    Checked, CheckpointParams, ClaimParams, ExpiredParams, FinishParams, LeaseStatus, Limits,
+    QueuePauseParams, RenewParams, StoreResult, SubmitParams, Submitted, UpdateChunkParams,
+    UpdateParams, Wake,
+};
+use tokio::sync::broadcast;
+
+/// The part of a store that differs between databases.
+#[async_trait]
+pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
+    /// `sqlite`, `postgres`, `mysql`.
+    const NAME: &'static str;
+
+    /// What calls may carry: the store's configuration.
+    fn limits(&self) -> Limits;
+
+    /// Rows per transaction of a bulk change.
+    fn bulk_chunk_rows(&self) -> u32;
+
+    /// Applies the migrations this version ships that the database lacks, serialised
+    /// against other migrators the database's way.
+    async fn migrate(&self) -> StoreResult<()>;
+
+    async fn db_now(&self) -> StoreResult<DateTime<Utc>>;
+
+    async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>>;
+
+    async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>>;
+
+    async fn renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>>;
+
+    async fn checkpoint(&self, params: Checked<CheckpointParams>) -> StoreResult<LeaseStatus>;
+
+    async fn finish(&self, params: Checked<FinishParams>) -> StoreResult<Vec<bool>>;
+
+    async fn list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>>;
+
+    /// Runs [`update::one`](crate::update::one) in a transaction of its own, commits, and
+    /// wakes the workers of the queues it made due; how many tasks changed.
+    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64>;
+
+    /// Runs [`update::chunk`](crate::update::chunk) the same way.
+    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64>;
+
+    /// Runs [`query::set_paused`](crate::query::set_paused), waking a resumed queue's
+    /// workers.
+    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()>;
+
+    async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;
+}
+
+/// What the expansion of [`impl_store!`](crate::impl_store) names.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::stats::SqlStats;
+    pub use crate::{query, Backend, Connect};
+    pub use async_trait::async_trait;
+    pub use chrono::{DateTime, Utc};
+    pub use tasktable_core::{Attempt, Task, TaskId};
+    pub use tasktable_store::*;
+    pub use tokio::sync::broadcast;
+}
+
+/// Implements `Store` and `ChunkedUpdate` for a type that implements
+/// [`Backend`](crate::Backend): see [`crate::backend`].
+#[macro_export]
+macro_rules! impl_store {
+    ($store:ty) => {
+        const _: () = {
+            use $crate::backend::__private::*;
+
+            #[async_trait]
+            impl Store for $store {
+                fn backend(&self) -> &'static str {
+                    <$store as Backend>::NAME
+                }
+
+                async fn migrate(&self) -> StoreResult<()> {
+                    Backend::migrate(self).await
+                }
+
+                async fn db_now(&self) -> StoreResult<DateTime<Utc>> {
+                    Backend::db_now(self).await
+                }
+
+                async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
+                    Backend::submit(self, self.limits().submit(params)?).await
+                }
+
+                async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+                    Backend::claim(self, params).await
+                }
+
+                async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+                    Backend::renew(self, params).await
+                }
+
+                async fn task_checkpoint(
+                    &self,
+                    params: CheckpointParams,
+                ) -> StoreResult<LeaseStatus> {
+                    Backend::checkpoint(self, self.limits().checkpoint(params)?).await
+                }
+
+                async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
+                    Backend::finish(self, self.limits().finish(params)?).await
+                }
+
+                async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
+                    Backend::list_expired(self, params).await
+                }
+
+                async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {
+                    query::get(&mut self.read().await?, id).await
+                }
+
+                async fn task_list(&self, params: ListParams) -> StoreResult<TaskPage> {
+                    let params = self.limits().list(params)?;
+                    query::list(&mut self.read().await?, &params).await
+                }
+
+                async fn task_count(&self, params: CountParams) -> StoreResult<u64> {
+                    let params = self.limits().count(params)?;
+                    query::count(&mut self.read().await?, &params).await
+                }
+
+                async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
+                    query::attempts(&mut self.read().await?, task_id).await
+                }
+
+                async fn task_update(&self, params: UpdateParams) -> StoreResult<u64> {
+                    let params = self.limits().update(params)?;
+                    match &params.target {
+                        Target::Id(id) => self.change_one(*id, &params).await,
+                        Target::Filter(filter) => {
+                            let rows = self.bulk_chunk_rows();
+                            update_in_chunks(self, filter, &params.change, params.now, rows).await
+                        }
+                    }
+                }
+
+                async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
+                    Backend::set_paused(self, params).await
+                }
+
+                async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
+                    query::queues(&mut self.read().await?).await
+                }
+
+                async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
+                    stats::compute(&SqlStats(self), &params).await
+                }
+
+                async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
+                    Backend::subscribe(self).await
+                }
+            }
+
+            #[async_trait]
+            impl ChunkedUpdate for $store {
+                /// Read without locks (on SQLite, on a reader connection, so the writer is
+                /// not held while the planner's index is read).
+                async fn task_ids_matching(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskId>> {
+                    query::ids_matching(&mut self.read().await?, filter).await
+                }
+
+                async fn task_update_chunk(
+                    &self,
+                    params: &UpdateChunkParams<'_>,
+                ) -> StoreResult<u64> {
+                    self.change_chunk(&self.limits().chunk(params)?).await
+                }
+            }
+        };
+    };
+}
