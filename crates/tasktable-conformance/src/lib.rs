@@ -26,6 +26,8 @@
 //! `db: &impl RowLocks`); [`pinned`] has the store calls the store-level cases share.
 //! [`conformance_suite!`] lists every case by its path, `area::file::case`, and expands it
 //! into a test in a module named for its area (`claim::stale_token_writes_change_nothing`).
+//! This crate's own test `registration` reads its sources and fails, naming the case, when
+//! one is written but not listed, or listed under the wrong arm of the macro.
 
 pub mod claim;
 pub mod freeze;
@@ -33,6 +35,8 @@ pub mod operator;
 pub mod pace;
 pub mod pinned;
 pub mod query;
+#[cfg(test)]
+mod registration;
 pub mod runtime;
 pub mod schema;
 pub mod stats;
@@ -104,7 +108,8 @@ pub use tasktable_testdb::unreachable;
 /// Expands to one `#[tokio::test]` per case for the backend type `$backend`, in a module
 /// per area; with `row_locks`, also the cases that need [`RowLocks`], in `row_locks`.
 ///
-/// Every case is listed here by its path, `area::file::case`.
+/// Every case is listed here by its path, `area::file::case`. The `registration` test
+/// fails when a case is missing, so a new case is added here in the same change.
 #[macro_export]
 macro_rules! conformance_suite {
     ($backend:ty, row_locks) => {
