@@ -1,6 +1,6 @@
 //! The `tasktable` binary, run the way people run it: `tasktable serve` as a child process
-//! on a free loopback port with a SQLite database of its own (once on PostgreSQL), and
-//! every other command as a separate process against it.
+//! on a free loopback port with a SQLite database of its own (once on PostgreSQL and once
+//! on MySQL), and every other command as a separate process against it.
 
 mod common;
 
@@ -1134,17 +1134,29 @@ fn migrate_prepares_a_database_that_serve_then_uses_without_migrating() {
 
 #[test]
 fn a_server_on_postgres_runs_the_same_commands() {
+    a_server_on_runs_the_same_commands("postgres");
+}
+
+#[test]
+fn a_server_on_mysql_runs_the_same_commands() {
+    a_server_on_runs_the_same_commands("mysql");
+}
+
+/// `tasktable serve` on a fresh database of `backend` runs what it runs on SQLite.
+fn a_server_on_runs_the_same_commands(backend: &str) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let Some(db) = runtime.block_on(tasktable_testdb::PgDb::fresh()) else {
+    let Some(db) = runtime.block_on(tasktable_testdb::TestDb::fresh(backend)) else {
         return;
     };
     let server = Server::start(&["--database-url", db.url(), "--exec-allow", "cat"]);
     assert!(
-        server.log_text().contains("backend=\"postgres\""),
+        server
+            .log_text()
+            .contains(&format!("backend=\"{backend}\"")),
         "{}",
         server.log_text()
     );
-    let held = server.submit(&["email", r#"{"to":"ada"}"#, "--held", "--key", "pg"]);
+    let held = server.submit(&["email", r#"{"to":"ada"}"#, "--held", "--key", "db"]);
     let exec = server.submit(&["exec", r#"{"command":["cat"],"stdin":[1,2]}"#]);
 
     assert_eq!(
@@ -1152,7 +1164,7 @@ fn a_server_on_postgres_runs_the_same_commands() {
         json!([1, 2])
     );
     assert_eq!(
-        ids(&server.tt(&["ls", "--key", "pg", "--json"]).json()),
+        ids(&server.tt(&["ls", "--key", "db", "--json"]).json()),
         vec![held]
     );
     server.tt(&["release", &held.to_string()]).ok();

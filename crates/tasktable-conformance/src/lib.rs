@@ -7,18 +7,40 @@
 //!
 //! Must not know: any particular backend. `tests/<backend>.rs` implements [`Backend`] and
 //! expands [`conformance_suite!`] (with `row_locks` when it implements [`RowLocks`]).
+//!
+//! The cases are split by area, a module each, a file per topic inside it:
+//!
+//! - [`submit`] — ids and defaults, batches, idempotency keys, transactional submit, values
+//!   at the edges of what a task may hold;
+//! - [`claim`] — claims and their leases: order and eligibility, attempts and their ends,
+//!   one finish for many tasks, what a worker may write, fencing by token and credential,
+//!   rescue;
+//! - [`operator`] — changes to one task and over a filter, bulk changes in chunks, and
+//!   (with [`RowLocks`]) bulk changes beside rows a worker holds;
+//! - [`query`] — lists and keyset pages, capped counts, light pages, refused filters;
+//! - [`stats`] — throughput and latency per queue and kind, from raw rows and rollups;
+//! - [`runtime`] — the real worker on top of the store;
+//! - [`schema`] — migrations.
+//!
+//! A case is an `async fn` whose one parameter is the backend (`db: &impl Backend`, or
+//! `db: &impl RowLocks`); [`pinned`] has the store calls the store-level cases share.
+//! [`conformance_suite!`] lists every case by its path, `area::file::case`, and expands it
+//! into a test in a module named for its area (`claim::stale_token_writes_change_nothing`).
+//! This crate's own test `registration` reads its sources and fails, naming the case, when
+//! one is written but not listed, or listed under the wrong arm of the macro.
 
-pub mod batch_cases;
-pub mod bulk_cases;
-pub mod cases;
+pub mod claim;
 pub mod freeze;
-pub mod lease_cases;
+pub mod operator;
 pub mod pace;
-pub mod read_cases;
-pub mod refusal_cases;
-pub mod runtime_cases;
-pub mod stats_cases;
-pub mod write_cases;
+pub mod pinned;
+pub mod query;
+#[cfg(test)]
+mod registration;
+pub mod runtime;
+pub mod schema;
+pub mod stats;
+pub mod submit;
 
 use futures::future::BoxFuture;
 use std::future::Future;
@@ -83,102 +105,97 @@ impl std::fmt::Debug for RowLock {
 
 pub use tasktable_testdb::unreachable;
 
-/// Expands to one `#[tokio::test]` per case for the backend type `$backend`; with
-/// `row_locks`, also the cases that need [`RowLocks`].
+/// Expands to one `#[tokio::test]` per case for the backend type `$backend`, in a module
+/// per area; with `row_locks`, also the cases that need [`RowLocks`], in `row_locks`.
+///
+/// Every case is listed here by its path, `area::file::case`. The `registration` test
+/// fails when a case is missing, so a new case is added here in the same change.
 #[macro_export]
 macro_rules! conformance_suite {
     ($backend:ty, row_locks) => {
         $crate::conformance_suite!($backend);
-        $crate::conformance_suite!(@bulk $backend;
-            bulk_change_never_locks_rows_in_states_it_does_not_apply_to,
-            bulk_change_waits_for_a_row_a_worker_holds_while_other_writes_proceed,
+        $crate::conformance_suite!(@area $backend, row_locks, 2;
+            operator::row_locks::bulk_change_never_locks_rows_in_states_it_does_not_apply_to,
+            operator::row_locks::bulk_change_waits_for_a_row_a_worker_holds_while_other_writes_proceed,
         );
     };
     ($backend:ty) => {
-        $crate::conformance_suite!(@cases $backend;
-            submit_returns_ids_and_applies_defaults,
-            submit_rejects_a_bad_batch_and_writes_nothing,
-            idempotent_submit_returns_the_existing_task,
-            racing_duplicate_submits_create_exactly_one_task,
-            transactional_submit_commits_and_rolls_back_with_the_caller,
-            claim_order_is_priority_then_run_at_then_id,
-            delayed_tasks_are_not_claimed_early,
-            claim_takes_only_registered_kinds_of_its_queue,
-            paused_queue_is_not_claimed_until_resumed,
-            claim_counts_the_attempt_and_grows_the_token,
-            complete_stores_result_and_history,
-            one_finish_call_ends_each_task_by_its_own_item,
-            retryable_error_backs_off_then_fails_when_attempts_run_out,
-            stale_token_writes_change_nothing,
-            every_claim_gets_a_credential_of_its_own,
-            writes_with_a_wrong_credential_change_nothing,
-            worker_output_with_nul_is_stored_alike_everywhere,
-            payloads_with_nul_and_oversized_results_are_refused,
-            far_past_and_far_future_run_at_are_stored_alike,
-            names_of_the_longest_length_are_stored_whole,
-            filters_holding_nul_are_refused_on_every_backend,
-            rescue_takes_back_expired_leases_and_counts_the_attempt,
-            rescue_leaves_a_renewed_lease_alone,
-            timeout_caps_the_lease_at_the_deadline,
-            snooze_and_interruption_do_not_spend_an_attempt,
-            cancel_of_a_running_task_is_seen_by_its_worker,
-            operator_changes_respect_the_state_machine,
-            bulk_changes_report_how_many_rows_changed,
-            list_filters_and_pages_by_keyset,
-            counts_stop_at_their_cap_and_light_pages_leave_documents_out,
-            migrate_is_idempotent_and_safe_concurrently,
-            checkpoint_and_progress_are_fenced,
-            stats_count_throughput_and_latency_per_queue_and_kind,
+        $crate::conformance_suite!(@area $backend, submit, 2;
+            submit::batch::submit_returns_ids_and_applies_defaults,
+            submit::batch::submit_rejects_a_bad_batch_and_writes_nothing,
+            submit::batch::transactional_submit_commits_and_rolls_back_with_the_caller,
+            submit::idempotency::idempotent_submit_returns_the_existing_task,
+            submit::idempotency::racing_duplicate_submits_create_exactly_one_task,
+            submit::values::names_of_the_longest_length_are_stored_whole,
+            submit::values::far_past_and_far_future_run_at_are_stored_alike,
         );
-        $crate::conformance_suite!(@runtime $backend;
-            four_workers_run_each_of_2000_tasks_exactly_once,
-            frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoint,
-            timeouts_count_attempts_and_end_failed,
-            lease_expiry_is_rescued_with_the_attempt_counted,
-            graceful_shutdown_releases_without_spending_an_attempt,
-            panicking_handler_fails_only_its_attempt,
-            handler_outcomes_move_tasks_as_documented,
-            cancelling_a_running_task_signals_its_handler,
-            concurrency_limits_are_never_exceeded,
-            paused_queue_stops_workers_and_resume_restarts_them,
-            idle_worker_wakes_on_submit_without_waiting_for_a_poll,
-            claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most,
-            one_refused_result_never_sends_other_tasks_back,
-            a_task_claimed_again_keeps_its_new_lease_while_the_old_attempt_ends,
+        $crate::conformance_suite!(@area $backend, claim, 2;
+            claim::order::claim_order_is_priority_then_run_at_then_id,
+            claim::order::delayed_tasks_are_not_claimed_early,
+            claim::order::claim_takes_only_registered_kinds_of_its_queue,
+            claim::order::paused_queue_is_not_claimed_until_resumed,
+            claim::attempts::claim_counts_the_attempt_and_grows_the_token,
+            claim::attempts::complete_stores_result_and_history,
+            claim::attempts::retryable_error_backs_off_then_fails_when_attempts_run_out,
+            claim::attempts::snooze_and_interruption_do_not_spend_an_attempt,
+            claim::batch::one_finish_call_ends_each_task_by_its_own_item,
+            claim::output::worker_output_with_nul_is_stored_alike_everywhere,
+            claim::output::payloads_with_nul_and_oversized_results_are_refused,
+            claim::fencing::stale_token_writes_change_nothing,
+            claim::fencing::checkpoint_and_progress_are_fenced,
+            claim::fencing::cancel_of_a_running_task_is_seen_by_its_worker,
+            claim::credentials::every_claim_gets_a_credential_of_its_own,
+            claim::credentials::writes_with_a_wrong_credential_change_nothing,
+            claim::rescue::rescue_takes_back_expired_leases_and_counts_the_attempt,
+            claim::rescue::rescue_leaves_a_renewed_lease_alone,
+            claim::rescue::timeout_caps_the_lease_at_the_deadline,
         );
-        $crate::conformance_suite!(@bulk $backend;
-            bulk_change_over_many_chunks_changes_every_row_it_applies_to,
-            claims_and_finishes_go_through_between_chunks_of_a_bulk_change,
+        $crate::conformance_suite!(@area $backend, operator, 2;
+            operator::transitions::operator_changes_respect_the_state_machine,
+            operator::bulk::bulk_changes_report_how_many_rows_changed,
+            operator::chunks::bulk_change_over_many_chunks_changes_every_row_it_applies_to,
+            operator::chunks::claims_and_finishes_go_through_between_chunks_of_a_bulk_change,
+        );
+        $crate::conformance_suite!(@area $backend, query, 2;
+            query::list::list_filters_and_pages_by_keyset,
+            query::cheap::counts_stop_at_their_cap_and_light_pages_leave_documents_out,
+            query::filters::filters_holding_nul_are_refused_on_every_backend,
+        );
+        $crate::conformance_suite!(@area $backend, stats, 2;
+            stats::throughput::stats_count_throughput_and_latency_per_queue_and_kind,
+        );
+        $crate::conformance_suite!(@area $backend, schema, 2;
+            schema::migrate::migrate_is_idempotent_and_safe_concurrently,
+        );
+        $crate::conformance_suite!(@area $backend, runtime, 4;
+            runtime::drain::four_workers_run_each_of_2000_tasks_exactly_once,
+            runtime::drain::claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most,
+            runtime::takeover::frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoint,
+            runtime::takeover::a_task_claimed_again_keeps_its_new_lease_while_the_old_attempt_ends,
+            runtime::leases::timeouts_count_attempts_and_end_failed,
+            runtime::leases::lease_expiry_is_rescued_with_the_attempt_counted,
+            runtime::leases::graceful_shutdown_releases_without_spending_an_attempt,
+            runtime::outcomes::panicking_handler_fails_only_its_attempt,
+            runtime::outcomes::handler_outcomes_move_tasks_as_documented,
+            runtime::outcomes::cancelling_a_running_task_signals_its_handler,
+            runtime::queues::concurrency_limits_are_never_exceeded,
+            runtime::queues::paused_queue_stops_workers_and_resume_restarts_them,
+            runtime::queues::idle_worker_wakes_on_submit_without_waiting_for_a_poll,
+            runtime::refusal::one_refused_result_never_sends_other_tasks_back,
         );
     };
-    (@cases $backend:ty; $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                if let Some(db) = <$backend as $crate::Backend>::fresh().await {
-                    $crate::cases::$name(&db).await;
+    (@area $backend:ty, $module:ident, $threads:tt;
+        $($area:ident :: $file:ident :: $case:ident),* $(,)?) => {
+        mod $module {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+                async fn $case() {
+                    if let Some(db) = <$backend as $crate::Backend>::fresh().await {
+                        $crate::$area::$file::$case(&db).await;
+                    }
                 }
-            }
-        )*
-    };
-    (@bulk $backend:ty; $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                if let Some(db) = <$backend as $crate::Backend>::fresh().await {
-                    $crate::bulk_cases::$name(&db).await;
-                }
-            }
-        )*
-    };
-    (@runtime $backend:ty; $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                if let Some(db) = <$backend as $crate::Backend>::fresh().await {
-                    $crate::runtime_cases::$name(&db).await;
-                }
-            }
-        )*
+            )*
+        }
     };
 }

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tasktable_conformance::cases::{at, claim_params, t0};
+use tasktable_conformance::pinned::{at, claim_params, t0};
 use tasktable_conformance::RowLock;
 use tasktable_core::outcome::FinishPlan;
 use tasktable_core::{HandlerOutcome, NewTask, TaskId, TaskState};

@@ -1,5 +1,5 @@
-//! The dashboard over real HTTP on a real database (SQLite and PostgreSQL): sign-in, roles,
-//! CSRF, escaping, and the effect of each form on the task rows.
+//! The dashboard over real HTTP on a real database (SQLite, PostgreSQL and MySQL): sign-in,
+//! roles, CSRF, escaping, and the effect of each form on the task rows.
 
 mod common;
 

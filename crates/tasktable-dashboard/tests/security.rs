@@ -372,8 +372,12 @@ async fn a_database_failure_is_shown_as_a_reference_never_as_the_databases_words
             let mut conn = sqlx::SqliteConnection::connect(ui.db.url()).await.unwrap();
             sqlx::query(rename).execute(&mut conn).await.unwrap();
         }
-        _ => {
+        "postgres" => {
             let mut conn = sqlx::PgConnection::connect(ui.db.url()).await.unwrap();
+            sqlx::query(rename).execute(&mut conn).await.unwrap();
+        }
+        _ => {
+            let mut conn = sqlx::MySqlConnection::connect(ui.db.url()).await.unwrap();
             sqlx::query(rename).execute(&mut conn).await.unwrap();
         }
     }

@@ -42,7 +42,7 @@ async fn send(server: &Server, method: Method, path: &str, host: &str) -> (Statu
 
 #[tokio::test]
 async fn without_tokens_a_foreign_host_is_refused_and_changes_nothing() {
-    for backend in ["sqlite", "postgres"] {
+    for backend in ["sqlite", "postgres", "mysql"] {
         let Some(server) = open_server(backend).await else {
             continue;
         };

@@ -180,7 +180,8 @@ async fn readers_never_see_a_credential(mut s: Server) {
     }
 }
 
-macro_rules! on_sqlite_and_postgres {
+/// Expands each named `async fn(Server)` into one test per backend, each on a [`server`].
+macro_rules! on_every_backend_with_worker_tokens {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
             $(
@@ -202,10 +203,20 @@ macro_rules! on_sqlite_and_postgres {
                 }
             )*
         }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(s) = super::server("mysql").await {
+                        super::$name(s).await;
+                    }
+                }
+            )*
+        }
     };
 }
 
-on_sqlite_and_postgres!(
+on_every_backend_with_worker_tokens!(
     a_second_worker_that_guesses_ids_and_tokens_changes_nothing,
     a_worker_token_limited_to_queues_claims_nowhere_else,
     readers_never_see_a_credential,

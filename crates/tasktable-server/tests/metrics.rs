@@ -3,7 +3,7 @@
 //! rescuer while its worker still runs it, so that worker loses the lease. The scrape
 //! must parse as the Prometheus text format and carry exactly those counts.
 //!
-//! The recorder is global to the test process, and the SQLite and PostgreSQL cases run
+//! The recorder is global to the test process, and the cases of the three backends run
 //! at the same time: every assertion is about series labelled with the test's own
 //! queue, or about the database gauges, which each test reads from its own database.
 
@@ -396,6 +396,13 @@ async fn sqlite_metrics_count_what_the_worker_did() {
 async fn postgres_metrics_count_what_the_worker_did() {
     if let Some(server) = Server::start("postgres").await {
         metrics_count_what_the_worker_did(server, "metrics-postgres").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_metrics_count_what_the_worker_did() {
+    if let Some(server) = Server::start("mysql").await {
+        metrics_count_what_the_worker_did(server, "metrics-mysql").await;
     }
 }
 

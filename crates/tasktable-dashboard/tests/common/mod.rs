@@ -153,5 +153,13 @@ macro_rules! on_every_backend {
                 }
             )*
         }
+        mod mysql {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name("mysql").await;
+                }
+            )*
+        }
     };
 }

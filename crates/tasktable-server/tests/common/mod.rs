@@ -169,5 +169,15 @@ macro_rules! on_every_backend {
                 }
             )*
         }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(server) = $crate::common::Server::start("mysql").await {
+                        super::$name(server).await;
+                    }
+                }
+            )*
+        }
     };
 }

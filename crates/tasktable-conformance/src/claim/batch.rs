@@ -2,7 +2,7 @@
 //! task and history row, whatever the backend's batching (one statement with arrays,
 //! one transaction of statements, or `CASE id` lists).
 
-use crate::cases::{at, claim, get, no_jitter, submit_at};
+use crate::pinned::{at, claim, get, no_jitter, submit_at};
 use crate::Backend;
 use serde_json::json;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};

@@ -1,7 +1,7 @@
 //! Statistics: the same numbers whether a minute is summed from raw rows or read back
 //! from its rollup.
 
-use crate::cases::{at, claim_params, finish, no_jitter, submit_at, t0};
+use crate::pinned::{at, claim_params, finish, no_jitter, submit_at, t0};
 use crate::Backend;
 use chrono::DateTime;
 use chrono::Utc;

@@ -3,7 +3,7 @@
 //! are shown to readers) but not the credential changes nothing, and learns nothing from
 //! the answer: a wrong credential reads exactly like a stale lease.
 
-use crate::cases::{at, claim, finish, get, rescue_all, submit_at, update, LEASE};
+use crate::pinned::{at, claim, finish, get, rescue_all, submit_at, update, LEASE};
 use crate::Backend;
 use serde_json::json;
 use std::collections::HashSet;

@@ -1,7 +1,7 @@
 //! Reads that stay cheap on large tables: a count that stops at its cap, and light pages
 //! that leave the documents (payload, result, checkpoint, progress) in the table.
 
-use crate::cases::{at, claim, submit_at};
+use crate::pinned::{at, claim, submit_at};
 use crate::Backend;
 use serde_json::{json, Value};
 use tasktable_core::{NewTask, TaskState};

@@ -2,7 +2,7 @@
 //! ends as an error that says why, and every other task finished beside it is recorded as
 //! it ended, never sent back to run again.
 
-use crate::runtime_cases::{fast, get, outcomes, start, submit, wait_event, PATIENCE};
+use super::{fast, get, outcomes, start, submit, wait_event, PATIENCE};
 use crate::Backend;
 use serde_json::json;
 use std::collections::HashSet;

@@ -1,0 +1,3 @@
+//! The schema: migrating is idempotent, and safe when many processes start at once.
+
+pub mod migrate;
