@@ -16,6 +16,7 @@ pub mod lease_cases;
 pub mod pace;
 pub mod read_cases;
 pub mod refusal_cases;
+pub mod rule_cases;
 pub mod runtime_cases;
 pub mod stats_cases;
 pub mod write_cases;
@@ -146,6 +147,9 @@ macro_rules! conformance_suite {
             one_refused_result_never_sends_other_tasks_back,
             a_task_claimed_again_keeps_its_new_lease_while_the_old_attempt_ends,
         );
+        $crate::conformance_suite!(@rules $backend;
+            a_retry_ends_where_core_says_whatever_max_attempts_becomes_while_running,
+        );
         $crate::conformance_suite!(@bulk $backend;
             bulk_change_over_many_chunks_changes_every_row_it_applies_to,
             claims_and_finishes_go_through_between_chunks_of_a_bulk_change,
@@ -167,6 +171,16 @@ macro_rules! conformance_suite {
             async fn $name() {
                 if let Some(db) = <$backend as $crate::Backend>::fresh().await {
                     $crate::bulk_cases::$name(&db).await;
+                }
+            }
+        )*
+    };
+    (@rules $backend:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                if let Some(db) = <$backend as $crate::Backend>::fresh().await {
+                    $crate::rule_cases::$name(&db).await;
                 }
             }
         )*
