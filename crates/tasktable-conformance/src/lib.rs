@@ -149,6 +149,7 @@ macro_rules! conformance_suite {
             claim::rescue::rescue_takes_back_expired_leases_and_counts_the_attempt,
             claim::rescue::rescue_leaves_a_renewed_lease_alone,
             claim::rescue::timeout_caps_the_lease_at_the_deadline,
+            claim::rules::a_retry_ends_where_core_says_whatever_max_attempts_becomes_while_running,
         );
         $crate::conformance_suite!(@area $backend, operator, 2;
             operator::transitions::operator_changes_respect_the_state_machine,

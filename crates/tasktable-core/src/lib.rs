@@ -1,9 +1,11 @@
 //! tasktable's pure domain.
 //!
 //! Owns: what a task is ([`Task`], [`NewTask`]), its states and the one table of legal
-//! transitions ([`state`]) and what each operator change does to a row ([`change`]), what a handler may answer and what that means for the task
-//! ([`outcome`]), the retry/backoff maths ([`Backoff`]), and what becomes of text a worker
-//! writes on its way into a row ([`stored`]).
+//! transitions ([`state`]) and what each operator change does to a row ([`change`]), what
+//! a handler may answer and what that means for the task ([`outcome`], with the rule that
+//! sends a failed attempt back to `pending` or ends the task: [`outcome::attempts_left`]),
+//! the retry/backoff maths ([`Backoff`]), and what becomes of text a worker writes on its
+//! way into a row ([`stored`]).
 //!
 //! Must not know: SQL, any database, tokio, or the time of day. Every function here is
 //! pure: the current time and any randomness are passed in as arguments, so the rules can

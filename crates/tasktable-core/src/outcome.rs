@@ -1,6 +1,7 @@
 //! What a handler can answer, and what each answer does to the task.
 
 use crate::backoff::Backoff;
+use crate::state::TaskState;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
@@ -101,9 +102,11 @@ impl FromStr for AttemptOutcome {
 pub enum FinishAction {
     /// To `succeeded`, storing the result.
     Complete { result: Option<Value> },
-    /// To `pending` at now + `delay` with the attempt spent, or to `failed` when the task
-    /// has no attempts left. The store decides which against the row's current
-    /// `max_attempts`, so an operator's change made while the task ran is honoured.
+    /// To `pending` at now + `delay` with the attempt spent, or to `failed` for good when
+    /// the task has no attempts left: the state is [`retry_state`] of the row's `attempt`
+    /// and `max_attempts` ([`attempts_left`]). The store evaluates it when it writes,
+    /// against the row's current `max_attempts`, so an operator's change made while the
+    /// task ran is honoured.
     Retry { delay: Duration },
     /// To `failed`.
     Fail,
@@ -111,6 +114,25 @@ pub enum FinishAction {
     Cancel,
     /// To `pending` at now + `delay`, giving the attempt back (snooze, interruption).
     Requeue { delay: Duration },
+}
+
+/// Whether a task may run again after a failed attempt: `attempt` is the number of
+/// attempts it has spent, counting the one that just ended, and `max_attempts` the most it
+/// may spend. This is the one definition of the rule. The stores apply it inside the
+/// statement that ends the attempt, where it reads the row's current `max_attempts`, and
+/// the conformance suite checks every backend against this function.
+pub fn attempts_left(attempt: u32, max_attempts: u32) -> bool {
+    attempt < max_attempts
+}
+
+/// Where [`FinishAction::Retry`] takes a task that has spent `attempt` of its
+/// `max_attempts`: back to `pending`, or to `failed` for good.
+pub fn retry_state(attempt: u32, max_attempts: u32) -> TaskState {
+    if attempts_left(attempt, max_attempts) {
+        TaskState::Pending
+    } else {
+        TaskState::Failed
+    }
 }
 
 /// What to write when an attempt ends: the history entry and the task's transition.
@@ -312,6 +334,18 @@ mod tests {
                 "{plan:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_retry_fails_for_good_once_the_attempts_are_spent() {
+        assert!(attempts_left(1, 3));
+        assert!(attempts_left(2, 3));
+        assert!(!attempts_left(3, 3));
+        // An operator lowered max_attempts below the attempts already spent.
+        assert!(!attempts_left(4, 2));
+        assert_eq!(retry_state(2, 3), TaskState::Pending);
+        assert_eq!(retry_state(3, 3), TaskState::Failed);
+        assert_eq!(retry_state(1, 1), TaskState::Failed);
     }
 
     #[test]

@@ -1,6 +1,8 @@
--- Takes the tasks task_claim_select.sql chose and locked, in the same transaction.
+-- Takes the tasks task_claim_select.sql chose and locked, in the same transaction. MySQL
+-- has no UPDATE ... RETURNING: the claimed rows are read back afterwards, still locked,
+-- with the shared layer's query of tasks by id (tasktable_sql::query::get_many).
 -- Binds, in order: now, lease expiry (twice), worker id, worker host, each chosen id with
--- its fresh credential (`{credentials}` is `CASE id WHEN ? THEN ? ... END`), now (twice),
+-- its fresh credential (the credentials marker is `CASE id WHEN ? THEN ? ... END`), now (twice),
 -- each chosen id (one placeholder per id).
 --
 -- MySQL applies single-table SET assignments left to right, and each one sees the values

@@ -1,6 +1,8 @@
 //! Ending a batch of attempts in three statements, whatever its size: a locking read of
-//! the batch's rows, one `UPDATE` of those whose lease is still held, one
-//! `INSERT ... SELECT` of their history rows.
+//! the batch's rows (`task_finish_lock.sql`), one `UPDATE` of those whose lease is still
+//! held (`task_finish.sql`), one `INSERT ... SELECT` of their history rows
+//! (`attempt_insert.sql`); and, when some task went back to `pending` without delay, a
+//! read of the queues to wake (`queues_to_wake.sql`).
 //!
 //! MySQL has no arrays to bind, so the per-task values (new state, run_at, result,
 //! error, outcome, due time) travel as `CASE id WHEN ? THEN ? ... END` lists. The
@@ -19,8 +21,22 @@ use sqlx::mysql::MySqlArguments;
 use sqlx::query::Query;
 use sqlx::{MySql, MySqlConnection, Row};
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 use tasktable_core::TaskState;
+use tasktable_sql::hot::expand;
+use tasktable_sql::rules;
 use tasktable_store::{FinishParams, FinishRow, StoreError, StoreResult};
+
+const LOCK: &str = include_str!("../queries/task_finish_lock.sql");
+/// The update, with core's retry rule over the unaliased task row.
+static UPDATE: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_finish.sql"),
+        &[(rules::RETRY_STATE, &rules::retry_state(""))],
+    )
+});
+const RECORD: &str = include_str!("../queries/attempt_insert.sql");
+const QUEUES_TO_WAKE: &str = include_str!("../queries/queues_to_wake.sql");
 
 /// Most items per statement: eleven parameters each, far under MySQL's 65,535.
 const CHUNK: usize = 500;
@@ -83,10 +99,7 @@ pub async fn finish(
     // once this commits.
     let mut due_queues = Vec::new();
     for chunk in requeued.chunks(MAX_IN_LIST) {
-        let sql = format!(
-            "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN ({}) AND state = 'pending'",
-            marks(chunk.len())
-        );
+        let sql = for_items(QUEUES_TO_WAKE, chunk.len());
         let mut q = sqlx::query(&sql);
         for id in chunk {
             q = q.bind(id);
@@ -109,12 +122,7 @@ async fn lock(
     ids.dedup();
     let mut current = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(MAX_IN_LIST) {
-        let sql = format!(
-            "SELECT id, lease_token, lease_credential, state, lease_expires_at, run_at \
-             FROM tasktable_tasks \
-             WHERE id IN ({}) ORDER BY id FOR UPDATE",
-            marks(chunk.len())
-        );
+        let sql = for_items(LOCK, chunk.len());
         let mut q = sqlx::query(&sql);
         for id in chunk {
             q = q.bind(id);
@@ -134,6 +142,12 @@ async fn lock(
         }
     }
     Ok(current)
+}
+
+/// `sql` for `n` items: one placeholder per id for `{ids}`, and a `CASE id` list
+/// ([`by_id`]) for each `{case}`.
+fn for_items(sql: &str, n: usize) -> String {
+    sql.replace("{case}", &by_id(n)).replace("{ids}", &marks(n))
 }
 
 /// `CASE id WHEN ? THEN ? ... END` for `n` items.
@@ -162,31 +176,13 @@ where
     q
 }
 
-/// Moves the chosen tasks out of `running`. MySQL applies single-table assignments left
-/// to right, each seeing the values assigned before it: `state` comes first and decides
-/// from the attempt count the attempt ended with; run_at and finished_at then read the
-/// new state; the attempt is given back only after that.
+/// Moves the chosen tasks out of `running` (task_finish.sql).
 async fn update(
     conn: &mut MySqlConnection,
     items: &[&FinishRow],
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    let case = by_id(items.len());
-    let sql = format!(
-        "UPDATE tasktable_tasks SET \
-           state = COALESCE({case}, IF(attempt >= max_attempts, 'failed', 'pending')), \
-           run_at = IF(state = 'pending', {case}, run_at), \
-           finished_at = IF(state = 'pending', NULL, ?), \
-           attempt = attempt - {case}, \
-           result = COALESCE({case}, result), \
-           last_error = COALESCE({case}, last_error), \
-           lease_expires_at = NULL, \
-           deadline_at = NULL, \
-           updated_at = ? \
-         WHERE id IN ({}) AND state = 'running' \
-           AND lease_token = {case} AND lease_credential <=> {case}",
-        marks(items.len())
-    );
+    let sql = for_items(&UPDATE, items.len());
     let mut q = sqlx::query(&sql);
     q = bind_by_id(q, items, |r| r.new_state.map(|s| s.as_str()));
     q = bind_by_id(q, items, |r| clock::at(plus(now, r.delay)));
@@ -198,8 +194,6 @@ async fn update(
     for r in items {
         q = q.bind(r.task_id);
     }
-    // The fence again, though the locking read has checked it and still holds the rows:
-    // every backend's finish states it in its UPDATE.
     q = bind_by_id(q, items, |r| r.token);
     q = bind_by_id(q, items, |r| r.credential.clone());
     let done = q.execute(&mut *conn).await.map_err(db)?;
@@ -217,25 +211,15 @@ async fn update(
     Ok(())
 }
 
-/// Records the attempts just ended, from the rows they left behind.
+/// Records the attempts just ended, from the rows they left behind (attempt_insert.sql).
 async fn record(
     conn: &mut MySqlConnection,
     items: &[&FinishRow],
     current: &HashMap<i64, Current>,
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    let case = by_id(items.len());
-    let sql = format!(
-        "INSERT INTO tasktable_attempts \
-           (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error, \
-            queue, kind, due_at, task_state) \
-         SELECT id, attempt + {case}, worker_id, worker_host, started_at, ?, {case}, {case}, \
-                queue, kind, {case}, state \
-         FROM tasktable_tasks WHERE id IN ({}) ORDER BY id",
-        marks(items.len())
-    );
+    let sql = for_items(RECORD, items.len());
     let mut q = sqlx::query(&sql);
-    // The row's count no longer includes a refunded attempt: add it back.
     q = bind_by_id(q, items, |r| i32::from(r.refund_attempt));
     q = q.bind(clock::at(now));
     q = bind_by_id(q, items, |r| r.outcome.as_str());

@@ -14,26 +14,32 @@ use crate::finish::by_id;
 use crate::sql::{get_many, marks, text, Row, MAX_IN_LIST};
 use sqlx::{MySqlConnection, MySqlPool, Row as _};
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use tasktable_core::{Lease, Task, TaskId};
+use tasktable_sql::hot::expand;
 use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
 use tasktable_store::*;
 
+const QUEUE_PAUSED: &str = include_str!("../queries/queue_paused.sql");
 const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
 const CLAIM: &str = include_str!("../queries/task_claim.sql");
 const RENEW: &str = include_str!("../queries/task_renew.sql");
 const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
+const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
+static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_list_expired.sql"),
+        &[("task_columns", TASK_COLUMNS)],
+    )
+});
 
 /// Claims inside the caller's transaction: choose and lock, then update, then read back.
 pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<Vec<Task>> {
-    // A plain read, not part of the locking SELECT: a locking read with SKIP LOCKED
-    // would skip the queue's row while someone pauses the queue, and so claim from a
-    // queue that is being paused.
-    let paused: Option<bool> =
-        sqlx::query_scalar("SELECT paused FROM tasktable_queues WHERE name = ?")
-            .bind(&p.queue)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(db)?;
+    let paused: Option<bool> = sqlx::query_scalar(QUEUE_PAUSED)
+        .bind(&p.queue)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
     if paused == Some(true) {
         return Ok(Vec::new());
     }
@@ -86,11 +92,7 @@ async fn lease_rows(
 ) -> StoreResult<HashMap<TaskId, (LeaseRow, Option<chrono::DateTime<chrono::Utc>>)>> {
     let mut found = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(MAX_IN_LIST) {
-        let sql = format!(
-            "SELECT id, state, lease_token, lease_credential, lease_expires_at \
-             FROM tasktable_tasks WHERE id IN ({})",
-            marks(chunk.len())
-        );
+        let sql = LEASE_ROWS.replace("{ids}", &marks(chunk.len()));
         let mut q = sqlx::query(&sql);
         for id in chunk {
             q = q.bind(id);
@@ -195,15 +197,7 @@ pub fn finish_rows(p: &FinishParams, max_value_bytes: usize) -> StoreResult<Vec<
 
 /// Running tasks whose lease has run out, oldest expiry first, for the rescuer.
 pub async fn list_expired(pool: &MySqlPool, p: ExpiredParams) -> StoreResult<Vec<Task>> {
-    // The lease never outlasts the deadline, so an expired lease covers both. Reads the
-    // index tasktable_tasks_lease (state, lease_expires_at), which ends in the id as
-    // every InnoDB secondary index does, so the ORDER BY needs no sort.
-    let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasktable_tasks \
-         WHERE state = 'running' AND lease_expires_at <= COALESCE(?, UTC_TIMESTAMP(6)) \
-         ORDER BY lease_expires_at, id LIMIT ?"
-    );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(&LIST_EXPIRED)
         .bind(p.now.map(|t| clock::at(clock::truncate(t))))
         .bind(i64::from(p.limit))
         .fetch_all(pool)

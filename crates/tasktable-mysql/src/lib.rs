@@ -2,11 +2,11 @@
 //! database. Needs MySQL 8.0.17+ or MariaDB 10.6+, for `SKIP LOCKED` and for a binary
 //! collation without trailing-space padding.
 //!
-//! Owns: the MySQL schema and its migrations, the hot path's SQL (`queries/`), the
-//! transactions in which the shared SQL layer (`tasktable-sql`) runs everything else on
-//! InnoDB, the retry of
-//! transactions InnoDB aborts under contention (deadlocks, lock wait timeouts), and the
-//! in-process wake-ups.
+//! Owns: the MySQL schema and its migrations, the hot path's SQL (`queries/`, the same
+//! files in every backend, see `tasktable_sql::hot`), the transactions in which the shared
+//! SQL layer (`tasktable-sql`) runs everything else on InnoDB, the retry of transactions
+//! InnoDB aborts under contention (deadlocks, lock wait timeouts), and the in-process
+//! wake-ups.
 //!
 //! Must not know: workers, handlers, HTTP, the retry rules of tasks (it retries only its
 //! own aborted transactions). It applies the plans the runtime hands it, with the same

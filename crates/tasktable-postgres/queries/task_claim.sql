@@ -1,10 +1,11 @@
--- Leases up to $4 due tasks of queue $1 in one statement.
+-- Leases up to $4 due tasks of queue $1 in one statement: task_claim_select.sql chooses
+-- and locks them (the `picked` CTE), and the UPDATE takes them.
 -- $1 queue, $2 now (NULL: the database's now()), $3 kinds, $4 limit, $5 lease in µs,
 -- $6 worker id, $7 worker host, $8 one fresh credential per task that may be claimed
 -- ($4 of them; the n-th picked row takes the n-th).
 --
--- The CTE is an optimisation fence around SKIP LOCKED: the ids are chosen (and locked)
--- once, in index order, and only those rows are updated. Inlined into the UPDATE, the
+-- The MATERIALIZED CTE is an optimisation fence around SKIP LOCKED: the ids are chosen
+-- (and locked) once, in index order, and only those rows are updated. Inlined into the UPDATE, the
 -- planner could pick and lock rows in another order or more than LIMIT of them. Rows
 -- another claimer holds are skipped, so concurrent workers never wait on each other.
 -- After the lock, Postgres re-checks the WHERE on the newest row version, so a row
@@ -12,14 +13,7 @@
 WITH clock AS (
     SELECT coalesce($2::timestamptz, now()) AS now
 ), picked AS MATERIALIZED (
-    SELECT t.id
-    FROM tasktable_tasks t, clock
-    WHERE t.state = 'pending' AND t.queue = $1 AND t.run_at <= clock.now
-      AND t.kind = ANY($3::text[])
-      AND NOT EXISTS (SELECT 1 FROM tasktable_queues q WHERE q.name = $1 AND q.paused)
-    ORDER BY t.priority DESC, t.run_at, t.id
-    LIMIT $4
-    FOR UPDATE OF t SKIP LOCKED
+    {task_claim_select}
 ), numbered AS (
     -- Apart from `picked`: PostgreSQL allows no window function beside FOR UPDATE.
     SELECT id, row_number() OVER () AS n FROM picked

@@ -1,6 +1,7 @@
--- Ends a batch of attempts in one statement: moves each task out of 'running' and
--- records the attempt in the history. One input row per FinishRow:
--- $1 ids, $2 tokens, $3 new states (NULL: pending, or failed when no attempts are left),
+-- Ends a batch of attempts in one statement: moves each task out of 'running' (`done`),
+-- records the attempts in the history (attempt_insert.sql, the `history` CTE) and names
+-- the queues to wake (queues_to_wake.sql, the last SELECT). One input row per FinishRow:
+-- $1 ids, $2 tokens, $3 new states (NULL for a retry: core's rule picks pending or failed),
 -- $4 delays in µs (run_at = now + delay if the task goes back to pending), $5 give the
 -- attempt back, $6 results, $7 errors, $8 outcomes; $9 now (NULL: now()), $10 apply only
 -- if the lease (which never outlasts the deadline) has passed; $11 credentials.
@@ -17,10 +18,10 @@ WITH clock AS (
     -- The retry decision reads the row's current max_attempts, so an operator's change
     -- made while the task ran is honoured. SET expressions see the row before the update.
     UPDATE tasktable_tasks t SET
-        state = coalesce(input.new_state, CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END),
-        run_at = CASE WHEN coalesce(input.new_state, CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END) = 'pending'
+        state = coalesce(input.new_state, {retry_state}),
+        run_at = CASE WHEN coalesce(input.new_state, {retry_state}) = 'pending'
                       THEN clock.now + input.delay_us * interval '1 microsecond' ELSE t.run_at END,
-        finished_at = CASE WHEN coalesce(input.new_state, CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END) = 'pending'
+        finished_at = CASE WHEN coalesce(input.new_state, {retry_state}) = 'pending'
                       THEN NULL ELSE clock.now END,
         attempt = t.attempt - CASE WHEN input.refund THEN 1 ELSE 0 END,
         result = coalesce(input.result, t.result),
@@ -41,14 +42,6 @@ WITH clock AS (
               t.worker_id, t.worker_host, t.started_at, clock.now AS finished_at,
               input.outcome, input.error, input.delay_us, input.ord
 ), history AS (
-    INSERT INTO tasktable_attempts (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error,
-                                    queue, kind, due_at, task_state)
-    SELECT id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error,
-           queue, kind, due_at, state FROM done
-    ORDER BY ord
+    {attempt_insert}
 )
--- A task given back without delay is due at once: wake idle workers when this commits
--- (Postgres sends one notification per distinct queue).
-SELECT ord, queue, (state = 'pending' AND delay_us = 0) AS due,
-       CASE WHEN state = 'pending' AND delay_us = 0 THEN pg_notify('tasktable_wake', queue) END AS woke
-FROM done
+{queues_to_wake}

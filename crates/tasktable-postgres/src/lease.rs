@@ -8,20 +8,58 @@ use crate::{db, micros};
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Row as _};
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use tasktable_core::{Lease, Task, TaskId};
+use tasktable_sql::hot::expand;
 use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
+use tasktable_sql::rules;
 use tasktable_store::*;
 
-const CLAIM: &str = include_str!("../queries/task_claim.sql");
+/// The claim, with the sub-selects that choose its tasks (task_claim_select.sql) and test
+/// the queue (queue_paused.sql) in their places.
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    let select = expand(
+        include_str!("../queries/task_claim_select.sql"),
+        &[("queue_paused", include_str!("../queries/queue_paused.sql"))],
+    );
+    expand(
+        include_str!("../queries/task_claim.sql"),
+        &[("task_claim_select", &select)],
+    )
+});
 const RENEW: &str = include_str!("../queries/task_renew.sql");
 const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
-const FINISH: &str = include_str!("../queries/task_finish.sql");
+const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
+/// The finish, with core's retry rule over the row aliased `t`, the history insert
+/// (attempt_insert.sql) and the closing SELECT (queues_to_wake.sql) in their places.
+static FINISH: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_finish.sql"),
+        &[
+            (rules::RETRY_STATE, &rules::retry_state("t.")),
+            (
+                "attempt_insert",
+                include_str!("../queries/attempt_insert.sql"),
+            ),
+            (
+                "queues_to_wake",
+                include_str!("../queries/queues_to_wake.sql"),
+            ),
+        ],
+    )
+});
+static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_list_expired.sql"),
+        &[("task_columns", TASK_COLUMNS)],
+    )
+});
 
 pub async fn claim(pool: &PgPool, p: ClaimParams) -> StoreResult<Vec<Task>> {
     if p.limit == 0 || p.kinds.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = sqlx::query(CLAIM)
+    let rows = sqlx::query(&CLAIM)
         .bind(&p.queue)
         .bind(p.now)
         .bind(&p.kinds)
@@ -53,13 +91,11 @@ async fn lost_statuses(pool: &PgPool, leases: &[Lease]) -> StoreResult<Vec<Lease
         return Ok(Vec::new());
     }
     let ids: Vec<TaskId> = leases.iter().map(|l| l.task_id).collect();
-    let rows = sqlx::query(
-        "SELECT id, state, lease_token, lease_credential FROM tasktable_tasks WHERE id = ANY($1)",
-    )
-    .bind(&ids)
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
+    let rows = sqlx::query(LEASE_ROWS)
+        .bind(&ids)
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
     let mut found = HashMap::with_capacity(rows.len());
     for r in &rows {
         let id: TaskId = r.try_get("id").map_err(db)?;
@@ -150,7 +186,7 @@ pub async fn finish(pool: &PgPool, p: FinishParams) -> StoreResult<(Vec<bool>, V
         return Ok((Vec::new(), Vec::new()));
     }
     let rows: Vec<FinishRow> = p.items.iter().map(FinishItem::row).collect();
-    let done = sqlx::query(FINISH)
+    let done = sqlx::query(&FINISH)
         .bind(rows.iter().map(|r| r.task_id).collect::<Vec<_>>())
         .bind(rows.iter().map(|r| r.token).collect::<Vec<_>>())
         .bind(
@@ -191,14 +227,7 @@ pub async fn finish(pool: &PgPool, p: FinishParams) -> StoreResult<(Vec<bool>, V
 }
 
 pub async fn list_expired(pool: &PgPool, p: ExpiredParams) -> StoreResult<Vec<Task>> {
-    // The lease never outlasts the deadline, so an expired lease covers both. Reads the
-    // partial index tasktable_tasks_lease.
-    let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasktable_tasks \
-         WHERE state = 'running' AND lease_expires_at <= coalesce($1::timestamptz, now()) \
-         ORDER BY lease_expires_at, id LIMIT $2"
-    );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(&LIST_EXPIRED)
         .bind(p.now)
         .bind(i64::from(p.limit))
         .fetch_all(pool)

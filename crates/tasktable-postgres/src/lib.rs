@@ -1,8 +1,9 @@
 //! tasktable's PostgreSQL store, for many workers in many processes on one database.
 //!
 //! Owns: the PostgreSQL schema and its migrations, the hot path's SQL (`queries/`: one
-//! statement wherever the transition allows it), the transactions in which the shared SQL
-//! layer (`tasktable-sql`) runs everything else on Postgres, and the `tasktable_wake`
+//! statement wherever the transition allows it; the same files in every backend, see
+//! `tasktable_sql::hot`), the transactions in which the shared SQL layer
+//! (`tasktable-sql`) runs everything else on Postgres, and the `tasktable_wake`
 //! LISTEN/NOTIFY channel that wakes idle workers when work becomes due.
 //!
 //! Must not know: workers, handlers, HTTP, retry rules. It applies the plans the runtime

@@ -10,6 +10,7 @@ use tasktable_core::{NewTask, TaskState};
 use tasktable_store::{StoreError, StoreResult, Submitted};
 
 const INSERT: &str = include_str!("../queries/task_insert.sql");
+const BY_KEY: &str = include_str!("../queries/task_by_idempotency_key.sql");
 
 /// The insert for batches in which some task has an idempotency key.
 static INSERT_KEYED: LazyLock<String> = LazyLock::new(|| {
@@ -121,8 +122,7 @@ pub async fn insert(
     }
 
     // Inputs that were not inserted carry an idempotency key that exists already, from an
-    // earlier submit or from earlier in this batch. This is a new statement, so under READ
-    // COMMITTED it sees a row a racing submit committed while our INSERT waited for it.
+    // earlier submit or from earlier in this batch.
     let missing: Vec<String> = tasks
         .iter()
         .zip(&ids)
@@ -132,15 +132,13 @@ pub async fn insert(
     let existing: HashMap<String, i64> = if missing.is_empty() {
         HashMap::new()
     } else {
-        sqlx::query_as(
-            "SELECT idempotency_key, id FROM tasktable_tasks WHERE idempotency_key = ANY($1)",
-        )
-        .bind(&missing)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?
-        .into_iter()
-        .collect()
+        sqlx::query_as(BY_KEY)
+            .bind(&missing)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db)?
+            .into_iter()
+            .collect()
     };
     let submitted = tasks
         .iter()

@@ -11,16 +11,21 @@
 //! Must not know: any database driver. A backend runs what this crate writes through
 //! [`Exec`] (binding each [`Arg`] in its own column types) and reads rows through
 //! [`Cells`]; it keeps its transactions, its locks and its hot path (submit, claim, renew,
-//! checkpoint, finish, rescue), which stay hand-written per backend in `queries/*.sql`.
+//! checkpoint, finish, rescue), which stay hand-written per backend in `queries/*.sql`,
+//! the same files in every backend ([`hot`]).
 //! Rules come from `tasktable-core` as values: what a change does to a row is
-//! [`tasktable_core::ChangeEffect`], never an SQL `CASE`.
+//! [`tasktable_core::ChangeEffect`], never an SQL `CASE`. The one rule the hot path must
+//! decide inside its statements, whether a retried attempt goes back to `pending` or
+//! fails for good, is rendered as SQL once, in [`rules`], from core's definition.
 
 pub mod backend;
 mod dialect;
 mod exec;
+pub mod hot;
 pub mod migrate;
 pub mod query;
 pub mod row;
+pub mod rules;
 mod sql;
 pub mod stats;
 pub mod update;

@@ -6,16 +6,39 @@ use crate::sql::Row;
 use crate::time::{plus, to_text};
 use crate::{db, now_or_db, SqliteStore};
 use sqlx::{Row as _, SqliteConnection};
+use std::sync::LazyLock;
 use tasktable_core::{Lease, Task, TaskState};
+use tasktable_sql::hot::expand;
 use tasktable_sql::row::{task_from_row, TASK_COLUMNS};
+use tasktable_sql::rules;
 use tasktable_store::*;
 
-const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
+static CLAIM_SELECT: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_claim_select.sql"),
+        &[("queue_paused", include_str!("../queries/queue_paused.sql"))],
+    )
+});
 const CLAIM: &str = include_str!("../queries/task_claim.sql");
 const RENEW: &str = include_str!("../queries/task_renew.sql");
 const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
-const FINISH: &str = include_str!("../queries/task_finish.sql");
-const ATTEMPT_INSERT: &str = include_str!("../queries/attempt_insert.sql");
+const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
+static ATTEMPT_INSERT: LazyLock<String> =
+    LazyLock::new(|| with_retry_state(include_str!("../queries/attempt_insert.sql")));
+static FINISH: LazyLock<String> =
+    LazyLock::new(|| with_retry_state(include_str!("../queries/task_finish.sql")));
+const QUEUES_TO_WAKE: &str = include_str!("../queries/queues_to_wake.sql");
+static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_list_expired.sql"),
+        &[("task_columns", TASK_COLUMNS)],
+    )
+});
+
+/// `sql` with core's retry rule, read from the unaliased task row.
+fn with_retry_state(sql: &str) -> String {
+    expand(sql, &[(rules::RETRY_STATE, &rules::retry_state(""))])
+}
 
 pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>> {
     if p.limit == 0 || p.kinds.is_empty() {
@@ -31,7 +54,7 @@ async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<
         serde_json::to_string(&p.kinds).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
     let now = now_or_db(&mut *tx, p.now).await?;
     let now_text = to_text(now);
-    let ids: Vec<i64> = sqlx::query_scalar(CLAIM_SELECT)
+    let ids: Vec<i64> = sqlx::query_scalar(&CLAIM_SELECT)
         .bind(&p.queue)
         .bind(&now_text)
         .bind(&kinds)
@@ -68,13 +91,11 @@ async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<
 }
 
 async fn lost_status(conn: &mut SqliteConnection, lease: Lease) -> StoreResult<LeaseStatus> {
-    let row = sqlx::query(
-        "SELECT state, lease_token, lease_credential FROM tasktable_tasks WHERE id = ?",
-    )
-    .bind(lease.task_id)
-    .fetch_optional(conn)
-    .await
-    .map_err(db)?;
+    let row = sqlx::query(LEASE_ROWS)
+        .bind(lease.task_id)
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
     let row = match row {
         Some(r) => {
             let state: String = r.try_get(0).map_err(db)?;
@@ -162,13 +183,11 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
             let mut conn = store.reader.acquire().await.map_err(db)?;
             let ids = serde_json::to_string(&requeued)
                 .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
-            sqlx::query_scalar(
-                "SELECT DISTINCT queue FROM tasktable_tasks WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
-            )
-            .bind(ids)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db)?
+            sqlx::query_scalar(QUEUES_TO_WAKE)
+                .bind(ids)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(db)?
         };
         for q in queues {
             store.wake(&q);
@@ -189,7 +208,7 @@ async fn finish_in(
     let mut requeued = Vec::new();
     for item in &p.items {
         let r = item.row();
-        let recorded = sqlx::query(ATTEMPT_INSERT)
+        let recorded = sqlx::query(&ATTEMPT_INSERT)
             .bind(r.new_state.map(|s| s.as_str()))
             .bind(r.outcome.as_str())
             .bind(&r.error)
@@ -207,7 +226,7 @@ async fn finish_in(
         }
         // The write transaction holds the database: the row the attempt was recorded
         // from is the row this updates.
-        sqlx::query(FINISH)
+        sqlx::query(&FINISH)
             .bind(r.new_state.map(|s| s.as_str()))
             .bind(to_text(plus(now, r.delay)))
             .bind(i64::from(r.refund_attempt))
@@ -231,11 +250,7 @@ async fn finish_in(
 
 pub async fn list_expired(conn: &mut SqliteConnection, p: ExpiredParams) -> StoreResult<Vec<Task>> {
     let now = now_or_db(conn, p.now).await?;
-    let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE state = 'running' AND lease_expires_at <= ? \
-         ORDER BY lease_expires_at LIMIT ?"
-    );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(&LIST_EXPIRED)
         .bind(to_text(now))
         .bind(i64::from(p.limit))
         .fetch_all(conn)

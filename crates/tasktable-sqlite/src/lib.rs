@@ -1,8 +1,9 @@
 //! tasktable's embedded store: one SQLite file in WAL mode.
 //!
 //! Owns: the SQLite schema and its migrations, the hot path's SQL (`queries/`: submit,
-//! claim, renew, checkpoint, finish, rescue), and the transactions in which the shared
-//! SQL layer (`tasktable-sql`) runs everything else on SQLite.
+//! claim, renew, checkpoint, finish, rescue; the same files in every backend, see
+//! `tasktable_sql::hot`), and the transactions in which the shared SQL layer
+//! (`tasktable-sql`) runs everything else on SQLite.
 //!
 //! Must not know: workers, handlers, HTTP. It applies the plans the runtime hands it.
 //!

@@ -6,6 +6,7 @@ use tasktable_core::{NewTask, TaskState};
 use tasktable_store::{StoreResult, Submitted};
 
 const INSERT: &str = include_str!("../queries/task_insert.sql");
+const BY_KEY: &str = include_str!("../queries/task_by_idempotency_key.sql");
 
 /// Inserts tasks on a connection that is already inside a write transaction.
 pub async fn insert(
@@ -49,14 +50,12 @@ pub async fn insert(
         let submitted = match id {
             Some(id) => Submitted { id, created: true },
             None => {
-                // The idempotency key exists: hand back the first task. SQLite has one
-                // writer and we hold the write lock, so the row cannot vanish meanwhile.
-                let id: i64 =
-                    sqlx::query_scalar("SELECT id FROM tasktable_tasks WHERE idempotency_key = ?")
-                        .bind(&t.idempotency_key)
-                        .fetch_one(&mut *conn)
-                        .await
-                        .map_err(db)?;
+                // The idempotency key exists: hand back the task that holds it.
+                let id: i64 = sqlx::query_scalar(BY_KEY)
+                    .bind(&t.idempotency_key)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(db)?;
                 Submitted { id, created: false }
             }
         };

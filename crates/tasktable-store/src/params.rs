@@ -296,8 +296,9 @@ pub struct FinishRow {
     pub token: i64,
     /// Matched null-safely: `None` only matches a task claimed before credentials existed.
     pub credential: Option<String>,
-    /// The state to move to; `None` for a retry, where the store picks `pending`, or
-    /// `failed` when the row's `attempt` has reached its `max_attempts`.
+    /// The state to move to; `None` for a retry, where the store picks `pending` or
+    /// `failed` by [`tasktable_core::outcome::retry_state`] of the row's `attempt` and
+    /// current `max_attempts`.
     pub new_state: Option<TaskState>,
     /// From now until `run_at`, when the task goes back to `pending`.
     pub delay: Duration,

@@ -1,0 +1,5 @@
+-- No statement on PostgreSQL. MySQL locks a finish's rows and reads their fences before
+-- it writes, because it cannot tell from one UPDATE which rows matched. Here
+-- task_finish.sql's UPDATE locks each row it matches, re-checks the fence on the newest
+-- version of the row once it holds the lock (READ COMMITTED), and returns the rows it
+-- changed, so the fence, the write and the answer are one statement.

@@ -1,0 +1,5 @@
+-- No statement on SQLite. MySQL locks a finish's rows and reads their fences before it
+-- writes, because it cannot tell from one UPDATE which rows matched. Here the finish runs
+-- in a write transaction (BEGIN IMMEDIATE) that holds the database's only write lock from
+-- its first statement, and attempt_insert.sql and task_finish.sql state the fence in
+-- their own WHERE: a row that does not match is simply not written.
