@@ -7,11 +7,11 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{Executor, PgConnection, Postgres, Row as _, Transaction, TypeInfo, ValueRef};
+use sqlx::{Decode, Executor, PgConnection, Postgres, Row as _, Transaction, TypeInfo, ValueRef};
 use std::ops::DerefMut;
 use tasktable_sql::stats::SqlStats;
 use tasktable_sql::{Arg, Cells, Commit, Connect, Dialect, Exec, Sql};
-use tasktable_store::StoreResult;
+use tasktable_store::{StoreError, StoreResult};
 
 /// A connection, or a transaction on one, that runs the shared layer's statements.
 #[derive(Debug)]
@@ -101,14 +101,19 @@ impl Connect for PgStore {
 }
 
 impl Cells for Row {
-    /// PostgreSQL decodes an integer only at its own width.
+    /// PostgreSQL decodes an integer only at its own width: one lookup of the column,
+    /// then the decoder its type names (this runs for every cell of every claimed task).
     fn int(&self, column: &str) -> StoreResult<Option<i64>> {
-        let width = self.0.try_get_raw(column).map_err(db)?.type_info().name() == "INT4";
-        if width {
-            let v: Option<i32> = self.0.try_get(column).map_err(db)?;
-            return Ok(v.map(i64::from));
+        let raw = self.0.try_get_raw(column).map_err(db)?;
+        if raw.is_null() {
+            return Ok(None);
         }
-        self.0.try_get(column).map_err(db)
+        let value = match raw.type_info().name() {
+            "INT2" => <i16 as Decode<'_, Postgres>>::decode(raw).map(i64::from),
+            "INT4" => <i32 as Decode<'_, Postgres>>::decode(raw).map(i64::from),
+            _ => <i64 as Decode<'_, Postgres>>::decode(raw),
+        };
+        value.map(Some).map_err(StoreError::Database)
     }
     fn float(&self, column: &str) -> StoreResult<Option<f64>> {
         self.0.try_get(column).map_err(db)
