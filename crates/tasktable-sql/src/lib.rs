@@ -6,7 +6,8 @@
 //! locks and index hints, upserts); [`Sql`], a statement with its typed arguments; the
 //! queries themselves (filters, list/get/count/attempts, queues, operator changes and the
 //! history rows they write, statistics aggregates, the migration runner) and the decoding
-//! of their rows into core types ([`row`]).
+//! of their rows into core types ([`row`]); and the one `Store` implementation
+//! ([`impl_store!`]) over what a backend provides ([`Backend`]).
 //!
 //! Must not know: any database driver. A backend runs what this crate writes through
 //! [`Exec`] (binding each [`Arg`] in its own column types) and reads rows through
