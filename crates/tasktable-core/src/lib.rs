@@ -4,7 +4,8 @@
 //! transitions ([`state`]) and what each operator change does to a row ([`change`]), what
 //! a handler may answer and what that means for the task ([`outcome`], with the rule that
 //! sends a failed attempt back to `pending` or ends the task: [`outcome::attempts_left`]),
-//! the retry/backoff maths ([`Backoff`]), and what becomes of text a worker writes on its
+//! the retry/backoff maths ([`Backoff`]), when a recurring schedule's slots fall and which
+//! to fire after a pause ([`schedule`]), and what becomes of text a worker writes on its
 //! way into a row ([`stored`]).
 //!
 //! Must not know: SQL, any database, tokio, or the time of day. Every function here is
@@ -14,6 +15,7 @@
 pub mod backoff;
 pub mod change;
 pub mod outcome;
+pub mod schedule;
 pub mod state;
 pub mod stored;
 pub mod task;

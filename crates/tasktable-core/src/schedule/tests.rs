@@ -1,0 +1,258 @@
+use super::*;
+use chrono::NaiveDate;
+
+fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).unwrap()
+}
+
+fn cron(expr: &str, zone: &str) -> Slots {
+    Recurrence::Cron {
+        expr: expr.into(),
+        zone: zone.into(),
+    }
+    .slots()
+    .unwrap()
+}
+
+fn daily(h: u32, m: u32, zone: &str) -> Slots {
+    Recurrence::Daily {
+        at: NaiveTime::from_hms_opt(h, m, 0).unwrap(),
+        zone: zone.into(),
+    }
+    .slots()
+    .unwrap()
+}
+
+fn local(slots: &[DateTime<Utc>], zone: &str) -> Vec<String> {
+    let tz: Tz = zone.parse().unwrap();
+    slots
+        .iter()
+        .map(|s| s.with_timezone(&tz).format("%d %H:%M %Z").to_string())
+        .collect()
+}
+
+#[test]
+fn cron_takes_five_or_six_fields_and_a_known_zone() {
+    assert!(
+        cron("*/5 * * * *", "UTC").next_after(utc(2026, 1, 1, 0, 1)) == Some(utc(2026, 1, 1, 0, 5))
+    );
+    let six = cron("30 0 12 * * *", "UTC");
+    assert_eq!(
+        six.next_after(utc(2026, 1, 1, 0, 0)),
+        Some(utc(2026, 1, 1, 12, 0) + TimeDelta::seconds(30))
+    );
+    for bad in ["* * * *", "0 0 0 1 1 * 2030", "61 * * * *", "nonsense"] {
+        let err = Recurrence::Cron {
+            expr: bad.into(),
+            zone: "UTC".into(),
+        }
+        .slots()
+        .unwrap_err();
+        assert!(
+            matches!(err, InvalidRecurrence::Cron { .. }),
+            "{bad}: {err}"
+        );
+    }
+    let zone = Recurrence::Cron {
+        expr: "* * * * *".into(),
+        zone: "Mars/Olympus".into(),
+    }
+    .slots()
+    .unwrap_err();
+    assert_eq!(zone, InvalidRecurrence::Zone("Mars/Olympus".into()));
+}
+
+#[test]
+fn intervals_count_from_their_start_in_absolute_time() {
+    let start = utc(2026, 3, 29, 0, 0);
+    let every = Recurrence::Every {
+        every_ms: 90 * 60 * 1000,
+        start,
+    }
+    .slots()
+    .unwrap();
+    assert_eq!(every.next_after(start - TimeDelta::days(1)), Some(start));
+    assert_eq!(every.next_after(start), Some(utc(2026, 3, 29, 1, 30)));
+    assert_eq!(
+        every.next_after(utc(2026, 3, 29, 1, 29)),
+        Some(utc(2026, 3, 29, 1, 30))
+    );
+    assert_eq!(every.prev_before(utc(2026, 3, 29, 1, 30)), Some(start));
+    assert_eq!(every.prev_before(start), None);
+    for ms in [0, 999, MAX_INTERVAL.as_millis() as u64 + 1] {
+        let err = Recurrence::Every {
+            every_ms: ms,
+            start,
+        }
+        .slots()
+        .unwrap_err();
+        assert_eq!(err, InvalidRecurrence::Interval(ms));
+    }
+}
+
+#[test]
+fn a_daily_slot_in_the_skipped_hour_fires_once_when_the_gap_ends() {
+    // Berlin, 29 March 2026: clocks go from 02:00 CET to 03:00 CEST.
+    let slots = daily(2, 30, "Europe/Berlin").between(
+        utc(2026, 3, 27, 12, 0),
+        utc(2026, 3, 31, 12, 0),
+        100,
+    );
+    assert_eq!(
+        local(&slots, "Europe/Berlin"),
+        [
+            "28 02:30 CET",
+            "29 03:00 CEST",
+            "30 02:30 CEST",
+            "31 02:30 CEST"
+        ]
+    );
+    // New York, 8 March 2026: clocks go from 02:00 EST to 03:00 EDT.
+    let slots = daily(2, 30, "America/New_York").between(
+        utc(2026, 3, 7, 0, 0),
+        utc(2026, 3, 10, 0, 0),
+        100,
+    );
+    assert_eq!(
+        local(&slots, "America/New_York"),
+        ["07 02:30 EST", "08 03:00 EDT", "09 02:30 EDT"]
+    );
+}
+
+#[test]
+fn a_daily_slot_in_the_repeated_hour_fires_once_at_its_first_occurrence() {
+    // New York, 1 November 2026: clocks go back from 02:00 EDT to 01:00 EST.
+    let slots = daily(1, 30, "America/New_York").between(
+        utc(2026, 10, 31, 0, 0),
+        utc(2026, 11, 3, 0, 0),
+        100,
+    );
+    assert_eq!(
+        local(&slots, "America/New_York"),
+        ["31 01:30 EDT", "01 01:30 EDT", "02 01:30 EST"]
+    );
+    // Berlin, 25 October 2026: clocks go back from 03:00 CEST to 02:00 CET.
+    let slots = daily(2, 30, "Europe/Berlin").between(
+        utc(2026, 10, 24, 0, 0),
+        utc(2026, 10, 27, 0, 0),
+        100,
+    );
+    assert_eq!(
+        local(&slots, "Europe/Berlin"),
+        ["24 02:30 CEST", "25 02:30 CEST", "26 02:30 CET"]
+    );
+}
+
+#[test]
+fn frequent_slots_across_both_changes_are_increasing_and_each_wall_time_fires_once() {
+    for (zone, from, to) in [
+        (
+            "Europe/Berlin",
+            utc(2026, 3, 28, 23, 0),
+            utc(2026, 3, 29, 3, 0),
+        ),
+        (
+            "Europe/Berlin",
+            utc(2026, 10, 24, 23, 0),
+            utc(2026, 10, 25, 3, 0),
+        ),
+        (
+            "America/New_York",
+            utc(2026, 3, 8, 5, 0),
+            utc(2026, 3, 8, 9, 0),
+        ),
+        (
+            "America/New_York",
+            utc(2026, 11, 1, 4, 0),
+            utc(2026, 11, 1, 8, 0),
+        ),
+    ] {
+        let every15 = cron("*/15 * * * *", zone);
+        let slots = every15.between(from, to, 1000);
+        assert!(slots.windows(2).all(|w| w[0] < w[1]), "{zone}: {slots:?}");
+        let walls = local(&slots, zone);
+        let mut seen: Vec<String> = walls.iter().map(|w| w[..8].to_owned()).collect();
+        seen.dedup();
+        assert_eq!(
+            seen.len(),
+            walls.len(),
+            "{zone}: a wall time fired twice: {walls:?}"
+        );
+        // Walking back finds the same slots.
+        let mut back = Vec::new();
+        let mut t = to + TimeDelta::nanoseconds(1);
+        while let Some(s) = every15.prev_before(t) {
+            if s <= from {
+                break;
+            }
+            back.push(s);
+            t = s;
+        }
+        back.reverse();
+        assert_eq!(back, slots, "{zone}");
+    }
+    // The four quarter hours of the skipped hour are one slot, when the gap ends.
+    let gap = cron("*/15 * * * *", "Europe/Berlin").between(
+        utc(2026, 3, 29, 0, 30),
+        utc(2026, 3, 29, 1, 30),
+        100,
+    );
+    assert_eq!(
+        local(&gap, "Europe/Berlin"),
+        [
+            "29 01:45 CET",
+            "29 03:00 CEST",
+            "29 03:15 CEST",
+            "29 03:30 CEST"
+        ]
+    );
+}
+
+#[test]
+fn missed_slots_follow_the_policy_and_on_time_ones_always_fire() {
+    let minutely = cron("* * * * *", "UTC");
+    let last = utc(2026, 5, 1, 10, 0);
+    let now = last + TimeDelta::minutes(10) + TimeDelta::seconds(30);
+    let at = |m: i64| last + TimeDelta::minutes(m);
+    assert_eq!(due_slots(&minutely, last, now, Missed::Skip), [at(10)]);
+    assert_eq!(
+        due_slots(&minutely, last, now, Missed::RunLatest),
+        [at(9), at(10)]
+    );
+    assert_eq!(
+        due_slots(&minutely, last, now, Missed::RunAll { max: 3 }),
+        [at(7), at(8), at(9), at(10)]
+    );
+    assert_eq!(
+        due_slots(&minutely, last, now, Missed::RunAll { max: 100 }),
+        (1..=10).map(at).collect::<Vec<_>>()
+    );
+    // Nothing passed since the last slot: nothing to fire, whatever the policy.
+    assert!(due_slots(&minutely, at(10), now, Missed::RunAll { max: 5 }).is_empty());
+    // A long outage costs only the slots returned.
+    let year_later = last + TimeDelta::days(365) + TimeDelta::seconds(30);
+    assert_eq!(
+        due_slots(&minutely, last, year_later, Missed::RunLatest).len(),
+        2
+    );
+}
+
+#[test]
+fn recurrences_round_trip_through_json() {
+    let daily = Recurrence::Daily {
+        at: NaiveDate::from_ymd_opt(2026, 1, 1)
+            .unwrap()
+            .and_hms_opt(6, 45, 0)
+            .unwrap()
+            .time(),
+        zone: "Asia/Tokyo".into(),
+    };
+    let text = serde_json::to_string(&daily).unwrap();
+    assert_eq!(
+        text,
+        r#"{"type":"daily","at":"06:45:00","zone":"Asia/Tokyo"}"#
+    );
+    assert_eq!(serde_json::from_str::<Recurrence>(&text).unwrap(), daily);
+    let missed: Missed = serde_json::from_str(r#"{"policy":"run_all","max":5}"#).unwrap();
+    assert_eq!(missed, Missed::RunAll { max: 5 });
+}
