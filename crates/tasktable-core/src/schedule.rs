@@ -211,6 +211,9 @@ impl Slots {
         limit: usize,
     ) -> Vec<DateTime<Utc>> {
         let mut out = std::collections::VecDeque::new();
+        if limit == 0 {
+            return Vec::new();
+        }
         let mut t = after;
         while let Some(next) = self.next_after(t) {
             if next > until {

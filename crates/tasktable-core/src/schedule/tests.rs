@@ -79,6 +79,15 @@ fn intervals_count_from_their_start_in_absolute_time() {
     );
     assert_eq!(every.prev_before(utc(2026, 3, 29, 1, 30)), Some(start));
     assert_eq!(every.prev_before(start), None);
+    let day = every.between(start, start + TimeDelta::days(1), 100);
+    assert_eq!(day.len(), 16, "{day:?}");
+    assert_eq!(
+        every.between(start, start + TimeDelta::days(1), 3),
+        day[13..]
+    );
+    assert!(every
+        .between(start, start + TimeDelta::days(1), 0)
+        .is_empty());
     for ms in [0, 999, MAX_INTERVAL.as_millis() as u64 + 1] {
         let err = Recurrence::Every {
             every_ms: ms,
