@@ -99,16 +99,29 @@ fn intervals_count_from_their_start_in_absolute_time() {
     }
 }
 
+/// The slots of a daily schedule at `h:m` in `zone` between two UTC times, on its clock.
+fn daily_between(
+    h: u32,
+    m: u32,
+    zone: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Vec<String> {
+    local(&daily(h, m, zone).between(from, to, 100), zone)
+}
+
 #[test]
 fn a_daily_slot_in_the_skipped_hour_fires_once_when_the_gap_ends() {
     // Berlin, 29 March 2026: clocks go from 02:00 CET to 03:00 CEST.
-    let slots = daily(2, 30, "Europe/Berlin").between(
+    let berlin = daily_between(
+        2,
+        30,
+        "Europe/Berlin",
         utc(2026, 3, 27, 12, 0),
         utc(2026, 3, 31, 12, 0),
-        100,
     );
     assert_eq!(
-        local(&slots, "Europe/Berlin"),
+        berlin,
         [
             "28 02:30 CET",
             "29 03:00 CEST",
@@ -117,39 +130,36 @@ fn a_daily_slot_in_the_skipped_hour_fires_once_when_the_gap_ends() {
         ]
     );
     // New York, 8 March 2026: clocks go from 02:00 EST to 03:00 EDT.
-    let slots = daily(2, 30, "America/New_York").between(
+    let new_york = daily_between(
+        2,
+        30,
+        "America/New_York",
         utc(2026, 3, 7, 0, 0),
         utc(2026, 3, 10, 0, 0),
-        100,
     );
-    assert_eq!(
-        local(&slots, "America/New_York"),
-        ["07 02:30 EST", "08 03:00 EDT", "09 02:30 EDT"]
-    );
+    assert_eq!(new_york, ["07 02:30 EST", "08 03:00 EDT", "09 02:30 EDT"]);
 }
 
 #[test]
 fn a_daily_slot_in_the_repeated_hour_fires_once_at_its_first_occurrence() {
     // New York, 1 November 2026: clocks go back from 02:00 EDT to 01:00 EST.
-    let slots = daily(1, 30, "America/New_York").between(
+    let new_york = daily_between(
+        1,
+        30,
+        "America/New_York",
         utc(2026, 10, 31, 0, 0),
         utc(2026, 11, 3, 0, 0),
-        100,
     );
-    assert_eq!(
-        local(&slots, "America/New_York"),
-        ["31 01:30 EDT", "01 01:30 EDT", "02 01:30 EST"]
-    );
+    assert_eq!(new_york, ["31 01:30 EDT", "01 01:30 EDT", "02 01:30 EST"]);
     // Berlin, 25 October 2026: clocks go back from 03:00 CEST to 02:00 CET.
-    let slots = daily(2, 30, "Europe/Berlin").between(
+    let berlin = daily_between(
+        2,
+        30,
+        "Europe/Berlin",
         utc(2026, 10, 24, 0, 0),
         utc(2026, 10, 27, 0, 0),
-        100,
     );
-    assert_eq!(
-        local(&slots, "Europe/Berlin"),
-        ["24 02:30 CEST", "25 02:30 CEST", "26 02:30 CET"]
-    );
+    assert_eq!(berlin, ["24 02:30 CEST", "25 02:30 CEST", "26 02:30 CET"]);
 }
 
 #[test]
