@@ -279,5 +279,85 @@ pub fn due_slots(
     late
 }
 
+/// What a schedule submits at each slot: a task's options without its time or keys of
+/// its own. Unknown fields are refused, so a misspelt option is an error, not a default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskTemplate {
+    pub kind: String,
+    #[serde(default = "default_queue")]
+    pub queue: String,
+    #[serde(default)]
+    pub payload: serde_json::Value,
+    /// Business id, for search; not unique.
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default)]
+    pub backoff: crate::Backoff,
+    /// Longest one attempt may run (`timeout_ms`).
+    #[serde(default, rename = "timeout_ms", with = "optional_millis")]
+    pub timeout: Option<Duration>,
+}
+
+fn default_queue() -> String {
+    crate::task::DEFAULT_QUEUE.to_owned()
+}
+
+fn default_max_attempts() -> u32 {
+    crate::task::DEFAULT_MAX_ATTEMPTS
+}
+
+/// A timeout as whole milliseconds (`timeout_ms` in the API's own words).
+mod optional_millis {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        d.map(|d| d.as_millis() as u64).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+/// The idempotency key of the task a schedule fires for a slot: one task per slot, however
+/// many schedulers race for it and however often one retries after a lost answer.
+pub fn slot_key(schedule_id: i64, slot: DateTime<Utc>) -> String {
+    format!(
+        "schedule:{schedule_id}:{}",
+        slot.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
+impl TaskTemplate {
+    /// The task fired for `slot` of schedule `schedule_id`: due at the slot, keyed to it.
+    pub fn task_for(&self, schedule_id: i64, slot: DateTime<Utc>) -> crate::NewTask {
+        crate::NewTask {
+            kind: self.kind.clone(),
+            queue: self.queue.clone(),
+            payload: self.payload.clone(),
+            key: self.key.clone(),
+            idempotency_key: Some(slot_key(schedule_id, slot)),
+            priority: self.priority,
+            run_at: Some(slot),
+            delay: None,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
+            timeout: self.timeout,
+            held: false,
+        }
+    }
+
+    /// Checks the template as the tasks it makes will be checked on submit.
+    pub fn validate(&self) -> Result<(), crate::InvalidTask> {
+        self.task_for(0, DateTime::<Utc>::UNIX_EPOCH).validate()
+    }
+}
+
 #[cfg(test)]
 mod tests;

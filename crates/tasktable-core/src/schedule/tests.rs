@@ -275,3 +275,48 @@ fn recurrences_round_trip_through_json() {
     let missed: Missed = serde_json::from_str(r#"{"policy":"run_all","max":5}"#).unwrap();
     assert_eq!(missed, Missed::RunAll { max: 5 });
 }
+
+#[test]
+fn a_template_makes_one_keyed_task_per_slot_due_at_the_slot() {
+    let template: TaskTemplate = serde_json::from_value(
+        serde_json::json!({"kind": "report", "payload": {"n": 1}, "timeout_ms": 1500}),
+    )
+    .unwrap();
+    assert_eq!(template.queue, crate::task::DEFAULT_QUEUE);
+    assert_eq!(template.max_attempts, crate::task::DEFAULT_MAX_ATTEMPTS);
+    assert_eq!(template.timeout, Some(Duration::from_millis(1500)));
+    template.validate().unwrap();
+    let slot = utc(2026, 3, 29, 1, 0);
+    let task = template.task_for(7, slot);
+    assert_eq!(task.run_at, Some(slot));
+    assert_eq!(
+        task.idempotency_key.as_deref(),
+        Some("schedule:7:2026-03-29T01:00:00.000Z")
+    );
+    task.validate().unwrap();
+    // The same slot always gives the same key; another slot or schedule, another key.
+    assert_eq!(
+        template.task_for(7, slot).idempotency_key,
+        task.idempotency_key
+    );
+    assert_ne!(
+        template
+            .task_for(7, slot + TimeDelta::minutes(1))
+            .idempotency_key,
+        task.idempotency_key
+    );
+    assert_ne!(
+        template.task_for(8, slot).idempotency_key,
+        task.idempotency_key
+    );
+    let key = slot_key(i64::MAX, DateTime::<Utc>::MAX_UTC);
+    assert!(key.chars().count() <= crate::task::MAX_NAME_LEN, "{key}");
+    let empty = TaskTemplate {
+        kind: " ".into(),
+        ..template
+    };
+    assert_eq!(empty.validate(), Err(crate::InvalidTask::Empty("kind")));
+    let typo =
+        serde_json::from_value::<TaskTemplate>(serde_json::json!({"kind": "k", "priorty": 3}));
+    assert!(typo.unwrap_err().to_string().contains("priorty"));
+}
