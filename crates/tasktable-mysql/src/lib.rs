@@ -42,7 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{NewTask, Task, TaskId};
-use tasktable_sql::{query, update, Backend, Commit, Connect};
+use tasktable_sql::update::{self, Changed};
+use tasktable_sql::{query, Backend, Commit, Connect};
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
@@ -352,34 +353,34 @@ impl Backend for MySqlStore {
         lease::list_expired(&self.pool, params).await
     }
 
+    /// Commits, then wakes this process's workers.
+    async fn commit_change(&self, tx: Self::Write, changed: Changed) -> StoreResult<u64> {
+        tx.commit().await?;
+        self.wake_local(changed.wake.iter().map(String::as_str));
+        Ok(changed.count)
+    }
+
+    /// A change InnoDB aborts (deadlock, lock wait timeout) is run again whole.
     async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
-        let changed = self
-            .retrying("update", || async move {
-                let mut tx = Connect::write(self).await?;
-                let out = update::one(&mut tx, id, params).await?;
-                tx.commit().await?;
-                Ok(out)
-            })
-            .await?;
-        self.wake_local(changed.wake.iter().map(String::as_str));
-        Ok(changed.count)
+        self.retrying("update", || async move {
+            let mut tx = Connect::write(self).await?;
+            let changed = update::one(&mut tx, id, params).await?;
+            self.commit_change(tx, changed).await
+        })
+        .await
     }
 
-    /// A chunk InnoDB aborts (deadlock, lock wait timeout) is run again on its own; the
-    /// chunks before it stay committed.
+    /// A chunk InnoDB aborts is run again on its own; the chunks before it stay committed.
     async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
-        let changed = self
-            .retrying("update_chunk", || async move {
-                let mut tx = Connect::write(self).await?;
-                let out = update::chunk(&mut tx, params).await?;
-                tx.commit().await?;
-                Ok(out)
-            })
-            .await?;
-        self.wake_local(changed.wake.iter().map(String::as_str));
-        Ok(changed.count)
+        self.retrying("update_chunk", || async move {
+            let mut tx = Connect::write(self).await?;
+            let changed = update::chunk(&mut tx, params).await?;
+            self.commit_change(tx, changed).await
+        })
+        .await
     }
 
+    /// One statement, so no transaction of its own; run again if InnoDB aborts it.
     async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
         let p = &params;
         self.retrying("queue_set_paused", || async move {

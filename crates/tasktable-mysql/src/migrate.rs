@@ -15,23 +15,13 @@ use std::borrow::Cow;
 use tasktable_sql::migrate::{apply, Migration};
 use tasktable_store::{StoreError, StoreResult};
 
-fn shipped() -> [Migration; 4] {
-    tasktable_sql::backend_migrations!()
-}
-
 /// How long a migrator waits for another one to finish, in seconds.
 const LOCK_WAIT_SECS: i64 = 300;
 
-/// The migrations this version ships: (version, name, SQL), oldest first. The SQL is as
+/// The migrations this version ships: version, name and SQL, oldest first. The SQL is as
 /// written for MariaDB; on MySQL the migrator swaps the collation (see `for_server`).
-pub fn migrations() -> Vec<(i64, &'static str, &'static str)> {
-    shipped()
-        .into_iter()
-        .map(|m| match m.sql {
-            Cow::Borrowed(sql) => (m.version, m.name, sql),
-            Cow::Owned(_) => unreachable!("shipped migrations are borrowed"),
-        })
-        .collect()
+pub fn migrations() -> [Migration; 4] {
+    tasktable_sql::backend_migrations!()
 }
 
 pub async fn run(pool: &MySqlPool) -> StoreResult<()> {
@@ -73,14 +63,14 @@ async fn run_locked(conn: &mut PoolConnection<MySql>) -> StoreResult<()> {
         .await
         .map_err(db)?;
     let mariadb = version.contains("MariaDB");
-    let migrations: Vec<Migration> = shipped()
+    let for_this_server: Vec<Migration> = migrations()
         .into_iter()
         .map(|m| Migration {
             sql: Cow::Owned(for_server(&m.sql, mariadb)),
             ..m
         })
         .collect();
-    apply(&mut Db(&mut **conn), &migrations).await
+    apply(&mut Db(&mut **conn), &for_this_server).await
 }
 
 /// MySQL and MariaDB share no binary collation without trailing-space padding: MariaDB
@@ -103,16 +93,16 @@ mod tests {
     #[test]
     fn the_migration_files_are_the_shared_list() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-        tasktable_sql::migrate::check_files(&shipped(), &dir).unwrap();
+        tasktable_sql::migrate::check_files(&migrations(), &dir).unwrap();
     }
 
     #[test]
     fn mysql_gets_its_own_no_pad_collation() {
-        let (_, _, sql) = migrations()[0];
+        let sql = &migrations()[0].sql;
         assert!(sql.contains("utf8mb4_nopad_bin"));
         let mysql = for_server(sql, false);
         assert!(!mysql.contains("nopad"));
         assert!(mysql.contains("COLLATE = utf8mb4_0900_bin"));
-        assert_eq!(for_server(sql, true), sql);
+        assert_eq!(for_server(sql, true), sql.as_ref());
     }
 }

@@ -10,7 +10,6 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Decode, Executor, MySql, MySqlConnection, Row as _, Transaction};
 use std::ops::DerefMut;
 use tasktable_core::{Task, TaskId};
-use tasktable_sql::stats::SqlStats;
 use tasktable_sql::{Arg, Cells, Commit, Connect, Dialect, Exec, Sql};
 use tasktable_store::StoreResult;
 
@@ -91,14 +90,6 @@ impl<C: DerefMut<Target = MySqlConnection> + Send> Exec for Db<C> {
 impl Commit for Db<Transaction<'static, MySql>> {
     async fn commit(self) -> StoreResult<()> {
         self.0.commit().await.map_err(db)
-    }
-}
-
-impl MySqlStore {
-    /// The SQL half of statistics (`tasktable_store::stats::StatsSource`) on this store,
-    /// for callers that time its parts.
-    pub fn stats_source(&self) -> SqlStats<'_, Self> {
-        SqlStats(self)
     }
 }
 

@@ -26,9 +26,9 @@ use sqlx::PgConnection;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::{NewTask, Task, TaskId};
-use tasktable_sql::update::{self, Changed};
-use tasktable_sql::{query, Backend, Commit, Connect};
+use tasktable_core::{NewTask, Task};
+use tasktable_sql::update::Changed;
+use tasktable_sql::{Backend, Commit};
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
@@ -140,26 +140,6 @@ impl PgStore {
         }
     }
 
-    /// Commits a change, waking the workers of the queues it made due: those of other
-    /// processes by NOTIFY, delivered when (and only if) the transaction commits.
-    async fn committed(
-        &self,
-        mut tx: <Self as Connect>::Write,
-        changed: Changed,
-    ) -> StoreResult<u64> {
-        if !changed.wake.is_empty() {
-            sqlx::query("SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q")
-                .bind(WAKE_CHANNEL)
-                .bind(&changed.wake)
-                .execute(&mut *tx.0)
-                .await
-                .map_err(db)?;
-        }
-        tx.commit().await?;
-        self.wake_local(changed.wake.iter().map(String::as_str));
-        Ok(changed.count)
-    }
-
     /// Stops the wake listener and closes the pool.
     pub async fn close(&self) {
         self.wake.stop();
@@ -222,28 +202,20 @@ impl Backend for PgStore {
         lease::list_expired(&self.pool, params).await
     }
 
-    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
-        let mut tx = Connect::write(self).await?;
-        let changed = update::one(&mut tx, id, params).await?;
-        self.committed(tx, changed).await
-    }
-
-    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
-        let mut tx = Connect::write(self).await?;
-        let changed = update::chunk(&mut tx, params).await?;
-        self.committed(tx, changed).await
-    }
-
-    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
-        let mut tx = Connect::write(self).await?;
-        query::set_paused(&mut tx, &params).await?;
-        let wake = if params.paused {
-            Vec::new()
-        } else {
-            vec![params.queue]
-        };
-        self.committed(tx, Changed { count: 1, wake }).await?;
-        Ok(())
+    /// Commits, waking the workers of the queues the change made due: those of other
+    /// processes by NOTIFY, delivered when (and only if) the transaction commits.
+    async fn commit_change(&self, mut tx: Self::Write, changed: Changed) -> StoreResult<u64> {
+        if !changed.wake.is_empty() {
+            sqlx::query("SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q")
+                .bind(WAKE_CHANNEL)
+                .bind(&changed.wake)
+                .execute(&mut *tx.0)
+                .await
+                .map_err(db)?;
+        }
+        tx.commit().await?;
+        self.wake_local(changed.wake.iter().map(String::as_str));
+        Ok(changed.count)
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

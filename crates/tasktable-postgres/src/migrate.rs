@@ -10,19 +10,9 @@ use tasktable_store::StoreResult;
 /// advisory locks are per database, so databases on one server do not wait on each other.
 const MIGRATION_LOCK: i64 = 0x7461_736b_7461_626c;
 
-fn shipped() -> [Migration; 4] {
+/// The migrations this version ships: version, name and SQL, oldest first.
+pub fn migrations() -> [Migration; 4] {
     tasktable_sql::backend_migrations!()
-}
-
-/// The migrations this version ships: (version, name, SQL), oldest first.
-pub fn migrations() -> Vec<(i64, &'static str, &'static str)> {
-    shipped()
-        .into_iter()
-        .map(|m| match m.sql {
-            std::borrow::Cow::Borrowed(sql) => (m.version, m.name, sql),
-            std::borrow::Cow::Owned(_) => unreachable!("shipped migrations are borrowed"),
-        })
-        .collect()
 }
 
 pub async fn run(store: &PgStore) -> StoreResult<()> {
@@ -35,7 +25,7 @@ pub async fn run(store: &PgStore) -> StoreResult<()> {
         .execute(&mut *tx.0)
         .await
         .map_err(db)?;
-    apply(&mut tx, &shipped()).await?;
+    apply(&mut tx, &migrations()).await?;
     tx.commit().await
 }
 
@@ -44,6 +34,6 @@ mod tests {
     #[test]
     fn the_migration_files_are_the_shared_list() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-        tasktable_sql::migrate::check_files(&super::shipped(), &dir).unwrap();
+        tasktable_sql::migrate::check_files(&super::migrations(), &dir).unwrap();
     }
 }

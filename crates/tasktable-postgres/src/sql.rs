@@ -9,7 +9,6 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{Decode, Executor, PgConnection, Postgres, Row as _, Transaction, TypeInfo, ValueRef};
 use std::ops::DerefMut;
-use tasktable_sql::stats::SqlStats;
 use tasktable_sql::{Arg, Cells, Commit, Connect, Dialect, Exec, Sql};
 use tasktable_store::{StoreError, StoreResult};
 
@@ -75,14 +74,6 @@ impl<C: DerefMut<Target = PgConnection> + Send> Exec for Db<C> {
 impl Commit for Db<Transaction<'static, Postgres>> {
     async fn commit(self) -> StoreResult<()> {
         self.0.commit().await.map_err(db)
-    }
-}
-
-impl PgStore {
-    /// The SQL half of statistics (`tasktable_store::stats::StatsSource`) on this store,
-    /// for callers that time its parts.
-    pub fn stats_source(&self) -> SqlStats<'_, Self> {
-        SqlStats(self)
     }
 }
 

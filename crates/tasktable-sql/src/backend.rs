@@ -1,15 +1,17 @@
 //! What a backend provides, and the `Store` written once on top of it.
 //!
 //! A backend implements [`Backend`]: the hot path (submit, claim, renew, checkpoint,
-//! finish, the rescuer's scan), the transactions operators' changes run in, and its
-//! wake-ups. [`impl_store!`](crate::impl_store) then implements `Store` and
+//! finish, the rescuer's scan), and how an operator's change commits and wakes workers
+//! (its default methods run each change in a write transaction of its own; MySQL
+//! overrides them to run a transaction InnoDB aborts again). [`impl_store!`](crate::impl_store) then implements `Store` and
 //! `ChunkedUpdate` for it: every call's parameters checked against the store's
 //! [`Limits`] first, and every call off the hot path answered by this crate's queries.
 //! (A macro, because no crate may implement another crate's trait for every type that
 //! implements a third.) The backend sees parameters a limit applies to only as
 //! [`Checked`] values.
 
-use crate::Connect;
+use crate::update::{self, Changed};
+use crate::{query, Connect};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tasktable_core::{Task, TaskId};
@@ -50,16 +52,36 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 
     async fn list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>>;
 
-    /// Runs [`update::one`](crate::update::one) in a transaction of its own, commits, and
-    /// wakes the workers of the queues it made due; how many tasks changed.
-    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64>;
+    /// Commits an operator's change, and wakes the workers of the queues it made due
+    /// (`changed.wake`) the backend's way; how many tasks changed.
+    async fn commit_change(&self, tx: Self::Write, changed: Changed) -> StoreResult<u64>;
 
-    /// Runs [`update::chunk`](crate::update::chunk) the same way.
-    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64>;
+    /// Runs [`update::one`] in a write transaction of its own and commits it.
+    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
+        let mut tx = self.write().await?;
+        let changed = update::one(&mut tx, id, params).await?;
+        self.commit_change(tx, changed).await
+    }
 
-    /// Runs [`query::set_paused`](crate::query::set_paused), waking a resumed queue's
-    /// workers.
-    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()>;
+    /// Runs [`update::chunk`] the same way.
+    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
+        let mut tx = self.write().await?;
+        let changed = update::chunk(&mut tx, params).await?;
+        self.commit_change(tx, changed).await
+    }
+
+    /// Runs [`query::set_paused`] the same way; a resumed queue's workers are woken.
+    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
+        let mut tx = self.write().await?;
+        query::set_paused(&mut tx, &params).await?;
+        let wake = if params.paused {
+            Vec::new()
+        } else {
+            vec![params.queue]
+        };
+        self.commit_change(tx, Changed { count: 1, wake }).await?;
+        Ok(())
+    }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;
 }
@@ -83,6 +105,14 @@ macro_rules! impl_store {
     ($store:ty) => {
         const _: () = {
             use $crate::backend::__private::*;
+
+            impl $store {
+                /// The SQL half of statistics (`StatsSource`) on this store, for callers
+                /// that time its parts.
+                pub fn stats_source(&self) -> SqlStats<'_, Self> {
+                    SqlStats(self)
+                }
+            }
 
             #[async_trait]
             impl Store for $store {

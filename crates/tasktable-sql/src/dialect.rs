@@ -93,25 +93,28 @@ impl Dialect {
 
     /// The tail of an `INSERT` that replaces `columns` of a row whose `key` exists.
     pub(crate) fn upsert(self, key: &[&str], columns: &[&str]) -> String {
+        let set: Vec<String> = columns
+            .iter()
+            .map(|c| format!("{c} = {}", self.inserted(c)))
+            .collect();
+        format!("{}{}", self.on_conflict(key), set.join(", "))
+    }
+
+    /// What starts the `SET` list of an upsert on `key`.
+    pub(crate) fn on_conflict(self, key: &[&str]) -> String {
         match self {
             Dialect::Sqlite | Dialect::Postgres => {
-                let set: Vec<String> = columns
-                    .iter()
-                    .map(|c| format!("{c} = excluded.{c}"))
-                    .collect();
-                format!(
-                    " ON CONFLICT ({}) DO UPDATE SET {}",
-                    key.join(", "),
-                    set.join(", ")
-                )
+                format!(" ON CONFLICT ({}) DO UPDATE SET ", key.join(", "))
             }
-            Dialect::MySql => {
-                let set: Vec<String> = columns
-                    .iter()
-                    .map(|c| format!("{c} = VALUES({c})"))
-                    .collect();
-                format!(" ON DUPLICATE KEY UPDATE {}", set.join(", "))
-            }
+            Dialect::MySql => " ON DUPLICATE KEY UPDATE ".to_owned(),
+        }
+    }
+
+    /// In an upsert's `SET` list, the value the `INSERT` tried to write to `column`.
+    pub(crate) fn inserted(self, column: &str) -> String {
+        match self {
+            Dialect::Sqlite | Dialect::Postgres => format!("excluded.{column}"),
+            Dialect::MySql => format!("VALUES({column})"),
         }
     }
 

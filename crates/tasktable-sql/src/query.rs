@@ -183,5 +183,5 @@ pub async fn set_paused<E: Exec>(e: &mut E, p: &QueuePauseParams) -> StoreResult
         .push(")");
     let upsert = e.dialect().upsert(&["name"], &["paused", "updated_at"]);
     sql.push(&upsert);
-    e.execute(sql).await.map(|_| ())
+    e.execute(sql).await
 }

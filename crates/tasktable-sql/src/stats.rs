@@ -201,12 +201,12 @@ impl<C: Connect> StatsSource for SqlStats<'_, C> {
             "INSERT INTO tasktable_stats_rolled (id, rolled_until) VALUES (1, ",
         );
         watermark.bind(until).push(")");
-        let greatest = d.greatest();
-        let tail = d.upsert(&["id"], &["rolled_until"]).replace(
-            "rolled_until = ",
-            &format!("rolled_until = {greatest}(tasktable_stats_rolled.rolled_until, "),
-        );
-        watermark.push(&format!("{tail})"));
+        watermark.push(&format!(
+            "{}rolled_until = {}(tasktable_stats_rolled.rolled_until, {})",
+            d.on_conflict(&["id"]),
+            d.greatest(),
+            d.inserted("rolled_until"),
+        ));
         tx.execute(watermark).await?;
         tx.commit().await
     }

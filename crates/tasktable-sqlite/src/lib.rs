@@ -30,9 +30,9 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 use std::str::FromStr;
 use std::time::Duration;
-use tasktable_core::{NewTask, Task, TaskId};
-use tasktable_sql::update::{self, Changed};
-use tasktable_sql::{query, Backend, Commit, Connect};
+use tasktable_core::{NewTask, Task};
+use tasktable_sql::update::Changed;
+use tasktable_sql::{Backend, Commit, Connect};
 use tasktable_store::*;
 use tokio::sync::{broadcast, mpsc};
 
@@ -164,15 +164,6 @@ impl SqliteStore {
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Commits an operator's change, then wakes the workers of the queues it made due.
-    async fn committed(&self, tx: <Self as Connect>::Write, changed: Changed) -> StoreResult<u64> {
-        tx.commit().await?;
-        for queue in &changed.wake {
-            self.wake(queue);
-        }
-        Ok(changed.count)
-    }
-
     pub(crate) fn wake(&self, queue: &str) {
         // No receivers is fine: nobody is idle in this process.
         let _ = self.wake.send(Wake {
@@ -270,29 +261,16 @@ impl Backend for SqliteStore {
         lease::list_expired(&mut conn, params).await
     }
 
-    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
-        let mut tx = Connect::write(self).await?;
-        let changed = update::one(&mut tx, id, params).await?;
-        self.committed(tx, changed).await
-    }
-
-    /// A transaction of its own: the writer goes back to the pool between chunks, and the
-    /// pool hands it out first come, first served, so the claims and finishes that queued
+    /// Commits, then wakes this process's workers. A change's transaction is its own:
+    /// the writer goes back to the pool between the chunks of a bulk change, and the pool
+    /// hands it out first come, first served, so the claims and finishes that queued
     /// behind one chunk run before the next.
-    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
-        let mut tx = Connect::write(self).await?;
-        let changed = update::chunk(&mut tx, params).await?;
-        self.committed(tx, changed).await
-    }
-
-    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
-        let mut tx = Connect::write(self).await?;
-        query::set_paused(&mut tx, &params).await?;
+    async fn commit_change(&self, tx: Self::Write, changed: Changed) -> StoreResult<u64> {
         tx.commit().await?;
-        if !params.paused {
-            self.wake(&params.queue);
+        for queue in &changed.wake {
+            self.wake(queue);
         }
-        Ok(())
+        Ok(changed.count)
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

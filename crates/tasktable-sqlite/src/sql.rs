@@ -10,7 +10,6 @@ use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Executor, Row as _, Sqlite, SqliteConnection, Transaction};
 use std::ops::DerefMut;
-use tasktable_sql::stats::SqlStats;
 use tasktable_sql::{Arg, Cells, Commit, Connect, Dialect, Exec, Sql};
 use tasktable_store::{StoreError, StoreResult};
 
@@ -72,14 +71,6 @@ impl<C: DerefMut<Target = SqliteConnection> + Send> Exec for Db<C> {
 impl Commit for Db<Transaction<'static, Sqlite>> {
     async fn commit(self) -> StoreResult<()> {
         self.0.commit().await.map_err(db)
-    }
-}
-
-impl SqliteStore {
-    /// The SQL half of statistics (`tasktable_store::stats::StatsSource`) on this store,
-    /// for callers that time its parts.
-    pub fn stats_source(&self) -> SqlStats<'_, Self> {
-        SqlStats(self)
     }
 }
 

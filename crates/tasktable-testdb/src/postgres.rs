@@ -27,12 +27,13 @@ fn server_url() -> String {
 /// gets a new template and parallel binaries of one build agree on the name.
 fn template_name() -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for (version, name, sql) in tasktable_postgres::migrations() {
-        for byte in version
+    for m in tasktable_postgres::migrations() {
+        for byte in m
+            .version
             .to_le_bytes()
             .iter()
-            .chain(name.as_bytes())
-            .chain(sql.as_bytes())
+            .chain(m.name.as_bytes())
+            .chain(m.sql.as_bytes())
         {
             hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3);
         }

@@ -220,7 +220,7 @@ async fn migrate_runs_again_over_a_half_applied_schema() {
             .unwrap();
     let shipped: Vec<(i64, String)> = tasktable_mysql::migrations()
         .iter()
-        .map(|(v, name, _)| (*v, name.to_string()))
+        .map(|m| (m.version, m.name.to_owned()))
         .collect();
     assert_eq!(
         versions, shipped,
