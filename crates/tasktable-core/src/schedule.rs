@@ -19,6 +19,11 @@ use croner::Cron;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+mod spec;
+pub use spec::{
+    next_run, plan, FirePlan, InvalidSchedule, Overlap, ScheduleEdit, ScheduleSpec, MAX_MISSED_RUNS,
+};
+
 /// When a schedule fires, as it is written and stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -329,9 +334,15 @@ mod optional_millis {
 /// many schedulers race for it and however often one retries after a lost answer.
 pub fn slot_key(schedule_id: i64, slot: DateTime<Utc>) -> String {
     format!(
-        "schedule:{schedule_id}:{}",
+        "{}{}",
+        slot_key_prefix(schedule_id),
         slot.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     )
+}
+
+/// What the key of every slot of a schedule starts with: `schedule:<id>:`.
+pub fn slot_key_prefix(schedule_id: i64) -> String {
+    format!("schedule:{schedule_id}:")
 }
 
 impl TaskTemplate {

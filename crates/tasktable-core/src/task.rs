@@ -143,7 +143,7 @@ impl NewTask {
     }
 }
 
-fn check_name(field: &'static str, value: &str) -> Result<(), InvalidTask> {
+pub(crate) fn check_name(field: &'static str, value: &str) -> Result<(), InvalidTask> {
     if value.trim().is_empty() {
         return Err(InvalidTask::Empty(field));
     }
@@ -218,6 +218,10 @@ pub struct Task {
     /// Start of the current or last attempt.
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The schedule that fired this task, if one did.
+    pub schedule_id: Option<i64>,
+    /// The slot of that schedule this task was fired for.
+    pub slot_at: Option<DateTime<Utc>>,
 }
 
 impl Task {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::TaskState;
 use chrono::NaiveDate;
 
 fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
@@ -319,4 +320,140 @@ fn a_template_makes_one_keyed_task_per_slot_due_at_the_slot() {
     let typo =
         serde_json::from_value::<TaskTemplate>(serde_json::json!({"kind": "k", "priorty": 3}));
     assert!(typo.unwrap_err().to_string().contains("priorty"));
+}
+
+fn spec(recurrence: Recurrence) -> ScheduleSpec {
+    ScheduleSpec {
+        name: "nightly".into(),
+        recurrence,
+        template: serde_json::from_value(serde_json::json!({"kind": "report"})).unwrap(),
+        missed: Missed::RunLatest,
+        overlap: Overlap::Allow,
+        enabled: true,
+    }
+}
+
+fn every_minute() -> Recurrence {
+    Recurrence::Cron {
+        expr: "* * * * *".into(),
+        zone: "UTC".into(),
+    }
+}
+
+#[test]
+fn a_plan_fires_the_due_slots_and_moves_the_place_to_now() {
+    let slots = every_minute().slots().unwrap();
+    let now = utc(2026, 3, 1, 10, 3) + TimeDelta::seconds(20);
+    let p = plan(&slots, utc(2026, 3, 1, 10, 1), now, Missed::RunLatest);
+    assert_eq!(p.slots, [utc(2026, 3, 1, 10, 2), utc(2026, 3, 1, 10, 3)]);
+    assert_eq!(p.covered_until, now);
+    assert_eq!(p.next_run_at, Some(utc(2026, 3, 1, 10, 4)));
+    // A second firing at the same time finds nothing left.
+    let again = plan(&slots, p.covered_until, now, Missed::RunLatest);
+    assert!(again.slots.is_empty());
+    assert_eq!(again.next_run_at, p.next_run_at);
+}
+
+#[test]
+fn enabling_or_a_new_recurrence_starts_from_the_edit_and_other_edits_keep_the_place() {
+    let old = spec(every_minute());
+    let covered = utc(2026, 3, 1, 9, 0);
+    let now = utc(2026, 3, 1, 10, 0);
+    let hourly = Recurrence::Cron {
+        expr: "0 * * * *".into(),
+        zone: "UTC".into(),
+    };
+    let recur = ScheduleEdit {
+        recurrence: Some(hourly),
+        ..Default::default()
+    };
+    assert_eq!(recur.covered_from(&old, covered, now), now);
+    let same = ScheduleEdit {
+        recurrence: Some(every_minute()),
+        ..Default::default()
+    };
+    assert_eq!(same.covered_from(&old, covered, now), covered);
+    let priority = ScheduleEdit {
+        overlap: Some(Overlap::Skip),
+        ..Default::default()
+    };
+    assert_eq!(priority.covered_from(&old, covered, now), covered);
+    let disabled = ScheduleSpec {
+        enabled: false,
+        ..old.clone()
+    };
+    let enable = ScheduleEdit {
+        enabled: Some(true),
+        ..Default::default()
+    };
+    assert_eq!(enable.covered_from(&disabled, covered, now), now);
+    assert_eq!(enable.covered_from(&old, covered, now), covered);
+    let slots = every_minute().slots().unwrap();
+    assert_eq!(next_run(&slots, false, now), None);
+    assert_eq!(next_run(&slots, true, now), Some(utc(2026, 3, 1, 10, 1)));
+}
+
+#[test]
+fn an_edit_between_two_specs_holds_only_what_differs_and_applies_back() {
+    let old = spec(every_minute());
+    let new = ScheduleSpec {
+        overlap: Overlap::Skip,
+        enabled: false,
+        ..old.clone()
+    };
+    let edit = ScheduleEdit::between(&old, &new);
+    assert_eq!(edit.overlap, Some(Overlap::Skip));
+    assert_eq!(edit.enabled, Some(false));
+    assert!(edit.recurrence.is_none() && edit.template.is_none() && edit.name.is_none());
+    assert_eq!(edit.apply(&old), new);
+    assert!(ScheduleEdit::between(&old, &old).is_empty());
+}
+
+#[test]
+fn overlap_skip_waits_for_the_previous_task_to_finish() {
+    assert!(Overlap::Skip.fires(None));
+    for state in [
+        TaskState::Succeeded,
+        TaskState::Failed,
+        TaskState::Cancelled,
+    ] {
+        assert!(Overlap::Skip.fires(Some(state)));
+    }
+    for state in [TaskState::Held, TaskState::Pending, TaskState::Running] {
+        assert!(!Overlap::Skip.fires(Some(state)));
+        assert!(Overlap::Allow.fires(Some(state)));
+    }
+}
+
+#[test]
+fn a_spec_is_checked_part_by_part() {
+    assert!(spec(every_minute()).validate().is_ok());
+    let mut bad = spec(every_minute());
+    bad.name = " ".into();
+    assert!(matches!(bad.validate(), Err(InvalidSchedule::Name(_))));
+    let mut bad = spec(every_minute());
+    bad.name = "42".into();
+    assert!(matches!(
+        bad.validate(),
+        Err(InvalidSchedule::NumericName(_))
+    ));
+    let mut bad = spec(every_minute());
+    bad.missed = Missed::RunAll { max: 0 };
+    assert_eq!(bad.validate().unwrap_err(), InvalidSchedule::MissedMax(0));
+    let mut bad = spec(every_minute());
+    bad.template.max_attempts = 0;
+    assert!(matches!(bad.validate(), Err(InvalidSchedule::Template(_))));
+    let bad = spec(Recurrence::Cron {
+        expr: "* * *".into(),
+        zone: "UTC".into(),
+    });
+    assert!(matches!(
+        bad.validate(),
+        Err(InvalidSchedule::Recurrence(_))
+    ));
+    let unknown = serde_json::from_value::<ScheduleSpec>(serde_json::json!({
+        "name": "x", "recurrence": {"type": "every", "every_ms": 1000, "start": "2026-01-01T00:00:00Z"},
+        "template": {"kind": "k"}, "missd": {"policy": "skip"}
+    }));
+    assert!(unknown.is_err());
 }

@@ -1,0 +1,214 @@
+//! A schedule as operators write it ([`ScheduleSpec`], [`ScheduleEdit`]), and the rules
+//! that keep its place among its slots: which slots one firing fires ([`plan`]), when it
+//! is next due, and where an edit leaves it ([`ScheduleEdit::covered_from`]).
+//!
+//! A schedule's place is one instant, `covered_until`: every slot at or before it has
+//! been fired or settled by a policy. Creating or enabling a schedule, or changing its
+//! recurrence, sets it to the time of the change, so the schedule takes effect from its
+//! next slot and never fires slots from before it existed in that form.
+
+use super::{due_slots, InvalidRecurrence, Missed, Recurrence, Slots, TaskTemplate};
+use crate::{InvalidTask, TaskState};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Most missed slots a `run_all` policy may fire at once.
+pub const MAX_MISSED_RUNS: u32 = 1000;
+
+/// Whether a slot fires while the task of the schedule's previous slot is unfinished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// Fire every slot.
+    #[default]
+    Allow,
+    /// Skip a slot while the previous slot's task is held, pending or running.
+    Skip,
+}
+
+impl Overlap {
+    /// Whether a slot fires, given the state of the previous slot's task (`None`: there
+    /// is none, or it was deleted).
+    pub fn fires(self, previous: Option<TaskState>) -> bool {
+        match self {
+            Overlap::Allow => true,
+            Overlap::Skip => previous.is_none_or(TaskState::is_finished),
+        }
+    }
+}
+
+fn default_missed() -> Missed {
+    Missed::RunLatest
+}
+
+fn enabled() -> bool {
+    true
+}
+
+/// A recurring schedule: a unique name, when it fires, and what it submits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    pub name: String,
+    pub recurrence: Recurrence,
+    pub template: TaskTemplate,
+    /// What to do with slots that passed while nothing ran. Default: run the latest.
+    #[serde(default = "default_missed")]
+    pub missed: Missed,
+    #[serde(default)]
+    pub overlap: Overlap,
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+}
+
+/// Why a schedule cannot be saved.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidSchedule {
+    #[error("name: {0}")]
+    Name(InvalidTask),
+    #[error(
+        "name: {0:?} is a number; give a name with a letter in it (paths take an id or a name)"
+    )]
+    NumericName(String),
+    #[error(transparent)]
+    Recurrence(#[from] InvalidRecurrence),
+    #[error("template: {0}")]
+    Template(InvalidTask),
+    #[error("missed: max must be between 1 and {MAX_MISSED_RUNS}, got {0}")]
+    MissedMax(u32),
+}
+
+impl ScheduleSpec {
+    /// Checks every part; the recurrence, ready to compute slots.
+    pub fn validate(&self) -> Result<Slots, InvalidSchedule> {
+        crate::task::check_name("name", &self.name).map_err(InvalidSchedule::Name)?;
+        if self.name.parse::<i64>().is_ok() {
+            return Err(InvalidSchedule::NumericName(self.name.clone()));
+        }
+        if let Missed::RunAll { max } = self.missed {
+            if max == 0 || max > MAX_MISSED_RUNS {
+                return Err(InvalidSchedule::MissedMax(max));
+            }
+        }
+        self.template
+            .validate()
+            .map_err(InvalidSchedule::Template)?;
+        Ok(self.recurrence.slots()?)
+    }
+}
+
+/// A change to a schedule: the fields given replace the stored ones.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleEdit {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrence: Option<Recurrence>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<TaskTemplate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<Missed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<Overlap>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+impl ScheduleEdit {
+    /// The edit that turns `old` into `new`: only the fields that differ.
+    pub fn between(old: &ScheduleSpec, new: &ScheduleSpec) -> ScheduleEdit {
+        fn differ<T: PartialEq + Clone>(a: &T, b: &T) -> Option<T> {
+            (a != b).then(|| b.clone())
+        }
+        ScheduleEdit {
+            name: differ(&old.name, &new.name),
+            recurrence: differ(&old.recurrence, &new.recurrence),
+            template: differ(&old.template, &new.template),
+            missed: differ(&old.missed, &new.missed),
+            overlap: differ(&old.overlap, &new.overlap),
+            enabled: differ(&old.enabled, &new.enabled),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == ScheduleEdit::default()
+    }
+
+    /// `spec` with this edit applied.
+    pub fn apply(&self, spec: &ScheduleSpec) -> ScheduleSpec {
+        ScheduleSpec {
+            name: self.name.clone().unwrap_or_else(|| spec.name.clone()),
+            recurrence: self
+                .recurrence
+                .clone()
+                .unwrap_or_else(|| spec.recurrence.clone()),
+            template: self
+                .template
+                .clone()
+                .unwrap_or_else(|| spec.template.clone()),
+            missed: self.missed.unwrap_or(spec.missed),
+            overlap: self.overlap.unwrap_or(spec.overlap),
+            enabled: self.enabled.unwrap_or(spec.enabled),
+        }
+    }
+
+    /// Where the schedule's place (`covered_until`) is after this edit of `old` at `now`:
+    /// the edit's time when it enables the schedule or changes its recurrence (the new
+    /// form takes effect from its next slot), else where it was (a slot that is due but
+    /// not yet fired still fires, with the new template).
+    pub fn covered_from(
+        &self,
+        old: &ScheduleSpec,
+        covered_until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> DateTime<Utc> {
+        let enables = self.enabled == Some(true) && !old.enabled;
+        let recurs = self
+            .recurrence
+            .as_ref()
+            .is_some_and(|r| *r != old.recurrence);
+        if enables || recurs {
+            now.max(covered_until)
+        } else {
+            covered_until
+        }
+    }
+}
+
+/// When an enabled schedule placed at `covered_until` is next due; `None` when it is
+/// disabled or its recurrence never matches again.
+pub fn next_run(
+    slots: &Slots,
+    enabled: bool,
+    covered_until: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    enabled.then(|| slots.next_after(covered_until)).flatten()
+}
+
+/// What one firing of a due schedule does at `now`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FirePlan {
+    /// The slots to fire, oldest first (the overlap policy may still skip some).
+    pub slots: Vec<DateTime<Utc>>,
+    /// The schedule's place afterwards: `now`, since every slot up to it is settled.
+    pub covered_until: DateTime<Utc>,
+    /// When it is next due.
+    pub next_run_at: Option<DateTime<Utc>>,
+}
+
+/// The firing of a schedule placed at `covered_until`, at `now`: the slots in
+/// `(covered_until, now]` that [`due_slots`] lets through under `missed`.
+pub fn plan(
+    slots: &Slots,
+    covered_until: DateTime<Utc>,
+    now: DateTime<Utc>,
+    missed: Missed,
+) -> FirePlan {
+    let covered = covered_until.max(now);
+    FirePlan {
+        slots: due_slots(slots, covered_until, now, missed),
+        covered_until: covered,
+        next_run_at: slots.next_after(covered),
+    }
+}
