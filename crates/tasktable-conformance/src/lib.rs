@@ -19,6 +19,8 @@
 //!   (with [`RowLocks`]) bulk changes beside rows a worker holds;
 //! - [`query`] — lists and keyset pages, capped counts, light pages, refused filters;
 //! - [`stats`] — throughput and latency per queue and kind, from raw rows and rollups;
+//! - [`schedule`] — recurring schedules: saved and refused, fired once per slot by racing
+//!   schedulers, across daylight-saving changes, under each missed-slot and overlap policy;
 //! - [`runtime`] — the real worker on top of the store;
 //! - [`schema`] — migrations.
 //!
@@ -38,6 +40,7 @@ pub mod query;
 #[cfg(test)]
 mod registration;
 pub mod runtime;
+pub mod schedule;
 pub mod schema;
 pub mod stats;
 pub mod submit;
@@ -165,6 +168,18 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@area $backend, stats, 2;
             stats::throughput::stats_count_throughput_and_latency_per_queue_and_kind,
         );
+        $crate::conformance_suite!(@area $backend, schedule, 2;
+            schedule::crud::schedules_are_saved_read_edited_and_deleted,
+            schedule::crud::bad_schedules_are_refused_and_change_nothing,
+            schedule::crud::declared_schedules_are_upserted_keeping_an_operators_disable,
+            schedule::firing::racing_schedulers_fire_each_slot_exactly_once,
+            schedule::firing::edits_take_effect_from_the_next_slot_and_disabled_schedules_fire_nothing,
+            schedule::firing::fire_now_submits_at_once_and_leaves_the_slots_alone,
+            schedule::policies::each_missed_slot_policy_fires_what_it_says_after_an_outage,
+            schedule::policies::overlap_skip_fires_no_slot_while_the_previous_task_is_unfinished,
+            schedule::zones::berlin_changes_neither_lose_nor_double_a_slot,
+            schedule::zones::new_york_changes_neither_lose_nor_double_a_slot,
+        );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,
         );
@@ -183,6 +198,7 @@ macro_rules! conformance_suite {
             runtime::queues::paused_queue_stops_workers_and_resume_restarts_them,
             runtime::queues::idle_worker_wakes_on_submit_without_waiting_for_a_poll,
             runtime::refusal::one_refused_result_never_sends_other_tasks_back,
+            runtime::schedules::workers_save_declared_schedules_and_fire_each_slot_once,
         );
     };
     (@area $backend:ty, $module:ident, $threads:tt;

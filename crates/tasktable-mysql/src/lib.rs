@@ -294,6 +294,15 @@ impl Backend for MySqlStore {
         Ok(out.submitted)
     }
 
+    async fn insert_tasks(
+        &self,
+        tx: &mut Self::Write,
+        tasks: &Checked<Vec<NewTask>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Submitted>> {
+        Ok(submit::insert(&mut tx.0, tasks, Some(now)).await?.submitted)
+    }
+
     async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
         if params.limit == 0 || params.kinds.is_empty() {
             return Ok(Vec::new());

@@ -180,6 +180,15 @@ impl Backend for PgStore {
         Ok(out.submitted)
     }
 
+    async fn insert_tasks(
+        &self,
+        tx: &mut Self::Write,
+        tasks: &Checked<Vec<NewTask>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Submitted>> {
+        Ok(submit::insert(&mut tx.0, tasks, Some(now)).await?.submitted)
+    }
+
     async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
         lease::claim(&self.pool, params).await
     }

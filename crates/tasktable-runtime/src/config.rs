@@ -34,6 +34,12 @@ pub struct WorkerConfig {
     /// Run a [`Rescuer`](crate::Rescuer) in this worker, scanning at this interval.
     /// Default 5 s; `None` leaves rescue to other processes.
     pub rescue_interval: Option<Duration>,
+    /// Run a [`Scheduler`](crate::Scheduler) in this worker, looking for due schedules at
+    /// this interval. Default 1 s; `None` leaves schedules to other processes.
+    pub schedule_interval: Option<Duration>,
+    /// Schedules declared in code: saved when the worker starts (see
+    /// [`SchedulerConfig::declared`](crate::SchedulerConfig::declared)).
+    pub schedules: Vec<tasktable_core::schedule::ScheduleSpec>,
     /// Most attempt ends written in one store call. Default 200.
     pub finish_batch: usize,
     /// Most tasks claimed in one store call. Default 100.
@@ -51,6 +57,8 @@ impl Default for WorkerConfig {
             shutdown_grace: Duration::from_secs(10),
             stop_grace: Duration::from_secs(5),
             rescue_interval: Some(Duration::from_secs(5)),
+            schedule_interval: Some(Duration::from_secs(1)),
+            schedules: Vec::new(),
             finish_batch: 200,
             claim_batch: 100,
         }
@@ -90,6 +98,20 @@ impl WorkerConfig {
             return bad(
                 "poll_interval, finish_batch and claim_batch must be greater than zero".into(),
             );
+        }
+        if self.schedule_interval.is_some_and(|d| d.is_zero()) {
+            return bad("schedule_interval must be greater than zero".into());
+        }
+        if !self.schedules.is_empty() && self.schedule_interval.is_none() {
+            return bad(
+                "schedules are declared but schedule_interval is None: nothing would save them"
+                    .into(),
+            );
+        }
+        for spec in &self.schedules {
+            if let Err(e) = spec.validate() {
+                return bad(format!("schedule {:?}: {e}", spec.name));
+            }
         }
         Ok(self)
     }

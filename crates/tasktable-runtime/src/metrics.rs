@@ -21,7 +21,8 @@
 //! | `tasktable_tasks_rescued_total` | counter | queue, outcome | running tasks whose lease had expired that the rescuer took back (`lease_expired` or `timed_out`) |
 //! | `tasktable_worker_running_tasks` | gauge | queue | tasks this process's workers are running now |
 //! | `tasktable_claims_total` | counter | queue | claim calls made to the database, whether or not they found work |
-//! | `tasktable_store_errors_total` | counter | call | failed database calls of the runtime: `claim`, `renew`, `finish` (each failed try; the completer retries), `rescue` |
+//! | `tasktable_store_errors_total` | counter | call | failed database calls of the runtime: `claim`, `renew`, `finish` (each failed try; the completer retries), `rescue`, `schedule` |
+//! | `tasktable_schedule_slots_total` | counter | schedule, result | slots of a schedule this process's scheduler settled: `fired` (a task was created) or `skipped` (by the overlap policy) |
 //!
 //! The attempt counters of every outcome exist at zero from the moment a worker starts,
 //! for each of its queues and kinds, so a rate over them is defined before the first
@@ -45,9 +46,10 @@ pub const TASKS_RESCUED_TOTAL: &str = "tasktable_tasks_rescued_total";
 pub const WORKER_RUNNING_TASKS: &str = "tasktable_worker_running_tasks";
 pub const CLAIMS_TOTAL: &str = "tasktable_claims_total";
 pub const STORE_ERRORS_TOTAL: &str = "tasktable_store_errors_total";
+pub const SCHEDULE_SLOTS_TOTAL: &str = "tasktable_schedule_slots_total";
 
 /// Every series above, for exporters and tests that want to list them.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 10] = [
     ATTEMPTS_TOTAL,
     ATTEMPT_DURATION_SECONDS,
     QUEUE_WAIT_SECONDS,
@@ -57,6 +59,7 @@ pub const ALL: [&str; 9] = [
     WORKER_RUNNING_TASKS,
     CLAIMS_TOTAL,
     STORE_ERRORS_TOTAL,
+    SCHEDULE_SLOTS_TOTAL,
 ];
 
 /// Registers the help text of every series with the installed recorder. Workers and
@@ -107,6 +110,11 @@ pub fn describe() {
         Unit::Count,
         "Failed database calls of the worker runtime, by call."
     );
+    describe_counter!(
+        SCHEDULE_SLOTS_TOTAL,
+        Unit::Count,
+        "Slots of recurring schedules this process settled, fired or skipped."
+    );
 }
 
 /// Which database call failed, for [`STORE_ERRORS_TOTAL`].
@@ -116,6 +124,7 @@ pub(crate) enum Call {
     Renew,
     Finish,
     Rescue,
+    Schedule,
 }
 
 impl Call {
@@ -125,12 +134,23 @@ impl Call {
             Call::Renew => "renew",
             Call::Finish => "finish",
             Call::Rescue => "rescue",
+            Call::Schedule => "schedule",
         }
     }
 }
 
 pub(crate) fn store_error(call: Call) {
     counter!(STORE_ERRORS_TOTAL, "call" => call.as_str()).increment(1);
+}
+
+/// What one firing of a schedule settled. Schedules are few and named by operators, so
+/// their names are bounded labels.
+pub(crate) fn schedule_fired(f: &tasktable_store::Fired) {
+    let created = f.tasks.iter().filter(|t| t.created).count() as u64;
+    counter!(SCHEDULE_SLOTS_TOTAL, "schedule" => f.name.clone(), "result" => "fired")
+        .increment(created);
+    counter!(SCHEDULE_SLOTS_TOTAL, "schedule" => f.name.clone(), "result" => "skipped")
+        .increment(f.skipped.len() as u64);
 }
 
 /// A rescued attempt: the rescuer is not on the hot path, so its labels are built per

@@ -8,6 +8,7 @@ use crate::handler::{ErasedHandler, Handler, Typed};
 use crate::identity::WorkerIdentity;
 use crate::metrics;
 use crate::rescuer::{Rescuer, RescuerConfig};
+use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::shared::{Shared, WorkerEvent};
 use crate::{completer, lease_keeper};
 use std::collections::HashMap;
@@ -71,6 +72,16 @@ impl WorkerBuilder {
     }
     pub fn rescue_interval(mut self, d: Option<Duration>) -> Self {
         self.config.rescue_interval = d;
+        self
+    }
+    pub fn schedule_interval(mut self, d: Option<Duration>) -> Self {
+        self.config.schedule_interval = d;
+        self
+    }
+    /// Declares a schedule in code: saved when the worker starts, and brought to this
+    /// spec if it exists, except its `enabled` flag (see [`Scheduler`](crate::Scheduler)).
+    pub fn schedule(mut self, spec: tasktable_core::schedule::ScheduleSpec) -> Self {
+        self.config.schedules.push(spec);
         self
     }
     /// Runs tasks of `H::KIND` with `handler`.
@@ -165,7 +176,7 @@ impl Worker {
         metrics::describe();
         let services = Services::start(self.store, self.config, self.handlers, self.events);
         let shared = &services.shared;
-        let stop_rescuer = CancellationToken::new();
+        let stop_services = CancellationToken::new();
         let rescuer = shared.config.rescue_interval.map(|interval| {
             let r = Rescuer::new(
                 shared.store.clone(),
@@ -174,7 +185,18 @@ impl Worker {
                     ..Default::default()
                 },
             );
-            tokio::spawn(r.run(stop_rescuer.clone().cancelled_owned()))
+            tokio::spawn(r.run(stop_services.clone().cancelled_owned()))
+        });
+        let scheduler = shared.config.schedule_interval.map(|interval| {
+            let s = Scheduler::new(
+                shared.store.clone(),
+                SchedulerConfig {
+                    interval,
+                    declared: shared.config.schedules.clone(),
+                    ..Default::default()
+                },
+            );
+            tokio::spawn(s.run(stop_services.clone().cancelled_owned()))
         });
         let tracker = TaskTracker::new();
         let id = shared.config.identity.id.clone();
@@ -195,9 +217,9 @@ impl Worker {
         }
         tracker.close();
         tracker.wait().await;
-        stop_rescuer.cancel();
-        if let Some(r) = rescuer {
-            let _ = r.await;
+        stop_services.cancel();
+        for service in [rescuer, scheduler].into_iter().flatten() {
+            let _ = service.await;
         }
         services.stop().await;
         tracing::info!(worker = %id, "worker stopped");

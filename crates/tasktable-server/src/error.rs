@@ -98,13 +98,18 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         let message = err.to_string();
         match err {
-            StoreError::NotFound(_) => ApiError::not_found(message),
+            StoreError::NotFound(_) | StoreError::ScheduleNotFound(_) => {
+                ApiError::not_found(message)
+            }
+            StoreError::ScheduleExists(_) => {
+                ApiError::new(StatusCode::CONFLICT, "schedule_exists", message)
+            }
             StoreError::IllegalTransition { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "illegal_transition", message)
             }
-            StoreError::InvalidTask { .. } | StoreError::InvalidInput(_) => {
-                ApiError::invalid(message)
-            }
+            StoreError::InvalidTask { .. }
+            | StoreError::InvalidInput(_)
+            | StoreError::InvalidSchedule(_) => ApiError::invalid(message),
             StoreError::PayloadTooLarge { .. } => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
             }

@@ -96,6 +96,7 @@ pub struct ListQuery {
     created_before: Option<DateTime<Utc>>,
     updated_after: Option<DateTime<Utc>>,
     updated_before: Option<DateTime<Utc>>,
+    schedule: Option<i64>,
     after: Option<TaskId>,
     limit: Option<u32>,
 }
@@ -146,6 +147,7 @@ pub async fn list(
         updated_after: q.updated_after,
         updated_before: q.updated_before,
         error_contains: q.error,
+        schedule_id: q.schedule,
     };
     let page = state
         .store

@@ -139,6 +139,9 @@ pub struct TaskView {
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The schedule that fired the task, and the slot it was fired for.
+    pub schedule_id: Option<i64>,
+    pub slot_at: Option<DateTime<Utc>>,
 }
 
 impl From<Task> for TaskView {
@@ -170,6 +173,8 @@ impl From<Task> for TaskView {
             updated_at: t.updated_at,
             started_at: t.started_at,
             finished_at: t.finished_at,
+            schedule_id: t.schedule_id,
+            slot_at: t.slot_at,
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::update::{self, Changed};
 use crate::{query, Connect};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use tasktable_core::{Task, TaskId};
+use tasktable_core::{NewTask, Task, TaskId};
 use tasktable_store::{
     Checked, CheckpointParams, ClaimParams, ExpiredParams, FinishParams, LeaseStatus, Limits,
     QueuePauseParams, RenewParams, StoreResult, SubmitParams, Submitted, UpdateChunkParams,
@@ -41,6 +41,15 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
     async fn db_now(&self) -> StoreResult<DateTime<Utc>>;
 
     async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>>;
+
+    /// Inserts tasks inside a write transaction, at `now`: they commit or roll back with
+    /// the rest of it. Workers are woken by [`Backend::commit_change`].
+    async fn insert_tasks(
+        &self,
+        tx: &mut Self::Write,
+        tasks: &Checked<Vec<NewTask>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Submitted>>;
 
     async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>>;
 
@@ -90,7 +99,7 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::stats::SqlStats;
-    pub use crate::{query, Backend, Connect};
+    pub use crate::{query, schedules, Backend, Connect};
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Utc};
     pub use tasktable_core::{Attempt, Task, TaskId};
@@ -194,6 +203,40 @@ macro_rules! impl_store {
 
                 async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
                     stats::compute(&SqlStats(self), &params).await
+                }
+
+                async fn schedule_create(
+                    &self,
+                    params: CreateScheduleParams,
+                ) -> StoreResult<Schedule> {
+                    schedules::create(self, params).await
+                }
+
+                async fn schedule_get(
+                    &self,
+                    schedule: ScheduleRef,
+                ) -> StoreResult<Option<Schedule>> {
+                    schedules::get(&mut self.read().await?, &schedule).await
+                }
+
+                async fn schedule_list(&self) -> StoreResult<Vec<Schedule>> {
+                    schedules::list(&mut self.read().await?).await
+                }
+
+                async fn schedule_edit(&self, params: EditScheduleParams) -> StoreResult<Schedule> {
+                    schedules::edit(self, params).await
+                }
+
+                async fn schedule_delete(&self, schedule: ScheduleRef) -> StoreResult<()> {
+                    schedules::delete(self, schedule).await
+                }
+
+                async fn schedule_run_due(&self, params: RunDueParams) -> StoreResult<Vec<Fired>> {
+                    schedules::run_due(self, params).await
+                }
+
+                async fn schedule_fire_now(&self, params: FireNowParams) -> StoreResult<Fired> {
+                    schedules::fire_now(self, params).await
                 }
 
                 async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

@@ -27,6 +27,7 @@ pub mod migrate;
 pub mod query;
 pub mod row;
 pub mod rules;
+pub mod schedules;
 mod sql;
 pub mod stats;
 pub mod update;

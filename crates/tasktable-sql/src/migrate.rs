@@ -19,11 +19,12 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 4] = [
+pub const MIGRATIONS: [(i64, &str); 5] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
     (4, "lease_credential"),
+    (5, "schedules"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -55,6 +56,11 @@ macro_rules! backend_migrations {
                 sql: ::std::borrow::Cow::Borrowed(include_str!(
                     "../migrations/0004_lease_credential.sql"
                 )),
+            },
+            $crate::migrate::Migration {
+                version: 5,
+                name: "schedules",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0005_schedules.sql")),
             },
         ]
     };

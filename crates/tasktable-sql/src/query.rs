@@ -23,6 +23,16 @@ pub fn push_filter(sql: &mut Sql, f: &TaskFilter) {
             sql.push(&format!(" AND {column} = ")).bind(v.as_str());
         }
     }
+    if let Some(id) = f.schedule_id {
+        // The key range reaches the schedule's tasks through the key's unique index.
+        let (low, high) = crate::schedules::key_range(id);
+        sql.push(" AND idempotency_key >= ")
+            .bind(low)
+            .push(" AND idempotency_key < ")
+            .bind(high)
+            .push(" AND schedule_id = ")
+            .bind(id);
+    }
     if !f.states.is_empty() {
         let states: Vec<&str> = f.states.iter().map(|s| s.as_str()).collect();
         sql.push(" AND ").push_in_texts("state", &states);

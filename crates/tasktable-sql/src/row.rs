@@ -12,7 +12,7 @@ pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpo
     task_key, idempotency_key, priority, run_at, attempt, max_attempts, backoff_initial_ms, \
     backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
     lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
-    started_at, finished_at";
+    started_at, finished_at, schedule_id, slot_at";
 
 /// Every column of `tasktable_attempts` that [`attempt_from_row`] reads.
 pub const ATTEMPT_COLUMNS: &str =
@@ -80,6 +80,8 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
         updated_at: time("updated_at")?,
         started_at: row.time("started_at")?,
         finished_at: row.time("finished_at")?,
+        schedule_id: row.int("schedule_id")?,
+        slot_at: row.time("slot_at")?,
     })
 }
 

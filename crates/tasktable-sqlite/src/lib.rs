@@ -240,6 +240,15 @@ impl Backend for SqliteStore {
         Ok(out)
     }
 
+    async fn insert_tasks(
+        &self,
+        tx: &mut Self::Write,
+        tasks: &Checked<Vec<NewTask>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Submitted>> {
+        submit::insert(&mut tx.0, tasks, Some(now)).await
+    }
+
     async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
         lease::claim(self, params).await
     }

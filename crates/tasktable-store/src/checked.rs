@@ -12,6 +12,7 @@ use crate::params::{
 };
 use crate::{StoreResult, UpdateChunkParams};
 use std::ops::Deref;
+use tasktable_core::schedule::ScheduleSpec;
 use tasktable_core::NewTask;
 
 /// What a store accepts, from its configuration.
@@ -83,6 +84,19 @@ impl Limits {
         p.filter.validate()?;
         validate_change(p.change, self.max_payload_bytes)?;
         Ok(Checked(p))
+    }
+
+    /// A schedule to save: every part valid, its template's payload within size.
+    pub fn schedule(&self, spec: ScheduleSpec) -> StoreResult<Checked<ScheduleSpec>> {
+        spec.validate()?;
+        let size = spec.template.payload.to_string().len();
+        if size > self.max_payload_bytes {
+            return Err(crate::StoreError::InvalidInput(format!(
+                "the template's payload is {size} bytes; the limit is {}",
+                self.max_payload_bytes
+            )));
+        }
+        Ok(Checked(spec))
     }
 
     pub fn list(&self, p: ListParams) -> StoreResult<Checked<ListParams>> {

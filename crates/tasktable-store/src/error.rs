@@ -1,3 +1,5 @@
+use crate::schedule::ScheduleRef;
+use tasktable_core::schedule::InvalidSchedule;
 use tasktable_core::task::InvalidTask;
 use tasktable_core::{Operation, TaskId, TaskState};
 
@@ -24,6 +26,12 @@ pub enum StoreError {
     },
     #[error("{0}")]
     InvalidInput(String),
+    #[error("schedule {0} not found")]
+    ScheduleNotFound(ScheduleRef),
+    #[error("a schedule named {0:?} exists")]
+    ScheduleExists(String),
+    #[error("invalid schedule: {0}")]
+    InvalidSchedule(#[from] InvalidSchedule),
     #[error("payload of task #{index} is {size} bytes; the limit is {limit}")]
     PayloadTooLarge {
         index: usize,

@@ -19,6 +19,8 @@ pub struct TaskFilter {
     pub updated_before: Option<DateTime<Utc>>,
     /// Case-sensitive substring of `last_error`.
     pub error_contains: Option<String>,
+    /// Fired by this schedule.
+    pub schedule_id: Option<i64>,
 }
 
 impl TaskFilter {
@@ -40,6 +42,10 @@ impl TaskFilter {
     }
     pub fn error_contains(mut self, text: impl Into<String>) -> Self {
         self.error_contains = Some(text.into());
+        self
+    }
+    pub fn schedule(mut self, schedule_id: i64) -> Self {
+        self.schedule_id = Some(schedule_id);
         self
     }
 

@@ -19,6 +19,7 @@ mod checked;
 mod error;
 mod filter;
 mod params;
+pub mod schedule;
 pub mod stats;
 
 pub use bulk::{update_in_chunks, ChunkedUpdate, UpdateChunkParams, DEFAULT_BULK_CHUNK_ROWS};
@@ -26,6 +27,10 @@ pub use checked::{Checked, Limits};
 pub use error::{StoreError, StoreResult};
 pub use filter::{Target, TaskFilter};
 pub use params::*;
+pub use schedule::{
+    CreateScheduleParams, EditScheduleParams, FireNowParams, Fired, FiredTask, OnExisting,
+    RunDueParams, Schedule, ScheduleRef,
+};
 pub use stats::{GroupStats, Percentiles, SeriesPoint, Stats, StatsParams, WindowTotals};
 
 use async_trait::async_trait;
@@ -102,6 +107,31 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Counts, throughput, success rate and latency percentiles per queue and kind over a
     /// window ending now (see [`stats`] for how it stays cheap on large tables).
     async fn stats(&self, params: StatsParams) -> StoreResult<Stats>;
+
+    /// Saves a new schedule (see [`OnExisting`] for a name that exists). Its place is
+    /// now: it fires from its first slot after the call.
+    async fn schedule_create(&self, params: CreateScheduleParams) -> StoreResult<Schedule>;
+
+    async fn schedule_get(&self, schedule: ScheduleRef) -> StoreResult<Option<Schedule>>;
+
+    /// Every schedule, by name.
+    async fn schedule_list(&self) -> StoreResult<Vec<Schedule>>;
+
+    /// Changes a schedule; it takes effect from its next slot
+    /// ([`ScheduleEdit::covered_from`](tasktable_core::schedule::ScheduleEdit::covered_from)).
+    async fn schedule_edit(&self, params: EditScheduleParams) -> StoreResult<Schedule>;
+
+    /// Deletes a schedule. The tasks it fired stay, and keep its id.
+    async fn schedule_delete(&self, schedule: ScheduleRef) -> StoreResult<()>;
+
+    /// Fires the slots of every schedule that is due at `now`, each schedule in a
+    /// transaction of its own with its row locked: a slot fires once however many
+    /// processes call this at the same time. Returns what fired.
+    async fn schedule_run_due(&self, params: RunDueParams) -> StoreResult<Vec<Fired>>;
+
+    /// Fires a schedule's task at once, with `now` as its slot, whatever its recurrence,
+    /// `enabled` flag and overlap policy say; its place among its slots is unchanged.
+    async fn schedule_fire_now(&self, params: FireNowParams) -> StoreResult<Fired>;
 
     /// Hints that a queue may have due work. Delivery is best effort: callers poll too.
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;

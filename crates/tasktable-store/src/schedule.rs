@@ -1,0 +1,132 @@
+//! The parameters and results of the schedule calls of [`Store`](crate::Store).
+//!
+//! The rules (which slots fire, where an edit leaves a schedule) are core's
+//! ([`tasktable_core::schedule`]); a store keeps schedules and fires each slot in one
+//! transaction with the schedule's row locked, so however many schedulers run, a slot
+//! fires once.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use tasktable_core::schedule::{ScheduleEdit, ScheduleSpec};
+use tasktable_core::TaskId;
+
+/// A schedule as stored: its spec, and where it is among its slots.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub id: i64,
+    #[serde(flatten)]
+    pub spec: ScheduleSpec,
+    /// Every slot at or before this time has been fired or settled by a policy.
+    pub covered_until: DateTime<Utc>,
+    /// When it is next due; `None` while disabled, or when it never fires again.
+    pub next_run_at: Option<DateTime<Utc>>,
+    /// The last task it fired, and that task's slot.
+    pub last_task_id: Option<TaskId>,
+    pub last_slot_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A schedule by id or by its unique name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScheduleRef {
+    Id(i64),
+    Name(String),
+}
+
+impl fmt::Display for ScheduleRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScheduleRef::Id(id) => write!(f, "{id}"),
+            ScheduleRef::Name(name) => write!(f, "{name:?}"),
+        }
+    }
+}
+
+/// How [`Store::schedule_create`](crate::Store::schedule_create) treats a name that
+/// exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnExisting {
+    /// Refuse ([`StoreError::ScheduleExists`](crate::StoreError::ScheduleExists)).
+    Refuse,
+    /// Bring the stored schedule to the spec, except its `enabled` flag, which stays
+    /// as an operator left it: schedules declared in code are upserted at every start-up.
+    Update,
+}
+
+#[derive(Debug, Clone)]
+pub struct CreateScheduleParams {
+    pub spec: ScheduleSpec,
+    pub on_existing: OnExisting,
+    pub now: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EditScheduleParams {
+    pub schedule: ScheduleRef,
+    pub edit: ScheduleEdit,
+    pub now: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunDueParams {
+    /// Schedules fired per call at the most.
+    pub limit: u32,
+    pub now: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FireNowParams {
+    pub schedule: ScheduleRef,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// What one firing of a schedule did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fired {
+    pub schedule_id: i64,
+    pub name: String,
+    /// The tasks fired, oldest slot first.
+    pub tasks: Vec<FiredTask>,
+    /// Slots the overlap policy skipped, because the previous slot's task was unfinished.
+    pub skipped: Vec<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FiredTask {
+    pub slot_at: DateTime<Utc>,
+    pub task_id: TaskId,
+    /// `false` when the slot's task existed already (its idempotency key was taken).
+    pub created: bool,
+}
+
+/// Inside an `impl Store for Wrapper`, the schedule calls passed on to the store in the
+/// field `$inner` unchanged: for wrappers that watch or break some other calls. (Written
+/// as `#[async_trait]` writes methods, since that attribute runs before this expands.)
+#[macro_export]
+macro_rules! forward_schedule_calls {
+    ($inner:tt) => {
+        $crate::forward_schedule_calls!(@one $inner, schedule_create(p: $crate::CreateScheduleParams) -> $crate::Schedule);
+        $crate::forward_schedule_calls!(@one $inner, schedule_get(s: $crate::ScheduleRef) -> Option<$crate::Schedule>);
+        $crate::forward_schedule_calls!(@one $inner, schedule_list() -> Vec<$crate::Schedule>);
+        $crate::forward_schedule_calls!(@one $inner, schedule_edit(p: $crate::EditScheduleParams) -> $crate::Schedule);
+        $crate::forward_schedule_calls!(@one $inner, schedule_delete(s: $crate::ScheduleRef) -> ());
+        $crate::forward_schedule_calls!(@one $inner, schedule_run_due(p: $crate::RunDueParams) -> Vec<$crate::Fired>);
+        $crate::forward_schedule_calls!(@one $inner, schedule_fire_now(p: $crate::FireNowParams) -> $crate::Fired);
+    };
+    (@one $inner:tt, $name:ident($($arg:ident: $ty:ty)?) -> $out:ty) => {
+        fn $name<'life0, 'async_trait>(
+            &'life0 self,
+            $($arg: $ty)?
+        ) -> ::std::pin::Pin<
+            Box<dyn ::std::future::Future<Output = $crate::StoreResult<$out>> + Send + 'async_trait>,
+        >
+        where
+            'life0: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin(async move { self.$inner.$name($($arg)?).await })
+        }
+    };
+}
