@@ -1,4 +1,4 @@
-"""Schemathesis hooks for .ci/schemathesis: three narrowings of what is generated, each
+"""Schemathesis hooks for .ci/schemathesis: four narrowings of what is generated, each
 written down with its reason in docs/api.md ("The document as a contract"). They touch
 only positive cases (requests the document says are valid), so every negative case is
 sent exactly as drawn, and no check is turned off."""
@@ -14,6 +14,11 @@ MAX_WAIT_MS = 200
 # bulk operation may change all of them; a 10,000-task batch makes each one take
 # seconds. tests/api.rs submits a batch of exactly the limit on every backend instead.
 MAX_BATCH = 50
+# A schedule's cron expression and time zone are checked by the server (a cron parser and
+# the IANA database) and no JSON Schema can state either, so a schedule the document calls
+# valid gets one of these; tests/schedules.rs checks the refusals of bad ones.
+CRONS = ["*/5 * * * *", "0 2 * * *", "30 0 12 * * *", "0 9 * * MON-FRI", "15,45 * * * *"]
+ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"]
 
 
 def _positive(case):
@@ -23,6 +28,20 @@ def _positive(case):
 
 def _whole(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _pick(options, drawn):
+    return options[sum(map(ord, str(drawn))) % len(options)]
+
+
+def _schedule_parts(body):
+    """The recurrence and template of a schedule create or edit body, where present."""
+    recurrence = body.get("recurrence")
+    template = body.get("template")
+    return (
+        recurrence if isinstance(recurrence, dict) else None,
+        template if isinstance(template, dict) else None,
+    )
 
 
 def _submitted(body):
@@ -38,7 +57,10 @@ def filter_case(context, case):
     fields the document can state only in words, as JSON Schema cannot compare them."""
     if not _positive(case):
         return True
-    for task in _submitted(case.body):
+    tasks = _submitted(case.body)
+    if case.operation.path.startswith("/api/v1/schedules") and isinstance(case.body, dict):
+        tasks = [t for t in [_schedule_parts(case.body)[1]] if t is not None]
+    for task in tasks:
         backoff = task.get("backoff")
         if not isinstance(backoff, dict):
             continue
@@ -57,6 +79,13 @@ def map_case(context, case):
         wait = case.body.get("wait_ms")
         if _whole(wait) and wait > MAX_WAIT_MS:
             case.body["wait_ms"] = MAX_WAIT_MS
+    elif path in ("/api/v1/schedules", "/api/v1/schedules/{schedule}"):
+        recurrence, _ = _schedule_parts(case.body)
+        if recurrence is not None:
+            if recurrence.get("type") == "cron" and "expr" in recurrence:
+                recurrence["expr"] = _pick(CRONS, recurrence["expr"])
+            if recurrence.get("type") in ("cron", "daily") and "zone" in recurrence:
+                recurrence["zone"] = _pick(ZONES, recurrence["zone"])
     elif path == "/api/v1/tasks/batch":
         tasks = case.body.get("tasks")
         if isinstance(tasks, list) and len(tasks) > MAX_BATCH:

@@ -1,6 +1,7 @@
 //! `tasktable serve`: the HTTP API and the dashboard (`/ui`) over a store, with the
-//! rescuer and (unless `--workers 0`) a worker running the built-in handlers in the same
-//! process, all stopped together on SIGTERM or SIGINT.
+//! rescuer, the scheduler of recurring schedules and (unless `--workers 0`) a worker
+//! running the built-in handlers in the same process, all stopped together on SIGTERM or
+//! SIGINT.
 
 use crate::database::{self, DatabaseArgs};
 use crate::error::CliError;
@@ -8,7 +9,7 @@ use crate::worker::{self, HandlerArgs};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use tasktable::{Rescuer, RescuerConfig};
+use tasktable::{Rescuer, RescuerConfig, Scheduler, SchedulerConfig};
 use tasktable_dashboard::DashConfig;
 use tasktable_server::host::AllowedHosts;
 use tasktable_server::{AppState, Limits, Role, TokenSet};
@@ -98,10 +99,12 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     tasktable_server::metrics::install();
     let worker = match args.workers {
         0 => None,
-        // The rescuer below serves this process; the worker need not run another.
+        // The rescuer and scheduler below serve this process; the worker need not run
+        // others.
         n => Some(
             worker::builtin(store.clone(), n, &args.handlers)
                 .rescue_interval(None)
+                .schedule_interval(None)
                 .build()?,
         ),
     };
@@ -117,6 +120,9 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     });
     let rescuer = Rescuer::new(store.clone(), RescuerConfig::default());
     let rescuer = tokio::spawn(rescuer.run(stop.clone().cancelled_owned()));
+    // Fires recurring schedules whether or not this process runs a worker.
+    let scheduler = Scheduler::new(store.clone(), SchedulerConfig::default());
+    let scheduler = tokio::spawn(scheduler.run(stop.clone().cancelled_owned()));
     let worker = worker.map(|w| tokio::spawn(w.run(stop.clone().cancelled_owned())));
 
     let [admin, operator, worker_tokens, reader] = Role::ALL.map(|role| tokens.count(role));
@@ -161,6 +167,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         let _ = worker.await;
     }
     let _ = rescuer.await;
+    let _ = scheduler.await;
     tracing::info!("stopped");
     served.map_err(|e| CliError::failure(format!("the server failed: {e}")))
 }

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 mod spec;
 pub use spec::{
-    next_run, plan, FirePlan, InvalidSchedule, Overlap, ScheduleEdit, ScheduleSpec, MAX_MISSED_RUNS,
+    is_numeric, next_run, plan, upcoming, FirePlan, InvalidSchedule, Overlap, ScheduleEdit,
+    ScheduleSpec, MAX_MISSED_RUNS,
 };
 
 /// When a schedule fires, as it is written and stored.

@@ -9,7 +9,8 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-/// A JSON body.
+/// A JSON body: an object, read into `T`. (serde would also read a struct from an
+/// array of its fields in order, which the API does not take.)
 #[derive(Debug)]
 pub struct Body<T>(pub T);
 
@@ -17,10 +18,23 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(Body(value)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        let value = match axum::Json::<serde_json::Value>::from_request(req, state).await {
+            Ok(axum::Json(value)) => value,
+            Err(rejection) => return Err(json_rejection(rejection)),
+        };
+        if !value.is_object() {
+            return Err(ApiError::invalid(
+                "request body does not match the expected shape: expected a JSON object",
+            ));
         }
+        // Read again, as axum's extractor does, so an error names the field at fault.
+        serde_path_to_error::deserialize(value)
+            .map(Body)
+            .map_err(|e| {
+                ApiError::invalid(format!(
+                    "request body does not match the expected shape: {e}"
+                ))
+            })
     }
 }
 

@@ -45,9 +45,10 @@ async fn check(State(guard): State<Guard>, mut req: Request, next: Next) -> Resp
 /// page can send a cross-origin POST without asking first only with a form's content
 /// types (or none); `application/json` makes the browser ask (a CORS preflight), which
 /// this server never grants. So no page the operator visits can change anything here,
-/// with or without tokens.
+/// with or without tokens. A `DELETE` (which takes no body) needs no content type: a
+/// browser asks before sending any `DELETE` across origins, whatever its headers.
 pub fn require_json(req: &Request) -> Result<(), ApiError> {
-    if req.method() == Method::GET || req.method() == Method::HEAD {
+    if [Method::GET, Method::HEAD, Method::DELETE].contains(req.method()) {
         return Ok(());
     }
     let is_json = req

@@ -21,6 +21,8 @@ pub mod metrics;
 mod openapi;
 mod queues;
 pub mod redact;
+mod schedule_wire;
+mod schedules;
 mod tasks;
 mod waiting;
 mod whole;
@@ -29,7 +31,7 @@ pub mod wire;
 pub use auth::{token_digest, Access, Principal, Role, TokenConfigError, TokenSet};
 pub use error::{ApiError, ApiResult};
 
-use axum::routing::{get, post};
+use axum::routing::{delete, get, patch, post};
 use axum::Router;
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,6 +120,12 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/queues", Access::Read),
     ("POST", "/api/v1/queues/{name}/{op}", Access::Operate),
     ("GET", "/api/v1/stats", Access::Read),
+    ("GET", "/api/v1/schedules", Access::Read),
+    ("POST", "/api/v1/schedules", Access::Operate),
+    ("GET", "/api/v1/schedules/{schedule}", Access::Read),
+    ("PATCH", "/api/v1/schedules/{schedule}", Access::Operate),
+    ("DELETE", "/api/v1/schedules/{schedule}", Access::Operate),
+    ("POST", "/api/v1/schedules/{schedule}/{op}", Access::Operate),
     ("POST", "/api/v1/claim", Access::Work),
     ("POST", "/api/v1/leases/{id}/{op}", Access::Work),
     ("POST", "/api/v1/admin/migrate", Access::Admin),
@@ -141,6 +149,12 @@ pub fn router(state: AppState) -> Router {
             ("GET", "/api/v1/queues") => get(queues::list),
             ("POST", "/api/v1/queues/{name}/{op}") => post(queues::set_paused),
             ("GET", "/api/v1/stats") => get(queues::stats),
+            ("GET", "/api/v1/schedules") => get(schedules::list),
+            ("POST", "/api/v1/schedules") => post(schedules::create),
+            ("GET", "/api/v1/schedules/{schedule}") => get(schedules::show),
+            ("PATCH", "/api/v1/schedules/{schedule}") => patch(schedules::edit),
+            ("DELETE", "/api/v1/schedules/{schedule}") => delete(schedules::delete),
+            ("POST", "/api/v1/schedules/{schedule}/{op}") => post(schedules::operate),
             ("POST", "/api/v1/claim") => post(leases::claim),
             ("POST", "/api/v1/leases/{id}/{op}") => post(leases::lease_op),
             ("POST", "/api/v1/admin/migrate") => post(queues::migrate),

@@ -336,6 +336,13 @@ pub async fn bulk(
         .as_object_mut()
         .and_then(|o| o.remove("filter"))
         .ok_or_else(|| ApiError::invalid("a bulk change needs a filter: {\"filter\": {...}}"))?;
+    let mut filter = filter;
+    if let Some(id) = filter.get_mut("schedule_id") {
+        // Read as JSON means it, like every integer of a body (2.0 is 2).
+        let whole: Option<i64> = crate::whole::optional(id.take())
+            .map_err(|e| ApiError::invalid(format!("bad filter: schedule_id: {e}")))?;
+        *id = json!(whole);
+    }
     let filter: TaskFilter = serde_json::from_value(filter)
         .map_err(|e| ApiError::invalid(format!("bad filter: {e}")))?;
     if filter == TaskFilter::default() {

@@ -87,7 +87,15 @@ impl Limits {
     }
 
     /// A schedule to save: every part valid, its template's payload within size.
-    pub fn schedule(&self, spec: ScheduleSpec) -> StoreResult<Checked<ScheduleSpec>> {
+    /// An interval's start is kept to the millisecond, as stored times and slot keys
+    /// are, so a slot computed from it equals the slot read back.
+    pub fn schedule(&self, mut spec: ScheduleSpec) -> StoreResult<Checked<ScheduleSpec>> {
+        if let tasktable_core::schedule::Recurrence::Every { start, .. } = &mut spec.recurrence {
+            use chrono::DurationRound;
+            *start = start
+                .duration_trunc(chrono::TimeDelta::milliseconds(1))
+                .unwrap_or(*start);
+        }
         spec.validate()?;
         let size = spec.template.payload.to_string().len();
         if size > self.max_payload_bytes {

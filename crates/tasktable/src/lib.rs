@@ -14,13 +14,13 @@ mod client;
 
 pub use client::Client;
 pub use tasktable_core::{
-    outcome, state, Attempt, AttemptOutcome, Backoff, Lease, NewTask, Operation, Task, TaskId,
-    TaskState,
+    outcome, schedule, state, Attempt, AttemptOutcome, Backoff, Lease, NewTask, Operation, Task,
+    TaskId, TaskState,
 };
 pub use tasktable_runtime::{
     shutdown_signal, ContextError, Handler, HandlerError, QueueConfig, Rescuer, RescuerConfig,
-    StopReason, TaskContext, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerEvent,
-    WorkerIdentity,
+    Scheduler, SchedulerConfig, StopReason, TaskContext, Worker, WorkerBuilder, WorkerConfig,
+    WorkerError, WorkerEvent, WorkerIdentity,
 };
 pub use tasktable_store as store;
 pub use tasktable_store::{Change, Store, StoreError, StoreResult, Submitted, Target, TaskFilter};

@@ -12,6 +12,13 @@ use crate::{InvalidTask, TaskState};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// Whether `text` is written as a whole number (an optional sign, then digits), which a
+/// schedule's name never is, so that paths can hold an id or a name.
+pub fn is_numeric(text: &str) -> bool {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Most missed slots a `run_all` policy may fire at once.
 pub const MAX_MISSED_RUNS: u32 = 1000;
 
@@ -82,7 +89,7 @@ impl ScheduleSpec {
     /// Checks every part; the recurrence, ready to compute slots.
     pub fn validate(&self) -> Result<Slots, InvalidSchedule> {
         crate::task::check_name("name", &self.name).map_err(InvalidSchedule::Name)?;
-        if self.name.parse::<i64>().is_ok() {
+        if is_numeric(&self.name) {
             return Err(InvalidSchedule::NumericName(self.name.clone()));
         }
         if let Missed::RunAll { max } = self.missed {
@@ -211,4 +218,34 @@ pub fn plan(
         covered_until: covered,
         next_run_at: slots.next_after(covered),
     }
+}
+
+/// The next `n` fire times of a schedule whose next run is `next_run_at`, each in its
+/// recurrence's own zone (UTC for an interval): what an operator wants to read.
+pub fn upcoming(
+    recurrence: &Recurrence,
+    next_run_at: Option<DateTime<Utc>>,
+    n: usize,
+) -> Vec<DateTime<chrono::FixedOffset>> {
+    let Ok(slots) = recurrence.slots() else {
+        return Vec::new();
+    };
+    let zone: Option<chrono_tz::Tz> = match recurrence {
+        Recurrence::Cron { zone, .. } | Recurrence::Daily { zone, .. } => zone.parse().ok(),
+        Recurrence::Every { .. } => None,
+    };
+    let local = |t: DateTime<Utc>| match zone {
+        Some(z) => t.with_timezone(&z).fixed_offset(),
+        None => t.fixed_offset(),
+    };
+    let mut out = Vec::with_capacity(n);
+    let mut next = next_run_at;
+    while let Some(t) = next {
+        if out.len() == n {
+            break;
+        }
+        out.push(local(t));
+        next = slots.next_after(t);
+    }
+    out
 }

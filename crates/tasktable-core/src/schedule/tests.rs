@@ -457,3 +457,28 @@ fn a_spec_is_checked_part_by_part() {
     }));
     assert!(unknown.is_err());
 }
+
+#[test]
+fn upcoming_fire_times_read_in_the_schedules_own_zone() {
+    let r = Recurrence::Daily {
+        at: NaiveTime::from_hms_opt(2, 30, 0).unwrap(),
+        zone: "Europe/Berlin".into(),
+    };
+    let next = r.slots().unwrap().next_after(utc(2030, 3, 29, 12, 0));
+    let times: Vec<String> = upcoming(&r, next, 3)
+        .iter()
+        .map(|t| t.to_rfc3339())
+        .collect();
+    assert_eq!(
+        times,
+        [
+            "2030-03-30T02:30:00+01:00",
+            "2030-03-31T03:00:00+02:00",
+            "2030-04-01T02:30:00+02:00"
+        ]
+    );
+    assert!(
+        upcoming(&r, None, 5).is_empty(),
+        "a disabled schedule has none"
+    );
+}
