@@ -68,6 +68,21 @@ impl Api {
             .await
     }
 
+    pub async fn patch(&self, segments: &[&str], body: &Value) -> Result<Value, CliError> {
+        self.send(self.http.patch(self.url(segments)).json(body))
+            .await
+    }
+
+    /// A DELETE has no body, but the server asks every write for a JSON content type (so
+    /// no web page can send one without a CORS preflight).
+    pub async fn delete(&self, segments: &[&str]) -> Result<Value, CliError> {
+        let request = self
+            .http
+            .delete(self.url(segments))
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        self.send(request).await
+    }
+
     async fn send(&self, request: RequestBuilder) -> Result<Value, CliError> {
         let request = match &self.token {
             Some(token) => request.bearer_auth(token),

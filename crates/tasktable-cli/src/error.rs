@@ -12,9 +12,10 @@ pub enum Exit {
     Failure = 1,
     /// The command line is wrong. clap uses the same code for what it rejects.
     Usage = 2,
-    /// The task (or endpoint) does not exist.
+    /// The task, schedule or endpoint does not exist.
     NotFound = 3,
-    /// The change is not allowed from the task's current state.
+    /// The change is not allowed from the task's current state, or a schedule of that
+    /// name exists.
     Conflict = 4,
     /// No token, an unknown token, or a role that may not do this.
     Denied = 5,
@@ -28,8 +29,9 @@ Exit codes:
      database, file or socket operation failed
   2  usage: the command line is wrong (unknown option, bad JSON, bad duration, a bulk
      change without --yes when stdin is not a terminal, a public --listen without tokens)
-  3  not found: no task with that id
-  4  conflict: the change is not allowed from the task's state
+  3  not found: no task with that id, or no schedule with that name or id
+  4  conflict: the change is not allowed from the task's state, or a schedule of that
+     name exists
   5  unauthorized or forbidden: no token, an unknown token, or a role that may not do it";
 
 #[derive(Debug)]

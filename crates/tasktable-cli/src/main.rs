@@ -3,8 +3,8 @@
 //! Owns: the command line (its commands, options, exit codes and output for people and
 //! for scripts); wiring a store chosen by URL to the HTTP API, the dashboard, the rescuer
 //! and a worker with the built-in handlers (`serve`, `worker`, `migrate`); and the HTTP client of the
-//! operator commands (`submit`, `ls`, `show`, changes, queues, `stats`), which talk to a
-//! running server and never to a database.
+//! operator commands (`submit`, `ls`, `show`, changes, queues, `stats`, schedules), which
+//! talk to a running server and never to a database.
 //!
 //! Must not know: SQL or any backend's types (stores are opened with
 //! `tasktable::connect`), the rules of tasks (the server and the store decide what is
@@ -23,6 +23,7 @@ use clap::{Args, Parser, Subcommand};
 use client::Api;
 use commands::change::{self, EditArgs, Op, TargetArgs};
 use commands::list::ListArgs;
+use commands::schedule::ScheduleCommand;
 use commands::submit::SubmitArgs;
 use commands::token::TokenCommand;
 use database::DatabaseArgs;
@@ -113,6 +114,16 @@ enum Command {
     /// percentiles of queue wait and run time; the rows with the most failures come first.
     #[command(after_long_help = EXIT_CODES_HELP)]
     Stats(commands::queue::StatsArgs),
+    /// Recurring schedules: list, show, create, edit, enable, disable, rm, fire.
+    ///
+    /// A schedule submits a task from its template at every slot of its recurrence: a cron
+    /// expression or a daily time in a time zone, or a fixed interval. Each slot fires
+    /// once, however many servers and workers run. Name a schedule by its name or its id.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Schedule {
+        #[command(subcommand)]
+        command: ScheduleCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -177,6 +188,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             commands::queue::set_paused(&api()?, &queue, false, json).await
         }
         Command::Stats(args) => commands::queue::stats(&api()?, &args, json).await,
+        Command::Schedule { command } => commands::schedule::run(&api()?, &command, json).await,
     }
 }
 

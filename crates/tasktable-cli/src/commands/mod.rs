@@ -4,6 +4,7 @@
 pub mod change;
 pub mod list;
 pub mod queue;
+pub mod schedule;
 pub mod show;
 pub mod submit;
 pub mod token;

@@ -52,11 +52,7 @@ fn render(task: &Task, attempts: &[Attempt]) -> String {
     optional("progress", task.progress.as_ref().map(pretty));
 
     let mut text = format!("task {}\n", task.id);
-    for (name, value) in fields {
-        // Multi-line values (pretty JSON) stay aligned under their first line.
-        let value = value.replace('\n', &format!("\n  {:12}", ""));
-        text.push_str(&format!("  {name:<12}{value}\n"));
-    }
+    text.push_str(&field_lines(&fields));
     if attempts.is_empty() {
         text.push_str("\nno attempt has ended yet\n");
         return text;
@@ -77,6 +73,17 @@ fn render(task: &Task, attempts: &[Attempt]) -> String {
     text
 }
 
+/// One indented line per field, names in a column; multi-line values (pretty JSON) stay
+/// aligned under their first line.
+pub fn field_lines(fields: &[(&str, String)]) -> String {
+    let mut text = String::new();
+    for (name, value) in fields {
+        let value = value.replace('\n', &format!("\n  {:12}", ""));
+        text.push_str(&format!("  {name:<12}{value}\n"));
+    }
+    text
+}
+
 fn worker(host: Option<&str>, id: Option<&str>) -> Option<String> {
     match (host, id) {
         (Some(host), Some(id)) => Some(format!("{id} on {host}")),
@@ -87,7 +94,7 @@ fn worker(host: Option<&str>, id: Option<&str>) -> Option<String> {
 }
 
 /// On one line when short, indented otherwise.
-fn pretty(value: &Value) -> String {
+pub fn pretty(value: &Value) -> String {
     let compact = value.to_string();
     if compact.chars().count() <= 80 {
         compact
