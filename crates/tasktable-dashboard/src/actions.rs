@@ -1,6 +1,7 @@
-//! What the forms on a task and on a queue do. Every change checks the session's role and
-//! its CSRF token first; the outcome goes back to the page as a flash message, a database
-//! failure only as a reference to the log ([`crate::failure`]).
+//! What the forms on a task and on a queue do (a schedule's are in
+//! [`crate::schedule_actions`]). Every change checks the session's role and its CSRF token
+//! first; the outcome goes back to the page as a flash message, a database failure only as
+//! a reference to the log ([`crate::failure`]).
 
 use crate::failure;
 use crate::links;
@@ -39,7 +40,7 @@ pub fn check(
     }
     if changes && !session.can_act() {
         return Err(Refused(format!(
-            "refused: role {} may not change tasks",
+            "refused: role {} may not change tasks, queues or schedules",
             session.principal.role
         )));
     }

@@ -75,7 +75,7 @@ pub fn page(
             body {
                 header {
                     strong { "tasktable" }
-                    @for (href, name) in [("/ui", "Overview"), ("/ui/tasks", "Tasks"), ("/ui/workers", "Workers")] {
+                    @for (href, name) in [("/ui", "Overview"), ("/ui/tasks", "Tasks"), ("/ui/workers", "Workers"), ("/ui/schedules", "Schedules")] {
                         a href=(href) class=[(nav == name).then_some("on")] { (name) }
                     }
                     @if let Some(s) = session {

@@ -2,16 +2,18 @@
 //!
 //! Owns: server-rendered pages under `/ui` (overview with counts, windowed statistics per
 //! queue and kind with inline-SVG charts, and queues; tasks with filters and bulk actions,
-//! one task with its payload, result, checkpoint and attempts, workers and what they run),
+//! one task with its payload, result, checkpoint and attempts, workers and what they run,
+//! schedules with their next fire times and one schedule with its template and the tasks
+//! it fired, and the forms that enable, disable and fire a schedule),
 //! sign-in with an API token and its throttling, sessions, CSRF protection, the headers
 //! every page is sent with, and the bounds on what a page reads. Pages need no JavaScript
 //! and no build step; everything shown is escaped.
 //!
-//! Must not know: SQL or any backend. It reads and changes tasks through the same
-//! `Arc<dyn Store>` and token set as the HTTP API (`tasktable-server`), so the dashboard
-//! and the API cannot disagree about what a role may do. Which host names a server without
-//! tokens answers is the server's rule (`tasktable_server::host`), applied to the whole
-//! application where it is composed.
+//! Must not know: SQL or any backend. It reads and changes tasks and schedules through the
+//! same `Arc<dyn Store>` and token set as the HTTP API (`tasktable-server`), so the
+//! dashboard and the API cannot disagree about what a role may do. Which host names a
+//! server without tokens answers is the server's rule (`tasktable_server::host`), applied
+//! to the whole application where it is composed.
 
 mod actions;
 mod bulk;
@@ -22,6 +24,8 @@ mod layout;
 mod links;
 mod overview;
 mod scan;
+mod schedule_actions;
+mod schedules;
 mod session;
 mod signin;
 mod tasks;
@@ -123,6 +127,12 @@ pub fn router_with(app: AppState, config: DashConfig) -> Router {
         .route("/ui/tasks/{id}/{op}", post(actions::task_action))
         .route("/ui/queues/{op}", post(actions::queue_action))
         .route("/ui/workers", get(workers::workers))
+        .route("/ui/schedules", get(schedules::schedules))
+        .route("/ui/schedules/{id}", get(schedules::schedule))
+        .route(
+            "/ui/schedules/{id}/{op}",
+            post(schedule_actions::schedule_action),
+        )
         // Claims every other path under /ui, so its 404 carries the headers too.
         .route("/ui/{*rest}", any(not_found))
         .layer(middleware::from_fn(headers::protect))

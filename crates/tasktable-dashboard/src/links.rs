@@ -4,7 +4,8 @@
 //! encoded by `form_urlencoded`, or into form fields, which the browser encodes; never
 //! into a path. A path segment cannot carry every name safely: browsers resolve `.` and
 //! `..` segments, `%2E%2E` included, before sending, so a queue named `..` would make a
-//! form post somewhere else. Paths hold only fixed words and task ids, which are numbers.
+//! form post somewhere else. Paths hold only fixed words and task and schedule ids, which
+//! are numbers.
 
 /// `path` with `pairs` as its query string; `path` alone when there are none.
 pub fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {

@@ -17,8 +17,8 @@ const PAGE_SIZE: u32 = 50;
 /// Messages carried to the page a form redirects to.
 #[derive(Debug, Default, Deserialize)]
 pub struct Flash {
-    done: Option<String>,
-    error: Option<String>,
+    pub done: Option<String>,
+    pub error: Option<String>,
 }
 
 /// The task list's filter, as query parameters.
@@ -250,6 +250,9 @@ pub async fn task(
             dt { "Started" } dd { (time(task.started_at)) }
             dt { "Finished" } dd { (time(task.finished_at)) }
             dt { "Last error" } dd.err { (task.last_error.as_deref().unwrap_or("—")) }
+            @if let Some(schedule) = task.schedule_id {
+                dt { "Fired by" } dd { a href={ "/ui/schedules/" (schedule) } { "schedule " (schedule) } " for its slot " (time(task.slot_at)) }
+            }
         }
         h2 { "Payload" } div id="payload" { (json(Some(&task.payload))) }
         h2 { "Result" } (json(task.result.as_ref()))

@@ -1,7 +1,7 @@
 //! The dashboard in a real headless Chromium, driven through chromedriver: sign-in, the
 //! overview's counts, the task filter, a task's page, and the forms that cancel, retry and
-//! pause, each checked on the page and in the store. The last test saves screenshots of
-//! the main pages.
+//! pause, and a schedule's disable, enable and fire-now buttons, each checked on the page
+//! and in the store. The last test saves screenshots of the main pages.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
 //! other paths through TASKTABLE_TEST_CHROME and TASKTABLE_TEST_CHROMEDRIVER). Without
@@ -343,6 +343,58 @@ async fn pausing_and_resuming_a_queue_from_the_overview() {
     b.close().await;
 }
 
+#[tokio::test]
+async fn disabling_enabling_and_firing_a_schedule_from_its_page() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let id = app
+        .schedule(json!({
+            "name": "nightly-report",
+            "recurrence": {"type": "cron", "expr": "0 2 * * *", "zone": "Europe/Berlin"},
+            "template": {"kind": "report.render", "queue": "reports"},
+        }))
+        .await
+        .id;
+    let page = format!("/ui/schedules/{id}");
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    b.click("header a[href='/ui/schedules']").await;
+    b.click(&format!("#schedules a[href='{page}']")).await;
+    assert_eq!(b.path().await, page);
+    assert!(
+        b.text("main dl").await.contains("+0"),
+        "fire times with offsets"
+    );
+
+    b.click(&format!("#actions form[action='{page}/disable'] button"))
+        .await;
+    b.flash("flash", "disabled").await;
+    assert!(!app.schedule_get(id).await.spec.enabled);
+    assert!(b.text("main dl").await.contains("none while disabled"));
+
+    b.click(&format!("#actions form[action='{page}/enable'] button"))
+        .await;
+    b.flash("flash", "enabled").await;
+    assert!(app.schedule_get(id).await.spec.enabled);
+
+    b.click(&format!("#actions form[action='{page}/fire'] button"))
+        .await;
+    b.flash("flash", "fired now by its schedule").await;
+    let path = b.path().await;
+    let task: TaskId = path
+        .strip_prefix("/ui/tasks/")
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("on the fired task's page: {path}"));
+    assert_eq!(app.task(task).await.schedule_id, Some(id));
+    assert_eq!(app.schedule_get(id).await.last_task_id, Some(task));
+
+    b.click(&format!("main dl a[href='{page}']")).await;
+    b.css(&format!("#fired a[href='/ui/tasks/{task}']")).await;
+    b.close().await;
+}
+
 /// What `script` returns on the current page.
 async fn eval(b: &Browser, script: &str) -> serde_json::Value {
     b.client()
@@ -512,6 +564,30 @@ async fn screenshots_of_the_main_pages() {
         );
     }
     keep("workers", b.screenshot(false).await, false);
+
+    b.click("header a[href='/ui/schedules']").await;
+    b.css("#schedules").await;
+    let schedules = app.store.schedule_list().await.unwrap();
+    assert_eq!(b.count("#schedules tbody tr").await, schedules.len());
+    let nightly = app.schedule_get(seeded.nightly).await;
+    let row = format!("//tr[td/a[@href='/ui/schedules/{}']]", seeded.nightly);
+    let shown = b.find(XPath(&row)).await.text().await.unwrap();
+    assert!(shown.contains("cron 0 2 * * * (Europe/Berlin)"), "{shown}");
+    assert!(
+        shown.contains(&format!("task {}", nightly.last_task_id.unwrap())),
+        "{shown}"
+    );
+    keep("schedules", b.screenshot(false).await, false);
+
+    b.click(&format!(
+        "#schedules a[href='/ui/schedules/{}']",
+        seeded.nightly
+    ))
+    .await;
+    b.css("#fired").await;
+    assert_eq!(b.count("#fired tbody tr a").await, 2, "fired twice");
+    assert!(b.text("#payload pre").await.contains("monthly-revenue"));
+    keep("schedule", b.screenshot(true).await, false);
     b.close().await;
     for path in saved {
         eprintln!("saved {}", path.display());

@@ -26,6 +26,15 @@ on_every_backend!(
     the_workers_page_reads_at_most_the_cap_and_says_it_shows_part,
 );
 
+/// A schedule for the pages below to show.
+fn hourly() -> serde_json::Value {
+    json!({
+        "name": "hourly",
+        "recurrence": {"type": "cron", "expr": "0 * * * *", "zone": "Europe/Berlin"},
+        "template": {"kind": "mail"},
+    })
+}
+
 /// What maud makes of `text` inside an attribute.
 fn escaped(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -124,6 +133,7 @@ async fn every_dashboard_response_forbids_scripts_frames_and_referrers() {
         return;
     };
     let id = ui.submit(NewTask::new("mail", json!({"to": "ada"}))).await;
+    let schedule = ui.schedule(hourly(), None).await.id;
     let stranger = client();
     for path in ["/ui/login", "/ui", "/ui/tasks", "/ui/no/such/page"] {
         let resp = stranger.get(ui.url(path)).send().await.unwrap();
@@ -146,6 +156,8 @@ async fn every_dashboard_response_forbids_scripts_frames_and_referrers() {
         format!("/ui/tasks/{id}"),
         "/ui/workers".to_owned(),
         "/ui/tasks/bulk?op=hold&queue=default".to_owned(),
+        "/ui/schedules".to_owned(),
+        format!("/ui/schedules/{schedule}"),
     ] {
         let resp = client.get(ui.url(&path)).send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK, "{path}");
@@ -363,6 +375,7 @@ async fn a_database_failure_is_shown_as_a_reference_never_as_the_databases_words
         return;
     };
     let id = ui.submit(NewTask::new("mail", json!(1))).await;
+    let schedule = ui.schedule(hourly(), None).await.id;
     let (client, _) = ui.sign_in(OPERATOR).await;
     let token = csrf(&ui.page(&client, &format!("/ui/tasks/{id}")).await);
     // A real failure of the real database: the tasks table is gone.
@@ -393,6 +406,7 @@ async fn a_database_failure_is_shown_as_a_reference_never_as_the_databases_words
         format!("/ui/tasks/{id}"),
         "/ui/workers".to_owned(),
         "/ui/tasks/bulk?op=hold&kind=mail".to_owned(),
+        format!("/ui/schedules/{schedule}"),
     ] {
         let resp = client.get(ui.url(&path)).send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE, "{path}");
@@ -402,19 +416,25 @@ async fn a_database_failure_is_shown_as_a_reference_never_as_the_databases_words
             assert!(!html.contains(words), "{path} shows {words:?}: {html}");
         }
     }
-    let resp = client
-        .post(ui.url(&format!("/ui/tasks/{id}/cancel")))
-        .form(&[("csrf", token.as_str())])
-        .send()
-        .await
-        .unwrap();
-    let to = resp.headers()[LOCATION].to_str().unwrap().to_owned();
-    let shown: String = form_urlencoded::parse(to.split_once('?').unwrap().1.as_bytes())
-        .map(|(_, v)| v.into_owned())
-        .collect();
-    assert!(shown.contains("under reference"), "{shown}");
-    for words in raw {
-        assert!(!shown.contains(words), "{shown}");
+    // A task's form, and firing a schedule, whose task cannot be written.
+    for action in [
+        format!("/ui/tasks/{id}/cancel"),
+        format!("/ui/schedules/{schedule}/fire"),
+    ] {
+        let resp = client
+            .post(ui.url(&action))
+            .form(&[("csrf", token.as_str())])
+            .send()
+            .await
+            .unwrap();
+        let to = resp.headers()[LOCATION].to_str().unwrap().to_owned();
+        let shown: String = form_urlencoded::parse(to.split_once('?').unwrap().1.as_bytes())
+            .map(|(_, v)| v.into_owned())
+            .collect();
+        assert!(shown.contains("under reference"), "{action}: {shown}");
+        for words in raw {
+            assert!(!shown.contains(words), "{action}: {shown}");
+        }
     }
 }
 

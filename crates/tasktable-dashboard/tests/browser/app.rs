@@ -8,8 +8,9 @@ use tasktable_core::outcome::FinishPlan;
 use tasktable_core::{Backoff, HandlerOutcome, NewTask, Task, TaskId, TaskState};
 use tasktable_server::{AppState, Role, TokenSet};
 use tasktable_store::{
-    Change, CheckpointParams, ClaimParams, FinishItem, FinishParams, QueueInfo, Store,
-    SubmitParams, Target, UpdateParams,
+    Change, CheckpointParams, ClaimParams, CreateScheduleParams, FinishItem, FinishParams,
+    FireNowParams, OnExisting, QueueInfo, Schedule, ScheduleRef, Store, SubmitParams, Target,
+    UpdateParams,
 };
 use tasktable_testdb::TestDb;
 
@@ -69,6 +70,39 @@ impl App {
             .await
             .unwrap()[0]
             .id
+    }
+
+    /// Saves the schedule `spec` (as the API takes it).
+    pub async fn schedule(&self, spec: serde_json::Value) -> Schedule {
+        self.store
+            .schedule_create(CreateScheduleParams {
+                spec: serde_json::from_value(spec).expect("a schedule spec"),
+                on_existing: OnExisting::Refuse,
+                now: self.now(),
+            })
+            .await
+            .unwrap()
+    }
+
+    /// Fires schedule `id` now, as its page's button does; the task it fired.
+    pub async fn fire(&self, id: i64) -> TaskId {
+        self.store
+            .schedule_fire_now(FireNowParams {
+                schedule: ScheduleRef::Id(id),
+                now: self.now(),
+            })
+            .await
+            .unwrap()
+            .tasks[0]
+            .task_id
+    }
+
+    pub async fn schedule_get(&self, id: i64) -> Schedule {
+        self.store
+            .schedule_get(ScheduleRef::Id(id))
+            .await
+            .unwrap()
+            .expect("schedule exists")
     }
 
     pub async fn task(&self, id: TaskId) -> Task {

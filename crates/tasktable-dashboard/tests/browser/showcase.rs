@@ -2,7 +2,7 @@
 //! screenshots go.
 
 use super::app::{retryable, App};
-use chrono::{DateTime, Duration as Span, Utc};
+use chrono::{DateTime, Duration as Span, DurationRound, Utc};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,13 +14,16 @@ pub struct Showcase {
     pub report: TaskId,
     /// A webhook whose attempts all failed.
     pub webhook: TaskId,
+    /// A nightly schedule in Berlin that has fired twice.
+    pub nightly: i64,
 }
 
 fn ago(now: DateTime<Utc>, minutes: i64) -> DateTime<Utc> {
     now - Span::minutes(minutes)
 }
 
-/// Fills four queues with tasks in every state, spread over the last hour and a half.
+/// Fills four queues with tasks in every state, spread over the last hour and a half, and
+/// adds three schedules.
 pub async fn seed(app: &App) -> Showcase {
     let now = Utc::now();
     let recipients = [
@@ -188,9 +191,50 @@ pub async fn seed(app: &App) -> Showcase {
     )
     .await;
     app.submit(webhook(10484, "refunded")).await;
+
+    // Schedules: one that has fired (from its page, as an operator would), one that
+    // has not yet, one turned off.
+    app.set_time(ago(now, 90));
+    let nightly = app
+        .schedule(json!({
+            "name": "monthly-revenue-reports",
+            "recurrence": {"type": "cron", "expr": "0 2 * * *", "zone": "Europe/Berlin"},
+            "template": {
+                "kind": "report.render",
+                "queue": "reports",
+                "payload": {"report": "monthly-revenue", "format": "pdf"},
+                "max_attempts": 3,
+                "timeout_ms": 600_000
+            },
+            "missed": {"policy": "run_latest"},
+            "overlap": "skip",
+        }))
+        .await
+        .id;
+    for minute in [60, 3] {
+        app.set_time(ago(now, minute));
+        app.fire(nightly).await;
+    }
+    let on_the_minute = ago(now, 90).duration_trunc(Span::minutes(1)).unwrap();
+    app.schedule(json!({
+        "name": "partner-webhook-sync",
+        "recurrence": {"type": "every", "every_ms": 900_000, "start": on_the_minute},
+        "template": {"kind": "http", "queue": "webhooks",
+                     "payload": {"method": "POST", "url": "https://hooks.partner.example/sync"}},
+    }))
+    .await;
+    app.schedule(json!({
+        "name": "weekly-digest",
+        "recurrence": {"type": "cron", "expr": "0 8 * * 1", "zone": "America/New_York"},
+        "template": {"kind": "email.send", "queue": "email", "payload": {"template": "weekly-digest"}},
+        "missed": {"policy": "skip"},
+        "enabled": false,
+    }))
+    .await;
     Showcase {
         report,
         webhook: failing,
+        nightly,
     }
 }
 

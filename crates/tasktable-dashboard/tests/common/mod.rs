@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use chrono::{DateTime, Utc};
 use reqwest::redirect::Policy;
 use reqwest::{Client, StatusCode};
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use tasktable_dashboard::DashConfig;
 use tasktable_server::host::AllowedHosts;
 use tasktable_server::redact::Redactions;
 use tasktable_server::{AppState, Role, TokenSet};
-use tasktable_store::{Store, SubmitParams};
+use tasktable_store::{CreateScheduleParams, OnExisting, Schedule, Store, SubmitParams};
 use tasktable_testdb::TestDb;
 
 pub const ADMIN: &str = "admin-token-0123456789";
@@ -81,6 +82,18 @@ impl Ui {
             .await
             .unwrap()[0]
             .id
+    }
+
+    /// Saves the schedule `spec` (as the API takes it) as if created at `now`.
+    pub async fn schedule(&self, spec: serde_json::Value, now: Option<DateTime<Utc>>) -> Schedule {
+        self.store
+            .schedule_create(CreateScheduleParams {
+                spec: serde_json::from_value(spec).expect("a schedule spec"),
+                on_existing: OnExisting::Refuse,
+                now,
+            })
+            .await
+            .unwrap()
     }
 
     pub async fn state(&self, id: i64) -> TaskState {
