@@ -3,8 +3,9 @@
 //! Owns: running handlers ([`Worker`]: the claim loop and its one step
 //! ([`Worker::run_once`]), executor, lease keeper, batched completions, per-worker and
 //! per-queue limits, graceful shutdown), what a handler sees ([`Handler`],
-//! [`TaskContext`], [`HandlerError`]), and the [`Rescuer`] that takes back tasks whose
-//! lease expired; what both record for monitoring ([`metrics`]).
+//! [`TaskContext`], [`HandlerError`]), the [`Rescuer`] that takes back tasks whose
+//! lease expired, and the [`Scheduler`] that fires recurring schedules and saves those
+//! declared in code; what they record for monitoring ([`metrics`]).
 //!
 //! Must not know: SQL or any backend. It holds an `Arc<dyn Store>`, computes every rule
 //! with `tasktable-core`, and never opens a transaction; each store call is one atomic

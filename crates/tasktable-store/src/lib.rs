@@ -6,7 +6,8 @@
 //! [`StoreError`]; the backend-independent half of windowed statistics ([`stats`]:
 //! per-minute rollups, histograms, percentiles; the SQL half comes through
 //! [`stats::StatsSource`]); and the walk of a bulk operator change in short chunks
-//! ([`bulk`]: backends supply one chunk, [`update_in_chunks`] walks the filter). Rules
+//! ([`bulk`]: backends supply one chunk, [`update_in_chunks`] walks the filter); the
+//! schedule calls' types ([`schedule`]). Rules
 //! (retry delays, which state an operation may start from) come from `tasktable-core` and
 //! reach the store as parameters; the store only makes each transition atomic and fenced.
 //!
