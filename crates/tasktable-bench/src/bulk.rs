@@ -116,7 +116,7 @@ impl Store for Watched {
     async fn stats(&self, p: StatsParams) -> StoreResult<Stats> {
         self.inner.stats(p).await
     }
-    tasktable::store::forward_schedule_calls!(inner);
+    tasktable::store::forward_maintenance_calls!(inner);
     async fn subscribe(&self) -> StoreResult<tokio::sync::broadcast::Receiver<Wake>> {
         self.inner.subscribe().await
     }

@@ -551,7 +551,7 @@ impl Store for PollingOnly {
     ) -> tasktable::StoreResult<tasktable::store::Stats> {
         self.0.stats(p).await
     }
-    tasktable::store::forward_schedule_calls!(0);
+    tasktable::store::forward_maintenance_calls!(0);
     async fn subscribe(
         &self,
     ) -> tasktable::StoreResult<tokio::sync::broadcast::Receiver<tasktable::store::Wake>> {

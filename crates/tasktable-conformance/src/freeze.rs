@@ -112,7 +112,7 @@ impl Store for Freezable {
     async fn stats(&self, params: StatsParams) -> StoreResult<Stats> {
         self.inner.stats(params).await
     }
-    tasktable_store::forward_schedule_calls!(inner);
+    tasktable_store::forward_maintenance_calls!(inner);
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         self.inner.subscribe().await
     }

@@ -21,6 +21,8 @@
 //! - [`stats`] — throughput and latency per queue and kind, from raw rows and rollups;
 //! - [`schedule`] — recurring schedules: saved and refused, fired once per slot by racing
 //!   schedulers, across daylight-saving changes, under each missed-slot and overlap policy;
+//! - [`retention`] — finished tasks purged by state and age, in batches, deleted or
+//!   archived whole, statistics kept;
 //! - [`runtime`] — the real worker on top of the store;
 //! - [`schema`] — migrations.
 //!
@@ -39,6 +41,7 @@ pub mod pinned;
 pub mod query;
 #[cfg(test)]
 mod registration;
+pub mod retention;
 pub mod runtime;
 pub mod schedule;
 pub mod schema;
@@ -179,6 +182,11 @@ macro_rules! conformance_suite {
             schedule::policies::overlap_skip_fires_no_slot_while_the_previous_task_is_unfinished,
             schedule::zones::berlin_changes_neither_lose_nor_double_a_slot,
             schedule::zones::new_york_changes_neither_lose_nor_double_a_slot,
+        );
+        $crate::conformance_suite!(@area $backend, retention, 2;
+            retention::purge::purge_takes_each_state_past_its_age_in_batches_and_nothing_else,
+            retention::purge::archive_keeps_every_column_and_the_attempts_and_racing_purgers_take_each_once,
+            retention::purge::statistics_rolled_up_survive_the_purge,
         );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,

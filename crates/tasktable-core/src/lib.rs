@@ -15,6 +15,7 @@
 pub mod backoff;
 pub mod change;
 pub mod outcome;
+pub mod retention;
 pub mod schedule;
 pub mod state;
 pub mod stored;

@@ -99,7 +99,7 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::stats::SqlStats;
-    pub use crate::{query, schedules, Backend, Connect};
+    pub use crate::{query, retention, schedules, Backend, Connect};
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Utc};
     pub use tasktable_core::{Attempt, Task, TaskId};
@@ -237,6 +237,17 @@ macro_rules! impl_store {
 
                 async fn schedule_fire_now(&self, params: FireNowParams) -> StoreResult<Fired> {
                     schedules::fire_now(self, params).await
+                }
+
+                async fn task_purge(&self, params: PurgeParams) -> StoreResult<Purged> {
+                    retention::purge(self, &self.limits().purge(params)?).await
+                }
+
+                async fn task_get_archived(
+                    &self,
+                    id: TaskId,
+                ) -> StoreResult<Option<(Task, Vec<Attempt>)>> {
+                    retention::archived(&mut self.read().await?, id).await
                 }
 
                 async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

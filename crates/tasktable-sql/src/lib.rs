@@ -26,6 +26,7 @@ mod exec;
 pub mod hot;
 pub mod migrate;
 pub mod query;
+pub mod retention;
 pub mod row;
 pub mod rules;
 pub mod schedules;

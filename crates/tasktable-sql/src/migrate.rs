@@ -19,12 +19,13 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 5] = [
+pub const MIGRATIONS: [(i64, &str); 6] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
     (4, "lease_credential"),
     (5, "schedules"),
+    (6, "archive"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -61,6 +62,11 @@ macro_rules! backend_migrations {
                 version: 5,
                 name: "schedules",
                 sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0005_schedules.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 6,
+                name: "archive",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0006_archive.sql")),
             },
         ]
     };

@@ -107,6 +107,29 @@ impl Limits {
         Ok(Checked(spec))
     }
 
+    /// A batch of retention: a final state, a batch size in range.
+    pub fn purge(&self, p: crate::PurgeParams) -> StoreResult<Checked<crate::PurgeParams>> {
+        if !p.state.is_finished() {
+            return Err(crate::StoreError::InvalidInput(format!(
+                "retention applies to succeeded, failed and cancelled tasks, not {}",
+                p.state
+            )));
+        }
+        if p.limit == 0 || p.limit > crate::MAX_PURGE_BATCH {
+            return Err(crate::StoreError::InvalidInput(format!(
+                "a purge batch takes 1 to {} tasks, not {}",
+                crate::MAX_PURGE_BATCH,
+                p.limit
+            )));
+        }
+        if p.older_than > tasktable_core::retention::MAX_AGE {
+            return Err(crate::StoreError::InvalidInput(
+                "an age of at most 100 years".into(),
+            ));
+        }
+        Ok(Checked(p))
+    }
+
     pub fn list(&self, p: ListParams) -> StoreResult<Checked<ListParams>> {
         validate_list(&p)?;
         Ok(Checked(p))

@@ -16,6 +16,8 @@
 //! transaction themselves.
 
 pub mod bulk;
+#[doc(hidden)]
+pub use tasktable_core as __core;
 mod checked;
 mod error;
 mod filter;
@@ -133,6 +135,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Fires a schedule's task at once, with `now` as its slot, whatever its recurrence,
     /// `enabled` flag and overlap policy say; its place among its slots is unchanged.
     async fn schedule_fire_now(&self, params: FireNowParams) -> StoreResult<Fired>;
+
+    /// One batch of retention (see [`PurgeParams`]): callers repeat it until it returns
+    /// fewer than `limit`. Statistics already rolled up survive; tasks whose minutes are
+    /// not rolled up yet wait for the next call.
+    async fn task_purge(&self, params: PurgeParams) -> StoreResult<Purged>;
+
+    /// A task retention moved to the archive, with its attempts, oldest first.
+    async fn task_get_archived(&self, id: TaskId) -> StoreResult<Option<(Task, Vec<Attempt>)>>;
 
     /// Hints that a queue may have due work. Delivery is best effort: callers poll too.
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;

@@ -412,3 +412,35 @@ pub fn select_for_update(
     }
     Ok(selection)
 }
+
+/// One batch of retention: finished tasks of one state older than an age, deleted or
+/// moved to the archive with their attempts, in one short transaction.
+#[derive(Debug, Clone)]
+pub struct PurgeParams {
+    /// `succeeded`, `failed` or `cancelled`.
+    pub state: TaskState,
+    /// Tasks that finished longer ago than this (by the database's clock) go.
+    pub older_than: Duration,
+    /// Move them to `tasktable_tasks_archive` and `tasktable_attempts_archive` instead.
+    pub archive: bool,
+    /// Tasks per call at the most (1 to [`MAX_PURGE_BATCH`]).
+    pub limit: u32,
+    /// Count what a whole purge would take, and change nothing.
+    pub dry_run: bool,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// Most tasks one purge call takes.
+pub const MAX_PURGE_BATCH: u32 = 1000;
+
+/// What one purge call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Purged {
+    /// Tasks deleted or archived by this call; for a dry run, every task a whole purge
+    /// would take now.
+    pub count: u64,
+    /// Tasks that finished before this instant were eligible: the age's cutoff, or
+    /// earlier when statistics have not been rolled up that far yet (a purge never takes
+    /// what statistics still read from the raw rows).
+    pub cutoff: DateTime<Utc>,
+}

@@ -101,19 +101,21 @@ pub struct FiredTask {
     pub created: bool,
 }
 
-/// Inside an `impl Store for Wrapper`, the schedule calls passed on to the store in the
-/// field `$inner` unchanged: for wrappers that watch or break some other calls. (Written
+/// Inside an `impl Store for Wrapper`, the schedule and retention calls passed on to the
+/// store in the field `$inner` unchanged: for wrappers that watch or break some other calls. (Written
 /// as `#[async_trait]` writes methods, since that attribute runs before this expands.)
 #[macro_export]
-macro_rules! forward_schedule_calls {
+macro_rules! forward_maintenance_calls {
     ($inner:tt) => {
-        $crate::forward_schedule_calls!(@one $inner, schedule_create(p: $crate::CreateScheduleParams) -> $crate::Schedule);
-        $crate::forward_schedule_calls!(@one $inner, schedule_get(s: $crate::ScheduleRef) -> Option<$crate::Schedule>);
-        $crate::forward_schedule_calls!(@one $inner, schedule_list() -> Vec<$crate::Schedule>);
-        $crate::forward_schedule_calls!(@one $inner, schedule_edit(p: $crate::EditScheduleParams) -> $crate::Schedule);
-        $crate::forward_schedule_calls!(@one $inner, schedule_delete(s: $crate::ScheduleRef) -> ());
-        $crate::forward_schedule_calls!(@one $inner, schedule_run_due(p: $crate::RunDueParams) -> Vec<$crate::Fired>);
-        $crate::forward_schedule_calls!(@one $inner, schedule_fire_now(p: $crate::FireNowParams) -> $crate::Fired);
+        $crate::forward_maintenance_calls!(@one $inner, schedule_create(p: $crate::CreateScheduleParams) -> $crate::Schedule);
+        $crate::forward_maintenance_calls!(@one $inner, schedule_get(s: $crate::ScheduleRef) -> Option<$crate::Schedule>);
+        $crate::forward_maintenance_calls!(@one $inner, schedule_list() -> Vec<$crate::Schedule>);
+        $crate::forward_maintenance_calls!(@one $inner, schedule_edit(p: $crate::EditScheduleParams) -> $crate::Schedule);
+        $crate::forward_maintenance_calls!(@one $inner, schedule_delete(s: $crate::ScheduleRef) -> ());
+        $crate::forward_maintenance_calls!(@one $inner, schedule_run_due(p: $crate::RunDueParams) -> Vec<$crate::Fired>);
+        $crate::forward_maintenance_calls!(@one $inner, schedule_fire_now(p: $crate::FireNowParams) -> $crate::Fired);
+        $crate::forward_maintenance_calls!(@one $inner, task_purge(p: $crate::PurgeParams) -> $crate::Purged);
+        $crate::forward_maintenance_calls!(@one $inner, task_get_archived(id: $crate::__core::TaskId) -> Option<($crate::__core::Task, Vec<$crate::__core::Attempt>)>);
     };
     (@one $inner:tt, $name:ident($($arg:ident: $ty:ty)?) -> $out:ty) => {
         fn $name<'life0, 'async_trait>(
