@@ -16,6 +16,7 @@ mod database;
 mod error;
 mod input;
 mod output;
+mod retention;
 mod serve;
 mod worker;
 
@@ -114,6 +115,13 @@ enum Command {
     /// percentiles of queue wait and run time; the rows with the most failures come first.
     #[command(after_long_help = EXIT_CODES_HELP)]
     Stats(commands::queue::StatsArgs),
+    /// Delete (or archive) finished tasks older than an age, now, in batches.
+    ///
+    /// Needs an admin token. Tasks whose minute statistics have not yet rolled up (the
+    /// last minute or two) stay for a later purge, so statistics survive. To purge on a
+    /// schedule instead, give `serve` or `worker` the --retain-* flags.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Purge(commands::purge::PurgeArgs),
     /// Recurring schedules: list, show, create, edit, enable, disable, rm, fire.
     ///
     /// A schedule submits a task from its template at every slot of its recurrence: a cron
@@ -188,6 +196,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             commands::queue::set_paused(&api()?, &queue, false, json).await
         }
         Command::Stats(args) => commands::queue::stats(&api()?, &args, json).await,
+        Command::Purge(args) => commands::purge::run(&api()?, &args, json).await,
         Command::Schedule { command } => commands::schedule::run(&api()?, &command, json).await,
     }
 }

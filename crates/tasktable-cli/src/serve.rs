@@ -1,7 +1,7 @@
 //! `tasktable serve`: the HTTP API and the dashboard (`/ui`) over a store, with the
-//! rescuer, the scheduler of recurring schedules and (unless `--workers 0`) a worker
-//! running the built-in handlers in the same process, all stopped together on SIGTERM or
-//! SIGINT.
+//! rescuer, the scheduler of recurring schedules, retention (when given ages) and (unless
+//! `--workers 0`) a worker running the built-in handlers in the same process, all stopped
+//! together on SIGTERM or SIGINT.
 
 use crate::database::{self, DatabaseArgs};
 use crate::error::CliError;
@@ -9,7 +9,7 @@ use crate::worker::{self, HandlerArgs};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use tasktable::{Rescuer, RescuerConfig, Scheduler, SchedulerConfig};
+use tasktable::{Rescuer, RescuerConfig, Retainer, RetentionConfig, Scheduler, SchedulerConfig};
 use tasktable_dashboard::DashConfig;
 use tasktable_server::host::AllowedHosts;
 use tasktable_server::{AppState, Limits, Role, TokenSet};
@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 pub struct ServeArgs {
     #[command(flatten)]
     database: DatabaseArgs,
+    #[command(flatten)]
+    retention: crate::retention::RetentionArgs,
     /// Do not migrate at start-up. By default serve applies the migrations the database
     /// lacks (safe with many servers at once), so a fresh machine needs no set-up; pass
     /// this when migrations run separately (`tasktable migrate`).
@@ -123,6 +125,17 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     // Fires recurring schedules whether or not this process runs a worker.
     let scheduler = Scheduler::new(store.clone(), SchedulerConfig::default());
     let scheduler = tokio::spawn(scheduler.run(stop.clone().cancelled_owned()));
+    let policy = args.retention.policy();
+    policy
+        .validate()
+        .map_err(|e| CliError::usage(format!("retention: {e}")))?;
+    let retainer = (!policy.is_empty()).then(|| {
+        let config = RetentionConfig {
+            policy,
+            ..Default::default()
+        };
+        tokio::spawn(Retainer::new(store.clone(), config).run(stop.clone().cancelled_owned()))
+    });
     let worker = worker.map(|w| tokio::spawn(w.run(stop.clone().cancelled_owned())));
 
     let [admin, operator, worker_tokens, reader] = Role::ALL.map(|role| tokens.count(role));
@@ -168,6 +181,9 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     }
     let _ = rescuer.await;
     let _ = scheduler.await;
+    if let Some(retainer) = retainer {
+        let _ = retainer.await;
+    }
     tracing::info!("stopped");
     served.map_err(|e| CliError::failure(format!("the server failed: {e}")))
 }

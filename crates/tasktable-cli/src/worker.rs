@@ -37,6 +37,8 @@ pub struct WorkerArgs {
     metrics_listen: Option<String>,
     #[command(flatten)]
     handlers: HandlerArgs,
+    #[command(flatten)]
+    retention: crate::retention::RetentionArgs,
 }
 
 /// Which built-in handlers run, on which queues, and what their tasks may reach or run.
@@ -181,7 +183,9 @@ pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
     if args.migrate {
         database::migrate(store.as_ref()).await?;
     }
-    let worker = builtin(store, args.concurrency, &args.handlers).build()?;
+    let worker = builtin(store, args.concurrency, &args.handlers)
+        .retention(args.retention.policy())
+        .build()?;
     tracing::info!(worker = worker.id(), queues = ?args.handlers.queues, "worker started");
     let stop = CancellationToken::new();
     let exporter = metrics.map(|listener| {

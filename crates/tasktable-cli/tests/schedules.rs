@@ -5,169 +5,17 @@
 mod common;
 
 use chrono::{DateTime, Datelike, FixedOffset, Timelike};
-use common::{BIN, ENV};
+use common::serve::{command, finish, Server, ADMIN, READER};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-const ADMIN: &str = "admin-token-of-the-schedule-tests";
-const READER: &str = "reader-token-of-the-schedule-tests";
 
 /// 02:00 on February 29th. serve's scheduler fires whatever is due, so a test that counts
 /// a schedule's tasks gives it slots that never come while a test runs.
 const LEAP_DAY: &str = "0 2 29 2 *";
 
-/// A finished command.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "command failed: {self:?}");
-        self
-    }
-
-    fn json(&self) -> Value {
-        assert_eq!(self.code, 0, "command failed: {self:?}");
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
-    }
-
-    /// A failure with `code` whose first line on stderr contains `text`, and nothing on
-    /// stdout.
-    fn fails(&self, code: i32, text: &str) {
-        assert_eq!(self.code, code, "{self:?}");
-        let first = self.stderr.lines().next().unwrap_or_default();
-        assert!(first.starts_with("error: "), "{self:?}");
-        assert!(
-            first.contains(text),
-            "stderr should contain {text:?}: {self:?}"
-        );
-        assert_eq!(self.stdout, "", "{self:?}");
-    }
-
-    /// A failure reported by the server: one line on stderr.
-    fn refused(&self, code: i32, text: &str) {
-        self.fails(code, text);
-        assert_eq!(self.stderr.trim().lines().count(), 1, "{self:?}");
-    }
-}
-
-/// `tasktable ARGS` with none of the environment of the test's own process.
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args);
-    for var in ENV {
-        cmd.env_remove(var);
-    }
-    cmd
-}
-
-fn finish(mut cmd: Command, stdin: Option<&str>) -> Run {
-    let mut child = cmd
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tasktable");
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().expect("stdin");
-        pipe.write_all(input.as_bytes()).expect("write stdin");
-    }
-    let out = child.wait_with_output().expect("run tasktable");
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
-    }
-}
-
-/// A `tasktable serve --workers 0` child process, killed when dropped; its log is printed
-/// when the test fails.
-struct Server {
-    child: Child,
-    url: String,
-    dir: tempfile::TempDir,
-}
-
 impl Server {
-    fn start() -> Server {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let db = format!("sqlite://{}", dir.path().join("tasktable.db").display());
-        let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
-        let mut child = command(&[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            &db,
-            "--workers",
-            "0",
-        ])
-        .env("TASKTABLE_TOKENS", format!("admin:{ADMIN},reader:{READER}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("start tasktable serve");
-        // The server prints its address once it listens: requests from then on are
-        // queued until it answers them.
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        let mut server = Server {
-            child,
-            url: String::new(),
-            dir,
-        };
-        server.url = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("serve printed {line:?}, not its address"))
-            .to_owned();
-        server
-    }
-
-    /// `tasktable ARGS` against this server as admin.
-    fn tt(&self, args: &[&str]) -> Run {
-        self.tt_as(ADMIN, args, None)
-    }
-
-    fn tt_as(&self, token: &str, args: &[&str], stdin: Option<&str>) -> Run {
-        let mut cmd = command(args);
-        cmd.env("TASKTABLE_SERVER", &self.url)
-            .env("TASKTABLE_TOKEN", token);
-        finish(cmd, stdin)
-    }
-
     /// `schedule show NAME --json`.
     fn show(&self, schedule: &str) -> Value {
         self.tt(&["schedule", "show", schedule, "--json"]).json()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(self.dir.path().join("serve.log"));
-            eprintln!("--- serve log ---\n{}", log.unwrap_or_default());
-        }
     }
 }
 

@@ -40,6 +40,9 @@ pub struct WorkerConfig {
     /// Schedules declared in code: saved when the worker starts (see
     /// [`SchedulerConfig::declared`](crate::SchedulerConfig::declared)).
     pub schedules: Vec<tasktable_core::schedule::ScheduleSpec>,
+    /// How long finished tasks are kept; swept every minute by a
+    /// [`Retainer`](crate::Retainer) in this worker. Default: kept forever.
+    pub retention: tasktable_core::retention::Retention,
     /// Most attempt ends written in one store call. Default 200.
     pub finish_batch: usize,
     /// Most tasks claimed in one store call. Default 100.
@@ -59,6 +62,7 @@ impl Default for WorkerConfig {
             rescue_interval: Some(Duration::from_secs(5)),
             schedule_interval: Some(Duration::from_secs(1)),
             schedules: Vec::new(),
+            retention: Default::default(),
             finish_batch: 200,
             claim_batch: 100,
         }
@@ -107,6 +111,9 @@ impl WorkerConfig {
                 "schedules are declared but schedule_interval is None: nothing would save them"
                     .into(),
             );
+        }
+        if let Err(e) = self.retention.validate() {
+            return bad(format!("retention: {e}"));
         }
         for spec in &self.schedules {
             if let Err(e) = spec.validate() {

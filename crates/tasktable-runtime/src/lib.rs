@@ -4,8 +4,8 @@
 //! ([`Worker::run_once`]), executor, lease keeper, batched completions, per-worker and
 //! per-queue limits, graceful shutdown), what a handler sees ([`Handler`],
 //! [`TaskContext`], [`HandlerError`]), the [`Rescuer`] that takes back tasks whose
-//! lease expired, and the [`Scheduler`] that fires recurring schedules and saves those
-//! declared in code; what they record for monitoring ([`metrics`]).
+//! lease expired, the [`Scheduler`] that fires recurring schedules and saves those
+//! declared in code, and the [`Retainer`] that purges finished tasks past their age; what they record for monitoring ([`metrics`]).
 //!
 //! Must not know: SQL or any backend. It holds an `Arc<dyn Store>`, computes every rule
 //! with `tasktable-core`, and never opens a transaction; each store call is one atomic
@@ -22,6 +22,7 @@ mod identity;
 mod lease_keeper;
 pub mod metrics;
 mod rescuer;
+mod retention;
 mod scheduler;
 mod shared;
 mod shutdown;
@@ -32,6 +33,7 @@ pub use context::{ContextError, StopReason, TaskContext};
 pub use handler::{Handler, HandlerError};
 pub use identity::WorkerIdentity;
 pub use rescuer::{Rescuer, RescuerConfig};
+pub use retention::{Retainer, RetentionConfig, Swept};
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use shared::WorkerEvent;
 pub use shutdown::shutdown_signal;

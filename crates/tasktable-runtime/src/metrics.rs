@@ -22,6 +22,7 @@
 //! | `tasktable_worker_running_tasks` | gauge | queue | tasks this process's workers are running now |
 //! | `tasktable_claims_total` | counter | queue | claim calls made to the database, whether or not they found work |
 //! | `tasktable_store_errors_total` | counter | call | failed database calls of the runtime: `claim`, `renew`, `finish` (each failed try; the completer retries), `rescue`, `schedule` |
+//! | `tasktable_tasks_purged_total` | counter | state, action | finished tasks this process's retention took: `deleted` or `archived` |
 //! | `tasktable_schedule_slots_total` | counter | schedule, result | slots of a schedule this process's scheduler settled: `fired` (a task was created) or `skipped` (by the overlap policy) |
 //!
 //! The attempt counters of every outcome exist at zero from the moment a worker starts,
@@ -47,9 +48,10 @@ pub const WORKER_RUNNING_TASKS: &str = "tasktable_worker_running_tasks";
 pub const CLAIMS_TOTAL: &str = "tasktable_claims_total";
 pub const STORE_ERRORS_TOTAL: &str = "tasktable_store_errors_total";
 pub const SCHEDULE_SLOTS_TOTAL: &str = "tasktable_schedule_slots_total";
+pub const TASKS_PURGED_TOTAL: &str = "tasktable_tasks_purged_total";
 
 /// Every series above, for exporters and tests that want to list them.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 11] = [
     ATTEMPTS_TOTAL,
     ATTEMPT_DURATION_SECONDS,
     QUEUE_WAIT_SECONDS,
@@ -60,6 +62,7 @@ pub const ALL: [&str; 10] = [
     CLAIMS_TOTAL,
     STORE_ERRORS_TOTAL,
     SCHEDULE_SLOTS_TOTAL,
+    TASKS_PURGED_TOTAL,
 ];
 
 /// Registers the help text of every series with the installed recorder. Workers and
@@ -115,6 +118,11 @@ pub fn describe() {
         Unit::Count,
         "Slots of recurring schedules this process settled, fired or skipped."
     );
+    describe_counter!(
+        TASKS_PURGED_TOTAL,
+        Unit::Count,
+        "Finished tasks this process's retention deleted or archived."
+    );
 }
 
 /// Which database call failed, for [`STORE_ERRORS_TOTAL`].
@@ -125,6 +133,7 @@ pub(crate) enum Call {
     Finish,
     Rescue,
     Schedule,
+    Retention,
 }
 
 impl Call {
@@ -135,6 +144,7 @@ impl Call {
             Call::Finish => "finish",
             Call::Rescue => "rescue",
             Call::Schedule => "schedule",
+            Call::Retention => "retention",
         }
     }
 }
@@ -151,6 +161,12 @@ pub(crate) fn schedule_fired(f: &tasktable_store::Fired) {
         .increment(created);
     counter!(SCHEDULE_SLOTS_TOTAL, "schedule" => f.name.clone(), "result" => "skipped")
         .increment(f.skipped.len() as u64);
+}
+
+/// Tasks one sweep of retention took in one state.
+pub(crate) fn purged(state: tasktable_core::TaskState, n: u64, archived: bool) {
+    let action = if archived { "archived" } else { "deleted" };
+    counter!(TASKS_PURGED_TOTAL, "state" => state.as_str(), "action" => action).increment(n);
 }
 
 /// A rescued attempt: the rescuer is not on the hot path, so its labels are built per

@@ -8,6 +8,7 @@ use crate::handler::{ErasedHandler, Handler, Typed};
 use crate::identity::WorkerIdentity;
 use crate::metrics;
 use crate::rescuer::{Rescuer, RescuerConfig};
+use crate::retention::{Retainer, RetentionConfig};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::shared::{Shared, WorkerEvent};
 use crate::{completer, lease_keeper};
@@ -72,6 +73,11 @@ impl WorkerBuilder {
     }
     pub fn rescue_interval(mut self, d: Option<Duration>) -> Self {
         self.config.rescue_interval = d;
+        self
+    }
+    /// How long finished tasks are kept (see [`Retainer`](crate::Retainer)).
+    pub fn retention(mut self, policy: tasktable_core::retention::Retention) -> Self {
+        self.config.retention = policy;
         self
     }
     pub fn schedule_interval(mut self, d: Option<Duration>) -> Self {
@@ -198,6 +204,17 @@ impl Worker {
             );
             tokio::spawn(s.run(stop_services.clone().cancelled_owned()))
         });
+        let policy = shared.config.retention;
+        let retainer = (!policy.is_empty()).then(|| {
+            let r = Retainer::new(
+                shared.store.clone(),
+                RetentionConfig {
+                    policy,
+                    ..Default::default()
+                },
+            );
+            tokio::spawn(r.run(stop_services.clone().cancelled_owned()))
+        });
         let tracker = TaskTracker::new();
         let id = shared.config.identity.id.clone();
         tracing::info!(worker = %id, "worker started");
@@ -218,7 +235,7 @@ impl Worker {
         tracker.close();
         tracker.wait().await;
         stop_services.cancel();
-        for service in [rescuer, scheduler].into_iter().flatten() {
+        for service in [rescuer, scheduler, retainer].into_iter().flatten() {
             let _ = service.await;
         }
         services.stop().await;

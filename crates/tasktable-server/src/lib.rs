@@ -129,6 +129,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/api/v1/claim", Access::Work),
     ("POST", "/api/v1/leases/{id}/{op}", Access::Work),
     ("POST", "/api/v1/admin/migrate", Access::Admin),
+    ("POST", "/api/v1/admin/purge", Access::Admin),
     ("GET", "/metrics", Access::Read),
 ];
 
@@ -158,6 +159,7 @@ pub fn router(state: AppState) -> Router {
             ("POST", "/api/v1/claim") => post(leases::claim),
             ("POST", "/api/v1/leases/{id}/{op}") => post(leases::lease_op),
             ("POST", "/api/v1/admin/migrate") => post(queues::migrate),
+            ("POST", "/api/v1/admin/purge") => post(queues::purge),
             ("GET", "/metrics") => get(metrics::scrape),
             _ => unreachable!("every route in ROUTES has a handler"),
         };

@@ -1,4 +1,4 @@
-//! Queues (pause and resume), counts, and maintenance.
+//! Queues (pause and resume), counts, and maintenance (migrations, retention).
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{NoValues, Path, Query};
@@ -114,3 +114,42 @@ pub async fn migrate(State(state): State<AppState>, NoValues: NoValues) -> ApiRe
     state.store.migrate().await?;
     Ok(Json(json!({ "migrated": true })).into_response())
 }
+
+/// `POST /api/v1/admin/purge`: one batch of retention.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeBody {
+    state: TaskState,
+    #[serde(deserialize_with = "crate::whole::number")]
+    older_than_ms: u64,
+    #[serde(default)]
+    archive: Option<bool>,
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    limit: Option<u32>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+/// One batch of retention: finished tasks of one state older than an age, deleted or
+/// archived in one short transaction (or, with `dry_run`, counted). Callers repeat it
+/// until `count` comes back below `limit`; `tasktable purge` does, with a progress bar.
+pub async fn purge(
+    State(state): State<AppState>,
+    crate::extract::Body(body): crate::extract::Body<PurgeBody>,
+) -> ApiResult<Response> {
+    let purged = state
+        .store
+        .task_purge(tasktable_store::PurgeParams {
+            state: body.state,
+            older_than: std::time::Duration::from_millis(body.older_than_ms),
+            archive: body.archive.unwrap_or(false),
+            limit: body.limit.unwrap_or(DEFAULT_PURGE_BATCH),
+            dry_run: body.dry_run.unwrap_or(false),
+            now: None,
+        })
+        .await?;
+    Ok(Json(json!({"count": purged.count, "cutoff": purged.cutoff})).into_response())
+}
+
+/// Tasks per purge call when the body names no `limit`.
+pub const DEFAULT_PURGE_BATCH: u32 = 500;

@@ -132,6 +132,13 @@ fn matrix(id: i64) -> Vec<Row> {
             Some(json!({})),
             admin,
         ),
+        (
+            "POST",
+            "/api/v1/admin/purge",
+            "/api/v1/admin/purge".into(),
+            Some(json!({"state": "succeeded", "older_than_ms": 86_400_000, "dry_run": true})),
+            admin,
+        ),
         ("GET", "/metrics", "/metrics".into(), None, read),
     ]
 }

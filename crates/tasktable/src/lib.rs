@@ -14,13 +14,13 @@ mod client;
 
 pub use client::Client;
 pub use tasktable_core::{
-    outcome, schedule, state, Attempt, AttemptOutcome, Backoff, Lease, NewTask, Operation, Task,
-    TaskId, TaskState,
+    outcome, retention, schedule, state, Attempt, AttemptOutcome, Backoff, Lease, NewTask,
+    Operation, Task, TaskId, TaskState,
 };
 pub use tasktable_runtime::{
     shutdown_signal, ContextError, Handler, HandlerError, QueueConfig, Rescuer, RescuerConfig,
-    Scheduler, SchedulerConfig, StopReason, TaskContext, Worker, WorkerBuilder, WorkerConfig,
-    WorkerError, WorkerEvent, WorkerIdentity,
+    Retainer, RetentionConfig, Scheduler, SchedulerConfig, StopReason, TaskContext, Worker,
+    WorkerBuilder, WorkerConfig, WorkerError, WorkerEvent, WorkerIdentity,
 };
 pub use tasktable_store as store;
 pub use tasktable_store::{Change, Store, StoreError, StoreResult, Submitted, Target, TaskFilter};

@@ -3,6 +3,7 @@
 
 pub mod change;
 pub mod list;
+pub mod purge;
 pub mod queue;
 pub mod schedule;
 pub mod show;

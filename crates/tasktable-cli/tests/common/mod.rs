@@ -1,5 +1,7 @@
 //! What every test of the `tasktable` binary shares.
 
+pub mod serve;
+
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_tasktable");
 

@@ -1,0 +1,114 @@
+//! Keeps the tasks table from growing without end: deletes (or archives) finished tasks
+//! past their state's age, in batches of short transactions, so it never holds locks a
+//! claim waits for. Safe to run in every process at once: a batch locks only the rows it
+//! takes, and a row another process took is skipped.
+
+use crate::metrics::{self, Call};
+use chrono::{DateTime, Utc};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tasktable_core::retention::Retention;
+use tasktable_core::TaskState;
+use tasktable_store::{PurgeParams, Store, StoreResult};
+
+/// Settings of the [`Retainer`].
+#[derive(Debug, Clone)]
+pub struct RetentionConfig {
+    pub policy: Retention,
+    /// Time between sweeps. Default 1 min.
+    pub interval: Duration,
+    /// Tasks per transaction. Default 500.
+    pub batch: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            policy: Retention::default(),
+            interval: Duration::from_secs(60),
+            batch: 500,
+        }
+    }
+}
+
+/// What one sweep took, per state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Swept {
+    pub by_state: Vec<(TaskState, u64)>,
+}
+
+impl Swept {
+    pub fn total(&self) -> u64 {
+        self.by_state.iter().map(|(_, n)| n).sum()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Retainer {
+    store: Arc<dyn Store>,
+    config: RetentionConfig,
+}
+
+impl Retainer {
+    pub fn new(store: Arc<dyn Store>, config: RetentionConfig) -> Self {
+        Retainer { store, config }
+    }
+
+    /// One sweep at `now` (`None`: the database's clock): every state with an age, batch
+    /// after batch until one comes back short. `each` hears every batch.
+    pub async fn run_once(
+        &self,
+        now: Option<DateTime<Utc>>,
+        mut each: impl FnMut(TaskState, u64),
+    ) -> StoreResult<Swept> {
+        let mut swept = Swept::default();
+        for (state, age) in self.config.policy.ages() {
+            let mut total = 0;
+            loop {
+                let p = self
+                    .store
+                    .task_purge(PurgeParams {
+                        state,
+                        older_than: age,
+                        archive: self.config.policy.archive,
+                        limit: self.config.batch,
+                        dry_run: false,
+                        now,
+                    })
+                    .await?;
+                total += p.count;
+                each(state, p.count);
+                if p.count < u64::from(self.config.batch) {
+                    break;
+                }
+            }
+            metrics::purged(state, total, self.config.policy.archive);
+            swept.by_state.push((state, total));
+        }
+        if swept.total() > 0 {
+            tracing::info!(
+                tasks = swept.total(),
+                archive = self.config.policy.archive,
+                "retention swept finished tasks"
+            );
+        }
+        Ok(swept)
+    }
+
+    /// Sweeps every `interval` until `stop` resolves.
+    pub async fn run(self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        metrics::describe();
+        loop {
+            if let Err(e) = self.run_once(None, |_, _| {}).await {
+                metrics::store_error(Call::Retention);
+                tracing::warn!(error = %e, "retention sweep failed");
+            }
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(self.config.interval) => {}
+            }
+        }
+    }
+}
