@@ -187,6 +187,7 @@ macro_rules! conformance_suite {
             retention::purge::purge_takes_each_state_past_its_age_in_batches_and_nothing_else,
             retention::purge::archive_keeps_every_column_and_the_attempts_and_racing_purgers_take_each_once,
             retention::purge::statistics_rolled_up_survive_the_purge,
+            retention::purge::a_retainer_sweeps_each_state_of_its_policy_to_the_end,
         );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,

@@ -219,3 +219,48 @@ pub async fn statistics_rolled_up_survive_the_purge(db: &impl Backend) {
     );
     assert_eq!(after.series, before.series);
 }
+
+pub async fn a_retainer_sweeps_each_state_of_its_policy_to_the_end(db: &impl Backend) {
+    let s = db.store().await;
+    let old = finished_at(&*s, 0, 7).await;
+    let retainer = tasktable_runtime::Retainer::new(
+        s.clone(),
+        tasktable_runtime::RetentionConfig {
+            policy: tasktable_core::retention::Retention {
+                succeeded: Some(HOUR),
+                cancelled: Some(HOUR),
+                ..Default::default()
+            },
+            batch: 3,
+            ..Default::default()
+        },
+    );
+    let mut batches = Vec::new();
+    let swept = retainer
+        .run_once(Some(at(2 * 3600)), |state, n| batches.push((state, n)))
+        .await
+        .unwrap();
+    assert_eq!(
+        swept.by_state,
+        [(TaskState::Succeeded, 7), (TaskState::Cancelled, 7)]
+    );
+    assert_eq!(
+        batches
+            .iter()
+            .filter(|(s, _)| *s == TaskState::Succeeded)
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>(),
+        [3, 3, 1]
+    );
+    for id in &old[1] {
+        assert!(
+            s.task_get(*id).await.unwrap().is_some(),
+            "failed tasks have no age"
+        );
+    }
+    let again = retainer
+        .run_once(Some(at(2 * 3600)), |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(again.total(), 0);
+}
