@@ -1,7 +1,8 @@
-//! The bulk scenario: an operator cancels a backlog of 100,000 scheduled tasks through
-//! `task_update` while a worker drains a steady stream of other tasks in the same queue.
-//! The worker's claim latency and finish throughput while the cancel runs, against the
-//! same in the seconds just before it.
+//! The bulk and purge scenarios: an operator cancels a backlog of 100,000 scheduled tasks
+//! through `task_update` (bulk), or retention deletes 1,000,000 finished tasks in
+//! batches (purge), while a worker drains a steady stream of other tasks in the same
+//! queue. The worker's claim latency and finish throughput while the operation runs,
+//! against the same in the seconds just before it.
 
 use crate::db::BenchDb;
 use crate::handlers::Noop;
@@ -204,30 +205,55 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-pub async fn bulk(ctx: &mut Ctx) -> BenchResult<()> {
-    let n = ctx.scale.bulk_cancel;
+/// What runs beside the worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// An operator's bulk cancel of a scheduled backlog.
+    Cancel,
+    /// Retention deleting finished tasks, batch after batch.
+    Purge,
+}
+
+pub async fn bulk(ctx: &mut Ctx, op: Operation) -> BenchResult<()> {
+    let n = match op {
+        Operation::Cancel => ctx.scale.bulk_cancel,
+        Operation::Purge => ctx.scale.purge,
+    };
     let db = BenchDb::fresh(ctx.backend).await?;
     let [store, producer_store, operator] = stores(&db, ctx.bulk_chunk).await?;
-    let hour = Duration::from_secs(3600);
-    let mut i = 0u64;
-    while i < n {
-        let chunk = (n - i).min(5000);
-        let tasks = (i..i + chunk)
-            .map(|j| NewTask::new("backlog", json!({ "i": j })).delay(hour))
-            .collect();
-        store
-            .task_submit(SubmitParams { tasks, now: None })
-            .await
-            .map_err(|e| e.to_string())?;
-        i += chunk;
+    match op {
+        Operation::Cancel => {
+            let hour = Duration::from_secs(3600);
+            let mut i = 0u64;
+            while i < n {
+                let chunk = (n - i).min(5000);
+                let tasks = (i..i + chunk)
+                    .map(|j| NewTask::new("backlog", json!({ "i": j })).delay(hour))
+                    .collect();
+                store
+                    .task_submit(SubmitParams { tasks, now: None })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                i += chunk;
+            }
+        }
+        // Finished over the day before now, so all but the last minute or two are past
+        // the statistics' watermark and go.
+        Operation::Purge => db.finished_fill(n, Duration::from_secs(86_400)).await,
     }
     if ctx.analyze {
         db.analyze().await;
     }
-    let mut row = Row::new(
-        "7 bulk",
-        format!("cancel {n} scheduled tasks while a worker drains {STREAM_PER_S}/s"),
-    );
+    let mut row = match op {
+        Operation::Cancel => Row::new(
+            "7 bulk",
+            format!("cancel {n} scheduled tasks while a worker drains {STREAM_PER_S}/s"),
+        ),
+        Operation::Purge => Row::new(
+            "10 purge",
+            format!("purge {n} finished tasks while a worker drains {STREAM_PER_S}/s"),
+        ),
+    };
     crate::scenarios::load_row(&mut row);
 
     let epoch = Instant::now();
@@ -279,14 +305,35 @@ pub async fn bulk(ctx: &mut Ctx) -> BenchResult<()> {
     let before_from = epoch.elapsed().as_secs_f64();
     tokio::time::sleep(BEFORE).await;
     let cancel_from = epoch.elapsed().as_secs_f64();
-    let changed = operator
-        .task_update(UpdateParams {
-            target: Target::Filter(TaskFilter::default().kind("backlog")),
-            change: Change::Cancel,
-            now: None,
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+    let changed = match op {
+        Operation::Cancel => operator
+            .task_update(UpdateParams {
+                target: Target::Filter(TaskFilter::default().kind("backlog")),
+                change: Change::Cancel,
+                now: None,
+            })
+            .await
+            .map_err(|e| e.to_string())?,
+        Operation::Purge => {
+            let policy = tasktable::retention::Retention {
+                succeeded: Some(Duration::ZERO),
+                failed: Some(Duration::ZERO),
+                ..Default::default()
+            };
+            let retainer = tasktable::Retainer::new(
+                operator.clone(),
+                tasktable::RetentionConfig {
+                    policy,
+                    ..Default::default()
+                },
+            );
+            retainer
+                .run_once(None, |_, _| {})
+                .await
+                .map_err(|e| e.to_string())?
+                .total()
+        }
+    };
     let cancel_to = epoch.elapsed().as_secs_f64();
     producing.store(false, Ordering::Relaxed);
     let failed = producer.await.map_err(|e| e.to_string())?;
@@ -294,9 +341,13 @@ pub async fn bulk(ctx: &mut Ctx) -> BenchResult<()> {
     let _ = worker.await;
 
     let secs = cancel_to - cancel_from;
-    row.set("cancelled", changed);
-    row.set("cancel_seconds", round2(secs));
-    row.set("cancelled_per_s", (changed as f64 / secs).round());
+    let verb = match op {
+        Operation::Cancel => "cancelled",
+        Operation::Purge => "purged",
+    };
+    row.set(verb, changed);
+    row.set(&format!("{verb}_seconds"), round2(secs));
+    row.set(&format!("{verb}_per_s"), (changed as f64 / secs).round());
     row.set(
         "bulk_chunk_rows",
         ctx.bulk_chunk
@@ -321,8 +372,13 @@ pub async fn bulk(ctx: &mut Ctx) -> BenchResult<()> {
         );
     }
     row.set("stream_submits_failed", failed);
-    if changed != n {
-        return Err(format!("the cancel changed {changed} of {n} tasks"));
+    // A purge leaves the tasks of the last minute or two, which statistics still read raw.
+    let expected = match op {
+        Operation::Cancel => changed == n,
+        Operation::Purge => changed <= n && changed * 100 >= n * 95,
+    };
+    if !expected {
+        return Err(format!("the {verb} took {changed} of {n} tasks"));
     }
     ctx.report.push(row);
     Ok(())

@@ -82,6 +82,7 @@ enum Scenario {
     Leases,
     Stats,
     Bulk,
+    Purge,
 }
 
 /// The sizes of a run: full by default, small with `--quick`.
@@ -105,6 +106,8 @@ pub struct Scale {
     pub stats_calls: usize,
     /// Scheduled tasks the bulk scenario cancels.
     pub bulk_cancel: u64,
+    /// Finished tasks the purge scenario deletes.
+    pub purge: u64,
 }
 
 impl Scale {
@@ -125,6 +128,7 @@ impl Scale {
             stats_sizes: vec![10_000, 1_000_000],
             stats_calls: 20,
             bulk_cancel: 100_000,
+            purge: 1_000_000,
         }
     }
 
@@ -145,6 +149,7 @@ impl Scale {
             stats_sizes: vec![10_000, 100_000],
             stats_calls: 20,
             bulk_cancel: 20_000,
+            purge: 50_000,
         }
     }
 }
@@ -152,7 +157,7 @@ impl Scale {
 #[derive(Debug, Parser)]
 #[command(
     name = "tasktable-bench",
-    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats, bulk"
+    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats, bulk, purge"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -254,6 +259,7 @@ async fn main() {
             Scenario::Leases,
             Scenario::Stats,
             Scenario::Bulk,
+            Scenario::Purge,
         ]
     } else {
         cli.only.clone()
@@ -295,7 +301,8 @@ async fn main() {
             Scenario::Backlog => scenarios::backlog(&mut ctx).await,
             Scenario::Leases => scenarios::leases(&mut ctx).await,
             Scenario::Stats => scenarios::stats(&mut ctx).await,
-            Scenario::Bulk => bulk::bulk(&mut ctx).await,
+            Scenario::Bulk => bulk::bulk(&mut ctx, bulk::Operation::Cancel).await,
+            Scenario::Purge => bulk::bulk(&mut ctx, bulk::Operation::Purge).await,
         };
         if let Err(e) = result {
             eprintln!("scenario {s:?} failed: {e}");

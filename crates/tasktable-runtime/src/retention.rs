@@ -1,6 +1,8 @@
 //! Keeps the tasks table from growing without end: deletes (or archives) finished tasks
 //! past their state's age, in batches of short transactions, so it never holds locks a
-//! claim waits for. Safe to run in every process at once: a batch locks only the rows it
+//! claim waits for. After each full batch it rests as long as the batch took, so a large
+//! sweep takes at most half of the database's write time (on SQLite, whose one writer
+//! claims share, that is what keeps claims going during a sweep). Safe to run in every process at once: a batch locks only the rows it
 //! takes, and a row another process took is skipped.
 
 use crate::metrics::{self, Call};
@@ -66,6 +68,7 @@ impl Retainer {
         for (state, age) in self.config.policy.ages() {
             let mut total = 0;
             loop {
+                let started = tokio::time::Instant::now();
                 let p = self
                     .store
                     .task_purge(PurgeParams {
@@ -82,6 +85,7 @@ impl Retainer {
                 if p.count < u64::from(self.config.batch) {
                     break;
                 }
+                tokio::time::sleep(started.elapsed()).await;
             }
             metrics::purged(state, total, self.config.policy.archive);
             swept.by_state.push((state, total));
