@@ -62,15 +62,20 @@ pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// All of stdin, for the value `what` names.
+pub fn stdin(what: &str) -> Result<String, CliError> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::failure(format!("cannot read {what} from stdin: {e}")))?;
+    Ok(text)
+}
+
 /// A JSON document given as an argument, or read from stdin when the argument is `-`.
 /// `what` names the argument in the error message.
 pub fn json_arg(what: &str, arg: &str) -> Result<Value, CliError> {
     let text = if arg == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| CliError::failure(format!("cannot read {what} from stdin: {e}")))?;
-        text
+        stdin(what)?
     } else {
         arg.to_owned()
     };

@@ -8,7 +8,6 @@ use crate::input;
 use chrono::{DateTime, NaiveTime, SubsecRound, Utc};
 use clap::{ArgGroup, Args};
 use serde_json::{json, Map, Value};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -296,11 +295,7 @@ impl PolicyArgs {
 fn json_file(what: &str, path: &Path) -> Result<Value, CliError> {
     let name = path.display().to_string();
     let text = if name == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| CliError::failure(format!("cannot read {what} from stdin: {e}")))?;
-        text
+        input::stdin(what)?
     } else {
         std::fs::read_to_string(path)
             .map_err(|e| CliError::failure(format!("cannot read {what} {name}: {e}")))?
