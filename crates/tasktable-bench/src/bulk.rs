@@ -25,10 +25,10 @@ use tasktable::{
 /// The stream the worker drains while the cancel runs, in tasks per second, submitted
 /// open-loop (one task a call, on the clock), and the worker's concurrency.
 const STREAM_PER_S: f64 = 500.0;
-const CONCURRENCY: usize = 20;
+pub const CONCURRENCY: usize = 20;
 /// The worker's poll: on MySQL, where a producer in another process wakes no one, it is
 /// how the worker hears of the stream.
-const POLL: Duration = Duration::from_millis(50);
+pub const POLL: Duration = Duration::from_millis(50);
 /// Before the measured window, so the worker's first claims and the producer settle.
 const WARM_UP: Duration = Duration::from_secs(2);
 /// The window just before the cancel that it is compared with.
@@ -39,7 +39,7 @@ type Calls = Mutex<Vec<(f64, f64, u64)>>;
 
 /// The worker's store, timing its claims and counting the tasks its finishes applied.
 #[derive(Debug)]
-struct Watched {
+pub struct Watched {
     inner: Arc<dyn Store>,
     epoch: Instant,
     claims: Calls,
@@ -47,6 +47,15 @@ struct Watched {
 }
 
 impl Watched {
+    pub fn new(inner: Arc<dyn Store>, epoch: Instant) -> Self {
+        Watched {
+            inner,
+            epoch,
+            claims: Mutex::new(Vec::new()),
+            finishes: Mutex::new(Vec::new()),
+        }
+    }
+
     fn record(&self, calls: &Calls, started: Instant, tasks: u64) {
         let at = started.duration_since(self.epoch).as_secs_f64();
         let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -160,10 +169,79 @@ async fn stores(db: &BenchDb, chunk: Option<u32>) -> BenchResult<[Arc<dyn Store>
     })
 }
 
+/// An open-loop stream of no-op tasks, one a call on the clock, each call on a task of
+/// its own so a slow submit never holds the next one back.
+#[derive(Debug)]
+pub struct Stream {
+    producing: Arc<AtomicBool>,
+    producer: tokio::task::JoinHandle<u64>,
+}
+
+impl Stream {
+    pub fn start(store: Arc<dyn Store>, per_s: f64) -> Stream {
+        let producing = Arc::new(AtomicBool::new(true));
+        let flag = producing.clone();
+        let producer = tokio::spawn(async move {
+            let interval = Duration::from_secs_f64(1.0 / per_s);
+            let started = tokio::time::Instant::now();
+            let (mut k, mut failed) = (0u32, 0u64);
+            let mut calls = Vec::new();
+            while flag.load(Ordering::Relaxed) {
+                tokio::time::sleep_until(started + interval * k).await;
+                let s = store.clone();
+                calls.push(tokio::spawn(async move {
+                    s.task_submit(SubmitParams {
+                        tasks: vec![NewTask::new("noop", json!({}))],
+                        now: None,
+                    })
+                    .await
+                    .is_ok()
+                }));
+                k += 1;
+                // Join the calls that ended, so a long stream holds only those running.
+                if calls.len() >= 4096 {
+                    let (ended, running) = calls.into_iter().partition(|c| c.is_finished());
+                    failed += failures(ended).await;
+                    calls = running;
+                }
+            }
+            failed + failures(calls).await
+        });
+        Stream {
+            producing,
+            producer,
+        }
+    }
+
+    /// Stops the stream and waits for its calls; how many of them failed.
+    pub async fn stop(self) -> BenchResult<u64> {
+        self.producing.store(false, Ordering::Relaxed);
+        self.producer.await.map_err(|e| e.to_string())
+    }
+}
+
+/// How many of `calls` failed, once each has ended.
+async fn failures(calls: Vec<tokio::task::JoinHandle<bool>>) -> u64 {
+    let mut failed = 0;
+    for c in calls {
+        if !matches!(c.await, Ok(true)) {
+            failed += 1;
+        }
+    }
+    failed
+}
+
 /// Claim latency and finish throughput in `[from, to)`. A claim counts when it ran in the
 /// window at all (`overlap`) or only when it ran wholly inside it; a finish counts in the
 /// window it ended in.
-fn window(row: &mut Row, name: &str, w: &Watched, from: f64, to: f64, overlap: bool) -> [f64; 4] {
+pub fn window(
+    row: &mut Row,
+    name: &str,
+    w: &Watched,
+    from: f64,
+    to: f64,
+    overlap: bool,
+) -> [f64; 4] {
     let claims = w.claims.lock().expect("claims");
     let mut lat: Vec<f64> = claims
         .iter()
@@ -201,7 +279,7 @@ fn window(row: &mut Row, name: &str, w: &Watched, from: f64, to: f64, overlap: b
     [p50, p99, max, per_s]
 }
 
-fn round2(x: f64) -> f64 {
+pub fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
@@ -257,12 +335,7 @@ pub async fn bulk(ctx: &mut Ctx, op: Operation) -> BenchResult<()> {
     crate::scenarios::load_row(&mut row);
 
     let epoch = Instant::now();
-    let watched = Arc::new(Watched {
-        inner: store.clone(),
-        epoch,
-        claims: Mutex::new(Vec::new()),
-        finishes: Mutex::new(Vec::new()),
-    });
+    let watched = Arc::new(Watched::new(store.clone(), epoch));
     let worker = Worker::builder(watched.clone())
         .concurrency(CONCURRENCY)
         .poll_interval(POLL)
@@ -270,36 +343,7 @@ pub async fn bulk(ctx: &mut Ctx, op: Operation) -> BenchResult<()> {
         .build()
         .map_err(|e| e.to_string())?;
     let (stop_worker, worker) = crate::scenarios::spawn_worker(worker);
-    let producing = Arc::new(AtomicBool::new(true));
-    let producer = tokio::spawn({
-        let (store, producing) = (producer_store, producing.clone());
-        async move {
-            let interval = Duration::from_secs_f64(1.0 / STREAM_PER_S);
-            let started = tokio::time::Instant::now();
-            let mut k = 0u32;
-            let mut calls = Vec::new();
-            while producing.load(Ordering::Relaxed) {
-                tokio::time::sleep_until(started + interval * k).await;
-                let s = store.clone();
-                calls.push(tokio::spawn(async move {
-                    s.task_submit(SubmitParams {
-                        tasks: vec![NewTask::new("noop", json!({}))],
-                        now: None,
-                    })
-                    .await
-                    .is_ok()
-                }));
-                k += 1;
-            }
-            let mut failed = 0u64;
-            for c in calls {
-                if !matches!(c.await, Ok(true)) {
-                    failed += 1;
-                }
-            }
-            failed
-        }
-    });
+    let stream = Stream::start(producer_store, STREAM_PER_S);
 
     tokio::time::sleep(WARM_UP).await;
     let before_from = epoch.elapsed().as_secs_f64();
@@ -335,8 +379,7 @@ pub async fn bulk(ctx: &mut Ctx, op: Operation) -> BenchResult<()> {
         }
     };
     let cancel_to = epoch.elapsed().as_secs_f64();
-    producing.store(false, Ordering::Relaxed);
-    let failed = producer.await.map_err(|e| e.to_string())?;
+    let failed = stream.stop().await?;
     let _ = stop_worker.send(());
     let _ = worker.await;
 

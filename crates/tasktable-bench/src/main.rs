@@ -6,17 +6,20 @@
 //! cargo run --release -p tasktable-bench -- --backend postgres --quick
 //! cargo run --release -p tasktable-bench -- --backend mysql --only stats
 //! cargo run --release -p tasktable-bench -- --backend postgres --only bulk
+//! cargo run --release -p tasktable-bench -- --backend postgres --only churn
 //! ```
 //!
 //! Each scenario runs on a fresh database (a temporary SQLite file, a PostgreSQL
 //! database made from the test template on `TASKTABLE_TEST_POSTGRES_URL`, or a migrated
-//! MySQL/MariaDB database on `TASKTABLE_TEST_MYSQL_URL`), prints one line per
+//! MySQL/MariaDB database on `TASKTABLE_TEST_MYSQL_URL`; churn on PostgreSQL starts a
+//! throwaway server of its own, for autovacuum), prints one line per
 //! measurement, and the run is written as JSON to `target/bench/<backend>.json`
 //! (`<backend>-quick.json` with `--quick`). Throughput is reported beside the machine's
 //! commit ceiling measured in the same run, because shared machines drift between runs.
 //! See docs/benchmarks.md.
 
 mod bulk;
+mod churn;
 mod db;
 mod handlers;
 mod report;
@@ -83,6 +86,9 @@ enum Scenario {
     Stats,
     Bulk,
     Purge,
+    /// Long: a steady stream with retention on, and the tables' size as it goes (not in
+    /// the default set; `--only churn`).
+    Churn,
 }
 
 /// The sizes of a run: full by default, small with `--quick`.
@@ -108,6 +114,9 @@ pub struct Scale {
     pub bulk_cancel: u64,
     /// Finished tasks the purge scenario deletes.
     pub purge: u64,
+    /// How long the churn scenario runs, and how often it samples the tables' size.
+    pub churn: Duration,
+    pub churn_sample: Duration,
 }
 
 impl Scale {
@@ -129,6 +138,8 @@ impl Scale {
             stats_calls: 20,
             bulk_cancel: 100_000,
             purge: 1_000_000,
+            churn: Duration::from_secs(20 * 60),
+            churn_sample: Duration::from_secs(20),
         }
     }
 
@@ -150,6 +161,8 @@ impl Scale {
             stats_calls: 20,
             bulk_cancel: 20_000,
             purge: 50_000,
+            churn: Duration::from_secs(3 * 60),
+            churn_sample: Duration::from_secs(10),
         }
     }
 }
@@ -157,7 +170,7 @@ impl Scale {
 #[derive(Debug, Parser)]
 #[command(
     name = "tasktable-bench",
-    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats, bulk, purge"
+    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats, bulk, purge, churn"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -182,6 +195,9 @@ struct Cli {
     /// Override the drain concurrencies (comma-separated).
     #[arg(long, value_delimiter = ',')]
     drain_concurrency: Vec<usize>,
+    /// How long the churn scenario runs, in minutes (20 by default, 3 with `--quick`).
+    #[arg(long)]
+    churn_minutes: Option<u64>,
     /// Rows per transaction of the bulk scenario's cancel (the stores' default otherwise).
     #[arg(long)]
     bulk_chunk: Option<u32>,
@@ -289,6 +305,9 @@ async fn main() {
     if !cli.drain_sizes.is_empty() {
         ctx.scale.drain_sizes = cli.drain_sizes.clone();
     }
+    if let Some(m) = cli.churn_minutes {
+        ctx.scale.churn = Duration::from_secs(m.max(1) * 60);
+    }
     if !cli.drain_concurrency.is_empty() {
         ctx.scale.drain_concurrency = cli.drain_concurrency.clone();
     }
@@ -303,6 +322,7 @@ async fn main() {
             Scenario::Stats => scenarios::stats(&mut ctx).await,
             Scenario::Bulk => bulk::bulk(&mut ctx, bulk::Operation::Cancel).await,
             Scenario::Purge => bulk::bulk(&mut ctx, bulk::Operation::Purge).await,
+            Scenario::Churn => churn::churn(&mut ctx).await,
         };
         if let Err(e) = result {
             eprintln!("scenario {s:?} failed: {e}");

@@ -24,7 +24,6 @@
 mod behaviour;
 mod check;
 mod collect;
-mod database;
 mod effects;
 mod faults;
 mod fleet;
@@ -42,6 +41,7 @@ mod submit;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
+use tasktable_dbserver as database;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -21,16 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
     let tasktable = args.tasktable_bin()?;
-    let dir = tempfile::Builder::new()
-        .prefix("tasktable-chaos-")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
-    // A PostgreSQL server runs as its own user and must reach its directory inside.
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o711),
-    )
-    .map_err(|e| e.to_string())?;
+    let dir = database::run_dir("tasktable-chaos-")?;
     let (journals, logs) = (dir.path().join("journal"), dir.path().join("logs"));
     for d in [&journals, &logs] {
         std::fs::create_dir(d).map_err(|e| e.to_string())?;

@@ -1,7 +1,10 @@
-//! The run's own database: an SQLite file, or a throwaway PostgreSQL or MariaDB server
-//! initialised in the run's directory on a free port, which the run may stop and start
-//! again while workers and the API keep running. The shared servers the tests use are
-//! never touched.
+//! A run's own database: an SQLite file, or a throwaway PostgreSQL or MariaDB server
+//! initialised in the run's directory on a free port, with the server's default settings,
+//! which the run may stop and start again while workers and the API keep running.
+//!
+//! Owns: initialising, starting, stopping (cleanly, immediately or by a crash) and
+//! killing such servers. Must not know: what runs against them (the fault run, the
+//! benchmark). The shared servers the tests use are never touched.
 //!
 //! A server is killed when its value is dropped, so a run that fails or panics leaves no
 //! server behind; the directory goes with the run's directory.
@@ -18,6 +21,9 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
+
+/// The name of the run's database (MariaDB) or file (SQLite).
+const DATABASE: &str = "tasktable";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -65,7 +71,7 @@ impl Database {
         let port = free_port()?;
         let (url, server) = match backend {
             Backend::Sqlite => {
-                let file = dir.join("chaos.db");
+                let file = dir.join(format!("{DATABASE}.db"));
                 (format!("sqlite://{}", file.display()), None)
             }
             Backend::Postgres => {
@@ -73,21 +79,23 @@ impl Database {
                 (url, Some(postgres::init(dir, port).await?))
             }
             Backend::Mariadb => {
-                let url = format!("mysql://root@127.0.0.1:{port}/chaos");
+                let url = format!("mysql://root@127.0.0.1:{port}/{DATABASE}");
                 (url, Some(mariadb::init(dir, port).await?))
             }
         };
         let mut db = Database { url, server };
         db.start_again().await?;
         if backend == Backend::Mariadb {
-            let root = db.url.trim_end_matches("/chaos").to_owned();
+            let root = db.url.trim_end_matches(&format!("/{DATABASE}")).to_owned();
             let mut conn = sqlx::MySqlConnection::connect(&root)
                 .await
                 .map_err(|e| format!("MariaDB: {e}"))?;
-            sqlx::query("CREATE DATABASE IF NOT EXISTS chaos CHARACTER SET utf8mb4")
-                .execute(&mut conn)
-                .await
-                .map_err(|e| format!("MariaDB: {e}"))?;
+            sqlx::query(&format!(
+                "CREATE DATABASE IF NOT EXISTS {DATABASE} CHARACTER SET utf8mb4"
+            ))
+            .execute(&mut conn)
+            .await
+            .map_err(|e| format!("MariaDB: {e}"))?;
         }
         Ok(db)
     }
@@ -213,7 +221,8 @@ struct Exited(String);
 /// accepting connections. Bounded; the error carries the end of the server's log.
 async fn wait_ready(url: &str, mut child: Child, log: &Path) -> Result<Child, Exited> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let root = url.trim_end_matches("/chaos");
+    let suffix = format!("/{DATABASE}");
+    let root = url.trim_end_matches(&suffix);
     let log_tail = || {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let mut tail: Vec<&str> = text.lines().rev().take(20).collect();
@@ -254,6 +263,21 @@ fn on_path(program: &str) -> Option<PathBuf> {
         .chain([PathBuf::from("/usr/sbin")])
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
+}
+
+/// A temporary directory for a run, removed when dropped, which a server running as a
+/// user of its own (PostgreSQL's, when this process is root) can reach inside.
+pub fn run_dir(prefix: &str) -> Result<tempfile::TempDir, String> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o711),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(dir)
 }
 
 /// A port nothing listens on now.
