@@ -46,9 +46,18 @@ pub struct WorkerArgs {
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("exec_on").args(["exec_allow", "exec_allow_any"]).multiple(true)))]
 pub struct HandlerArgs {
-    /// Queue to take tasks from; repeat for several.
-    #[arg(long = "queue", value_name = "QUEUE", default_value = "default")]
+    /// Queue to take tasks from; repeat for several. By default, or with `*`, every
+    /// queue that has tasks of a kind this worker runs.
+    #[arg(long = "queue", value_name = "QUEUE")]
     queues: Vec<String>,
+    /// This worker's id in the registry (default: host name, pid and a random suffix).
+    /// Give a stable one where an operator's drain should outlive a restart.
+    #[arg(long, value_name = "ID", env = "TASKTABLE_WORKER_ID")]
+    worker_id: Option<String>,
+    /// A group this worker belongs to, shown in the registry (repeatable, or
+    /// comma-separated).
+    #[arg(long = "group", value_name = "NAME", value_delimiter = ',')]
+    groups: Vec<String>,
     /// Let `http` tasks connect to addresses in NET, a network such as 10.0.0.0/8 or
     /// fd00::/8, or one address such as 127.0.0.1 (repeatable, or comma-separated). By
     /// default `http` tasks connect only to public addresses: loopback, private,
@@ -118,6 +127,23 @@ pub struct HandlerArgs {
 }
 
 impl HandlerArgs {
+    /// No queue named, or `*` among them.
+    pub fn takes_every_queue(&self) -> bool {
+        self.queues.is_empty() || self.queues.iter().any(|q| q == "*")
+    }
+
+    /// The queues as the log shows them.
+    pub fn queues_shown(&self) -> Vec<String> {
+        if self.takes_every_queue() {
+            let mut q = vec!["*".to_owned()];
+            q.extend(self.queues.iter().filter(|q| *q != "*").cloned());
+            q.dedup();
+            q
+        } else {
+            self.queues.clone()
+        }
+    }
+
     fn http_policy(&self) -> HttpPolicy {
         let nets = self
             .http_allow_net
@@ -186,7 +212,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
     let worker = builtin(store, args.concurrency, &args.handlers)
         .retention(args.retention.policy())
         .build()?;
-    tracing::info!(worker = worker.id(), queues = ?args.handlers.queues, "worker started");
+    tracing::info!(worker = worker.id(), queues = ?args.handlers.queues_shown(), "worker started");
     let stop = CancellationToken::new();
     let exporter = metrics.map(|listener| {
         let app = tasktable_server::metrics::recorded_only_router();
@@ -246,8 +272,17 @@ pub fn builtin(store: Arc<dyn Store>, concurrency: usize, handlers: &HandlerArgs
     let mut builder = Worker::builder(store)
         .concurrency(concurrency)
         .register(HttpHandler::new(handlers.http_policy()));
-    for queue in &handlers.queues {
+    if handlers.takes_every_queue() {
+        builder = builder.all_queues();
+    }
+    for queue in handlers.queues.iter().filter(|q| *q != "*") {
         builder = builder.queue(queue, concurrency);
+    }
+    if let Some(id) = &handlers.worker_id {
+        builder = builder.identity(tasktable::WorkerIdentity::named(id));
+    }
+    for group in &handlers.groups {
+        builder = builder.group(group);
     }
     if let Some(policy) = handlers.exec_policy() {
         tracing::info!(

@@ -23,6 +23,8 @@
 //!   schedulers, across daylight-saving changes, under each missed-slot and overlap policy;
 //! - [`retention`] — finished tasks purged by state and age, in batches, deleted or
 //!   archived whole, statistics kept;
+//! - [`workers`] — the worker registry: heartbeats, drains, silent workers marked gone
+//!   and forgotten, queues with work found for workers that take every queue;
 //! - [`runtime`] — the real worker on top of the store;
 //! - [`schema`] — migrations.
 //!
@@ -47,6 +49,7 @@ pub mod schedule;
 pub mod schema;
 pub mod stats;
 pub mod submit;
+pub mod workers;
 
 use futures::future::BoxFuture;
 use std::future::Future;
@@ -189,6 +192,14 @@ macro_rules! conformance_suite {
             retention::purge::statistics_rolled_up_survive_the_purge,
             retention::purge::a_retainer_sweeps_each_state_of_its_policy_to_the_end,
         );
+        $crate::conformance_suite!(@area $backend, workers, 2;
+            workers::registry::heartbeats_register_update_and_bring_back_a_worker,
+            workers::registry::a_drain_outlives_a_restart_until_released,
+            workers::registry::silent_workers_are_marked_gone_then_forgotten_unless_drained,
+            workers::registry::the_registry_counts_what_each_worker_runs,
+            workers::registry::bad_worker_facts_are_refused_and_change_nothing,
+            workers::discovery::discovery_finds_each_queue_with_pending_tasks_once,
+        );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,
         );
@@ -208,6 +219,8 @@ macro_rules! conformance_suite {
             runtime::queues::idle_worker_wakes_on_submit_without_waiting_for_a_poll,
             runtime::refusal::one_refused_result_never_sends_other_tasks_back,
             runtime::schedules::workers_save_declared_schedules_and_fire_each_slot_once,
+            runtime::workers::a_drained_worker_claims_nothing_new_even_after_a_restart_until_released,
+            runtime::workers::a_worker_taking_every_queue_runs_tasks_of_queues_it_was_never_told_of,
         );
     };
     (@area $backend:ty, $module:ident, $threads:tt;

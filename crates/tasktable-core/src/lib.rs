@@ -5,7 +5,8 @@
 //! a handler may answer and what that means for the task ([`outcome`], with the rule that
 //! sends a failed attempt back to `pending` or ends the task: [`outcome::attempts_left`]),
 //! the retry/backoff maths ([`Backoff`]), when a recurring schedule's slots fall and which
-//! to fire after a pause ([`schedule`]), and what becomes of text a worker writes on its
+//! to fire after a pause ([`schedule`]), who a worker is and what its registry state
+//! means ([`worker`]), and what becomes of text a worker writes on its
 //! way into a row ([`stored`]).
 //!
 //! Must not know: SQL, any database, tokio, or the time of day. Every function here is
@@ -20,6 +21,7 @@ pub mod schedule;
 pub mod state;
 pub mod stored;
 pub mod task;
+pub mod worker;
 
 pub use backoff::Backoff;
 pub use change::{Change, ChangeEffect};

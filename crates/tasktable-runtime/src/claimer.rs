@@ -12,6 +12,7 @@ use crate::executor;
 use crate::metrics::{self, Call, QueueMetrics};
 use crate::shared::Shared;
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_store::{ClaimParams, StoreError, Wake};
@@ -39,12 +40,29 @@ pub(crate) struct Claimer {
     kinds: Vec<String>,
     /// The queue the next round asks first.
     first: usize,
+    /// Takes every queue: those with work are discovered at most once a poll interval.
+    all: bool,
+    discovered_at: Option<Instant>,
 }
 
 struct Queue {
     config: QueueConfig,
     limit: Arc<Semaphore>,
     metrics: QueueMetrics,
+    /// Found by discovery rather than configured: dropped when it has no work left and
+    /// nothing of it runs here.
+    discovered: bool,
+}
+
+impl Queue {
+    fn new(config: QueueConfig, kinds: &[String], discovered: bool) -> Self {
+        Queue {
+            limit: Arc::new(Semaphore::new(config.concurrency)),
+            metrics: QueueMetrics::new(&config.name, kinds),
+            config,
+            discovered,
+        }
+    }
 }
 
 impl Claimer {
@@ -55,25 +73,72 @@ impl Claimer {
             .config
             .queues
             .iter()
-            .map(|q| Queue {
-                config: q.clone(),
-                limit: Arc::new(Semaphore::new(q.concurrency)),
-                metrics: QueueMetrics::new(&q.name, &kinds),
-            })
+            .map(|q| Queue::new(q.clone(), &kinds, false))
             .collect();
         Claimer {
             total: Arc::new(Semaphore::new(shared.config.concurrency)),
             queues,
             kinds,
             first: 0,
+            all: shared.config.all_queues,
+            discovered_at: None,
         }
     }
 
+    /// Adds `name` to the queues asked, when this claimer takes every queue.
+    fn learn(&mut self, name: &str, concurrency: usize) {
+        if self.all && !self.queues.iter().any(|q| q.config.name == name) {
+            let config = QueueConfig {
+                name: name.to_owned(),
+                concurrency,
+            };
+            self.queues.push(Queue::new(config, &self.kinds, true));
+        }
+    }
+
+    /// Asks the store which queues have work, at most once a poll interval: new ones are
+    /// added, discovered ones with no work left and nothing running here are dropped.
+    async fn discover(&mut self, shared: &Shared) {
+        if !self.all
+            || self
+                .discovered_at
+                .is_some_and(|at| at.elapsed() < shared.config.poll_interval)
+        {
+            return;
+        }
+        self.discovered_at = Some(Instant::now());
+        let found = match shared.store.queue_discover().await {
+            Ok(found) => found,
+            Err(e) => {
+                metrics::store_error(Call::Claim);
+                tracing::warn!(error = %e, "finding queues with work failed");
+                return;
+            }
+        };
+        self.queues.retain(|q| {
+            !q.discovered
+                || found.contains(&q.config.name)
+                || q.limit.available_permits() < q.config.concurrency
+        });
+        for name in &found {
+            self.learn(name, shared.config.concurrency);
+        }
+        self.first = self.first.min(self.queues.len().saturating_sub(1));
+    }
+
     /// One claim per queue with free slots; every task claimed is spawned on `tracker`.
+    /// A draining worker claims nothing.
     pub async fn round(&mut self, shared: &Arc<Shared>, tracker: &TaskTracker) -> Round {
         let mut round = Round::default();
+        if shared.draining.load(Ordering::Relaxed) {
+            return round;
+        }
+        self.discover(shared).await;
         let n = self.queues.len();
-        let first = self.first;
+        if n == 0 {
+            return round;
+        }
+        let first = self.first % n;
         // Rotate the first queue so one busy queue cannot starve the others of capacity.
         self.first = (first + 1) % n;
         for queue in (0..n).map(|i| &self.queues[(first + i) % n]) {
@@ -171,7 +236,7 @@ impl Claimer {
     }
 
     fn takes_from(&self, queue: &str) -> bool {
-        self.queues.iter().any(|q| q.config.name == queue)
+        self.all || self.queues.iter().any(|q| q.config.name == queue)
     }
 }
 
@@ -204,32 +269,51 @@ pub(crate) async fn run(
             _ = shared.capacity_freed.notified(), if round.saturated => {
                 claimer.settle_freed_capacity(shared).await;
             }
-            _ = next_wake(&mut wake, &claimer) => {}
+            woke = next_wake(&mut wake, &claimer) => {
+                if let Some(queue) = woke {
+                    claimer.learn(&queue, shared.config.concurrency);
+                }
+            }
             _ = tokio::time::sleep(poll) => {}
         }
         // One claim round answers every wake-up that arrived so far: without this, a
         // burst of N notifications would cost N claim rounds that find nothing.
-        drain_wakes(&mut wake);
+        drain_wakes(&mut wake, &mut claimer, shared.config.concurrency);
     }
 }
 
-/// Discards wake-ups already queued: the claim round about to run covers them.
-fn drain_wakes(wake: &mut Option<broadcast::Receiver<Wake>>) {
+/// Discards wake-ups already queued: the claim round about to run covers them (a worker
+/// that takes every queue first learns the queues they name).
+fn drain_wakes(
+    wake: &mut Option<broadcast::Receiver<Wake>>,
+    claimer: &mut Claimer,
+    concurrency: usize,
+) {
     if let Some(rx) = wake {
-        while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = rx.try_recv() {}
+        loop {
+            match rx.try_recv() {
+                Ok(w) => claimer.learn(&w.queue, concurrency),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(_) => return,
+            }
+        }
     }
 }
 
-/// Resolves when a notification names one of our queues; never, without notifications.
-async fn next_wake(wake: &mut Option<broadcast::Receiver<Wake>>, claimer: &Claimer) {
+/// Resolves with the queue a notification names when it is one of ours (`None` after
+/// missed notifications); never, without notifications.
+async fn next_wake(
+    wake: &mut Option<broadcast::Receiver<Wake>>,
+    claimer: &Claimer,
+) -> Option<String> {
     let Some(rx) = wake else {
         return std::future::pending().await;
     };
     loop {
         match rx.recv().await {
-            Ok(w) if claimer.takes_from(&w.queue) => return,
+            Ok(w) if claimer.takes_from(&w.queue) => return Some(w.queue),
             Ok(_) => continue,
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Lagged(_)) => return None,
             Err(broadcast::error::RecvError::Closed) => {
                 *wake = None;
                 return std::future::pending().await;
@@ -238,6 +322,6 @@ async fn next_wake(wake: &mut Option<broadcast::Receiver<Wake>>, claimer: &Claim
     }
 }
 
-fn jittered(d: Duration) -> Duration {
+pub(crate) fn jittered(d: Duration) -> Duration {
     d.mul_f64(0.8 + 0.4 * rand::random::<f64>())
 }

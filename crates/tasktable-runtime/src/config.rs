@@ -19,8 +19,24 @@ pub struct WorkerConfig {
     pub identity: WorkerIdentity,
     /// Most tasks running at once, over all queues. Default 10.
     pub concurrency: usize,
-    /// Default: the `default` queue, limited only by `concurrency`.
+    /// Default: the `default` queue, limited only by `concurrency` (unless `all_queues`).
     pub queues: Vec<QueueConfig>,
+    /// Also take every other queue that has work, each limited only by `concurrency`;
+    /// queues are found as tasks appear in them (see [`Store::queue_discover`]).
+    /// Default false.
+    ///
+    /// [`Store::queue_discover`]: tasktable_store::Store::queue_discover
+    pub all_queues: bool,
+    /// The groups this worker belongs to, shown in the registry. Default none.
+    pub groups: Vec<String>,
+    /// Time between heartbeats to the worker registry (±20 % jitter). Default 5 s.
+    pub heartbeat_interval: Duration,
+    /// Workers (this one's peers) not heard from for this long are marked gone by this
+    /// worker's heartbeat. At least twice `heartbeat_interval`. Default 30 s.
+    pub worker_silence: Duration,
+    /// Gone workers are removed from the registry this long after they went, unless an
+    /// operator's drain still holds for them. Default 24 h.
+    pub forget_workers_after: Duration,
     /// Lease length; renewed every third of it. Default 30 s.
     pub lease_for: Duration,
     /// Time between polls when no notification arrives (±20 % jitter). Default 1 s.
@@ -55,6 +71,11 @@ impl Default for WorkerConfig {
             identity: WorkerIdentity::generate(),
             concurrency: 10,
             queues: Vec::new(),
+            all_queues: false,
+            groups: Vec::new(),
+            heartbeat_interval: Duration::from_secs(5),
+            worker_silence: Duration::from_secs(30),
+            forget_workers_after: Duration::from_secs(24 * 3600),
             lease_for: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(10),
@@ -79,7 +100,7 @@ impl WorkerConfig {
     /// The configuration a worker runs with: the `default` queue when none is named,
     /// refused when a limit or interval is one no worker can run with.
     pub(crate) fn validate(mut self) -> Result<Self, WorkerError> {
-        if self.queues.is_empty() {
+        if self.queues.is_empty() && !self.all_queues {
             self.queues.push(QueueConfig {
                 name: tasktable_core::task::DEFAULT_QUEUE.into(),
                 concurrency: self.concurrency,
@@ -102,6 +123,16 @@ impl WorkerConfig {
             return bad(
                 "poll_interval, finish_batch and claim_batch must be greater than zero".into(),
             );
+        }
+        if self.heartbeat_interval.is_zero() || self.worker_silence < self.heartbeat_interval * 2 {
+            return bad(format!(
+                "worker_silence ({:?}) must be at least twice heartbeat_interval ({:?}), \
+                 which must be greater than zero",
+                self.worker_silence, self.heartbeat_interval
+            ));
+        }
+        if let Err(e) = crate::registry::facts(&self).validate() {
+            return bad(format!("worker registry: {e}"));
         }
         if self.schedule_interval.is_some_and(|d| d.is_zero()) {
             return bad("schedule_interval must be greater than zero".into());
@@ -139,6 +170,35 @@ mod tests {
         assert_eq!(config.queues.len(), 1);
         assert_eq!(config.queues[0].name, tasktable_core::task::DEFAULT_QUEUE);
         assert_eq!(config.queues[0].concurrency, 7);
+    }
+
+    #[test]
+    fn all_queues_alone_adds_no_default_queue() {
+        let config = WorkerConfig {
+            all_queues: true,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+        assert!(config.queues.is_empty());
+    }
+
+    #[test]
+    fn a_silence_shorter_than_two_heartbeats_and_a_bad_group_are_refused() {
+        let err = WorkerConfig {
+            worker_silence: Duration::from_secs(9),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("worker_silence"), "{err}");
+        let err = WorkerConfig {
+            groups: vec!["a\nb".into()],
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("group"), "{err}");
     }
 
     #[test]

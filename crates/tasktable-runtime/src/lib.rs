@@ -5,7 +5,9 @@
 //! per-queue limits, graceful shutdown), what a handler sees ([`Handler`],
 //! [`TaskContext`], [`HandlerError`]), the [`Rescuer`] that takes back tasks whose
 //! lease expired, the [`Scheduler`] that fires recurring schedules and saves those
-//! declared in code, and the [`Retainer`] that purges finished tasks past their age; what they record for monitoring ([`metrics`]).
+//! declared in code, and the [`Retainer`] that purges finished tasks past their age;
+//! each worker's row in the registry (its heartbeat, an operator's drain, and marking
+//! silent peers gone); what they record for monitoring ([`metrics`]).
 //!
 //! Must not know: SQL or any backend. It holds an `Arc<dyn Store>`, computes every rule
 //! with `tasktable-core`, and never opens a transaction; each store call is one atomic
@@ -21,6 +23,7 @@ mod handler;
 mod identity;
 mod lease_keeper;
 pub mod metrics;
+mod registry;
 mod rescuer;
 mod retention;
 mod scheduler;

@@ -134,6 +134,7 @@ pub(crate) enum Call {
     Rescue,
     Schedule,
     Retention,
+    Heartbeat,
 }
 
 impl Call {
@@ -145,6 +146,7 @@ impl Call {
             Call::Rescue => "rescue",
             Call::Schedule => "schedule",
             Call::Retention => "retention",
+            Call::Heartbeat => "heartbeat",
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::config::WorkerConfig;
 use crate::context::{StopReason, TaskContext};
 use crate::handler::ErasedHandler;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tasktable_core::{AttemptOutcome, TaskId};
 use tasktable_store::Store;
@@ -35,6 +36,10 @@ pub enum WorkerEvent {
         task_id: TaskId,
         reason: StopReason,
     },
+    /// A heartbeat reached the registry; `draining` is what it answered.
+    Beat {
+        draining: bool,
+    },
 }
 
 /// State the claim loop, executors and lease keeper share.
@@ -48,6 +53,8 @@ pub(crate) struct Shared {
     /// most this much, so no lease waits on a long queue of completions.
     pub recording: Arc<Semaphore>,
     pub capacity_freed: Notify,
+    /// An operator asked this worker to drain (the registry said so at its last beat).
+    pub draining: AtomicBool,
     events: broadcast::Sender<WorkerEvent>,
     active: Mutex<HashMap<TaskId, (TaskContext, Instant)>>,
 }
@@ -67,6 +74,7 @@ impl Shared {
             handlers,
             completer,
             capacity_freed: Notify::new(),
+            draining: AtomicBool::new(false),
             events,
             active: Mutex::new(HashMap::new()),
         }

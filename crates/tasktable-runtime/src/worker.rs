@@ -11,7 +11,7 @@ use crate::rescuer::{Rescuer, RescuerConfig};
 use crate::retention::{Retainer, RetentionConfig};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::shared::{Shared, WorkerEvent};
-use crate::{completer, lease_keeper};
+use crate::{completer, lease_keeper, registry};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -88,6 +88,21 @@ impl WorkerBuilder {
     /// spec if it exists, except its `enabled` flag (see [`Scheduler`](crate::Scheduler)).
     pub fn schedule(mut self, spec: tasktable_core::schedule::ScheduleSpec) -> Self {
         self.config.schedules.push(spec);
+        self
+    }
+    /// Also takes every other queue that has work (see [`WorkerConfig::all_queues`]).
+    pub fn all_queues(mut self) -> Self {
+        self.config.all_queues = true;
+        self
+    }
+    /// Adds this worker to a group (shown in the registry).
+    pub fn group(mut self, name: impl Into<String>) -> Self {
+        self.config.groups.push(name.into());
+        self
+    }
+    /// Time between heartbeats to the worker registry.
+    pub fn heartbeat_interval(mut self, d: Duration) -> Self {
+        self.config.heartbeat_interval = d;
         self
     }
     /// Runs tasks of `H::KIND` with `handler`.
@@ -215,6 +230,13 @@ impl Worker {
             );
             tokio::spawn(r.run(stop_services.clone().cancelled_owned()))
         });
+        // Registered before the first claim, so a worker drained before a restart
+        // claims nothing.
+        if let Err(e) = registry::beat(shared, true).await {
+            metrics::store_error(metrics::Call::Heartbeat);
+            tracing::warn!(error = %e, "worker heartbeat failed");
+        }
+        let heartbeat = tokio::spawn(registry::run(shared.clone(), stop_services.clone()));
         let tracker = TaskTracker::new();
         let id = shared.config.identity.id.clone();
         tracing::info!(worker = %id, "worker started");
@@ -235,8 +257,14 @@ impl Worker {
         tracker.close();
         tracker.wait().await;
         stop_services.cancel();
-        for service in [rescuer, scheduler, retainer].into_iter().flatten() {
+        for service in [rescuer, scheduler, retainer, Some(heartbeat)]
+            .into_iter()
+            .flatten()
+        {
             let _ = service.await;
+        }
+        if let Err(e) = shared.store.worker_leave(id.clone()).await {
+            tracing::warn!(error = %e, "could not mark this worker gone in the registry");
         }
         services.stop().await;
         tracing::info!(worker = %id, "worker stopped");

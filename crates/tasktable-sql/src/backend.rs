@@ -99,9 +99,10 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::stats::SqlStats;
-    pub use crate::{query, retention, schedules, Backend, Connect};
+    pub use crate::{query, retention, schedules, workers, Backend, Connect};
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Utc};
+    pub use tasktable_core::worker::WorkerInfo;
     pub use tasktable_core::{Attempt, Task, TaskId};
     pub use tasktable_store::*;
     pub use tokio::sync::broadcast;
@@ -248,6 +249,40 @@ macro_rules! impl_store {
                     id: TaskId,
                 ) -> StoreResult<Option<(Task, Vec<Attempt>)>> {
                     retention::archived(&mut self.read().await?, id).await
+                }
+
+                async fn worker_beat(&self, params: WorkerBeatParams) -> StoreResult<WorkerStatus> {
+                    workers::beat(self, &self.limits().worker_beat(params)?).await
+                }
+
+                async fn worker_leave(&self, id: String) -> StoreResult<()> {
+                    workers::leave(self, &id).await
+                }
+
+                async fn worker_list(
+                    &self,
+                    params: WorkerListParams,
+                ) -> StoreResult<Vec<WorkerInfo>> {
+                    workers::list(&mut self.read().await?, &params).await
+                }
+
+                async fn worker_set_draining(
+                    &self,
+                    params: WorkerDrainParams,
+                ) -> StoreResult<Option<WorkerInfo>> {
+                    workers::set_draining(self, &params).await
+                }
+
+                async fn worker_reap(&self, params: WorkerReapParams) -> StoreResult<Reaped> {
+                    workers::reap(self, &self.limits().worker_reap(params)?).await
+                }
+
+                async fn worker_count_live(&self) -> StoreResult<u64> {
+                    workers::count_live(&mut self.read().await?).await
+                }
+
+                async fn queue_discover(&self) -> StoreResult<Vec<String>> {
+                    workers::discover(&mut self.read().await?).await
                 }
 
                 async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

@@ -33,6 +33,7 @@ pub mod schedules;
 mod sql;
 pub mod stats;
 pub mod update;
+pub mod workers;
 
 pub use backend::Backend;
 pub use dialect::Dialect;

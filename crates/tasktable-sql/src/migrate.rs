@@ -19,13 +19,14 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 6] = [
+pub const MIGRATIONS: [(i64, &str); 7] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
     (4, "lease_credential"),
     (5, "schedules"),
     (6, "archive"),
+    (7, "workers"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -67,6 +68,11 @@ macro_rules! backend_migrations {
                 version: 6,
                 name: "archive",
                 sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0006_archive.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 7,
+                name: "workers",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0007_workers.sql")),
             },
         ]
     };

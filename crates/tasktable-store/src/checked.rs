@@ -107,6 +107,43 @@ impl Limits {
         Ok(Checked(spec))
     }
 
+    /// A heartbeat: the worker's facts as core allows them, an address of a sane length.
+    pub fn worker_beat(
+        &self,
+        p: crate::WorkerBeatParams,
+    ) -> StoreResult<Checked<crate::WorkerBeatParams>> {
+        let invalid = |m: String| {
+            Err(crate::StoreError::InvalidInput(format!(
+                "invalid worker: {m}"
+            )))
+        };
+        if let Err(e) = p.facts.validate() {
+            return invalid(e.to_string());
+        }
+        if p.address
+            .as_deref()
+            .is_some_and(|a| !tasktable_core::worker::valid_name(a))
+        {
+            return invalid("address must be 1 to 200 characters".into());
+        }
+        Ok(Checked(p))
+    }
+
+    /// A reaping: a silence of at least a second, ages of at most 100 years.
+    pub fn worker_reap(
+        &self,
+        p: crate::WorkerReapParams,
+    ) -> StoreResult<Checked<crate::WorkerReapParams>> {
+        let max = tasktable_core::retention::MAX_AGE;
+        if p.silence < std::time::Duration::from_secs(1) || p.silence > max || p.forget_after > max
+        {
+            return Err(crate::StoreError::InvalidInput(
+                "a silence of 1 s to 100 years and a forget_after of at most 100 years".into(),
+            ));
+        }
+        Ok(Checked(p))
+    }
+
     /// A batch of retention: a final state, a batch size in range.
     pub fn purge(&self, p: crate::PurgeParams) -> StoreResult<Checked<crate::PurgeParams>> {
         if !p.state.is_finished() {

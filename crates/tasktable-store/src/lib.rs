@@ -7,7 +7,7 @@
 //! per-minute rollups, histograms, percentiles; the SQL half comes through
 //! [`stats::StatsSource`]); and the walk of a bulk operator change in short chunks
 //! ([`bulk`]: backends supply one chunk, [`update_in_chunks`] walks the filter); the
-//! schedule calls' types ([`schedule`]). Rules
+//! schedule calls' types ([`schedule`]) and the worker registry's ([`worker`]). Rules
 //! (retry delays, which state an operation may start from) come from `tasktable-core` and
 //! reach the store as parameters; the store only makes each transition atomic and fenced.
 //!
@@ -24,6 +24,7 @@ mod filter;
 mod params;
 pub mod schedule;
 pub mod stats;
+pub mod worker;
 
 pub use bulk::{update_in_chunks, ChunkedUpdate, UpdateChunkParams, DEFAULT_BULK_CHUNK_ROWS};
 pub use checked::{Checked, Limits};
@@ -35,9 +36,13 @@ pub use schedule::{
     RunDueParams, Schedule, ScheduleRef,
 };
 pub use stats::{GroupStats, Percentiles, SeriesPoint, Stats, StatsParams, WindowTotals};
+pub use worker::{
+    Reaped, WorkerBeatParams, WorkerDrainParams, WorkerListParams, WorkerReapParams, WorkerStatus,
+};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use tasktable_core::worker::WorkerInfo;
 use tasktable_core::{Attempt, Task, TaskId};
 use tokio::sync::broadcast;
 
@@ -143,6 +148,32 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// A task retention moved to the archive, with its attempts, oldest first.
     async fn task_get_archived(&self, id: TaskId) -> StoreResult<Option<(Task, Vec<Attempt>)>>;
+
+    /// Saves a worker's heartbeat (its facts, the database's now as its last sight of
+    /// it; a gone worker comes back) and tells it whether to drain.
+    async fn worker_beat(&self, params: WorkerBeatParams) -> StoreResult<WorkerStatus>;
+
+    /// Marks a worker gone at once: it is shutting down.
+    async fn worker_leave(&self, id: String) -> StoreResult<()>;
+
+    /// The workers in the registry, by id, each with the count of tasks it runs now.
+    async fn worker_list(&self, params: WorkerListParams) -> StoreResult<Vec<WorkerInfo>>;
+
+    /// Asks a worker to drain, or releases it; `None` when no worker has the id.
+    async fn worker_set_draining(
+        &self,
+        params: WorkerDrainParams,
+    ) -> StoreResult<Option<WorkerInfo>>;
+
+    /// Marks silent workers gone and removes those gone long enough.
+    async fn worker_reap(&self, params: WorkerReapParams) -> StoreResult<Reaped>;
+
+    /// Workers not gone: the cluster's live nodes.
+    async fn worker_count_live(&self) -> StoreResult<u64>;
+
+    /// The queues with pending tasks, by name: how a worker that takes every queue finds
+    /// them.
+    async fn queue_discover(&self) -> StoreResult<Vec<String>>;
 
     /// Hints that a queue may have due work. Delivery is best effort: callers poll too.
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;

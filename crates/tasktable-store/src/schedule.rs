@@ -101,7 +101,7 @@ pub struct FiredTask {
     pub created: bool,
 }
 
-/// Inside an `impl Store for Wrapper`, the schedule and retention calls passed on to the
+/// Inside an `impl Store for Wrapper`, the schedule, retention and worker registry calls passed on to the
 /// store in the field `$inner` unchanged: for wrappers that watch or break some other calls. (Written
 /// as `#[async_trait]` writes methods, since that attribute runs before this expands.)
 #[macro_export]
@@ -116,6 +116,13 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, schedule_fire_now(p: $crate::FireNowParams) -> $crate::Fired);
         $crate::forward_maintenance_calls!(@one $inner, task_purge(p: $crate::PurgeParams) -> $crate::Purged);
         $crate::forward_maintenance_calls!(@one $inner, task_get_archived(id: $crate::__core::TaskId) -> Option<($crate::__core::Task, Vec<$crate::__core::Attempt>)>);
+        $crate::forward_maintenance_calls!(@one $inner, worker_beat(p: $crate::WorkerBeatParams) -> $crate::WorkerStatus);
+        $crate::forward_maintenance_calls!(@one $inner, worker_leave(id: String) -> ());
+        $crate::forward_maintenance_calls!(@one $inner, worker_list(p: $crate::WorkerListParams) -> Vec<$crate::__core::worker::WorkerInfo>);
+        $crate::forward_maintenance_calls!(@one $inner, worker_set_draining(p: $crate::WorkerDrainParams) -> Option<$crate::__core::worker::WorkerInfo>);
+        $crate::forward_maintenance_calls!(@one $inner, worker_reap(p: $crate::WorkerReapParams) -> $crate::Reaped);
+        $crate::forward_maintenance_calls!(@one $inner, worker_count_live() -> u64);
+        $crate::forward_maintenance_calls!(@one $inner, queue_discover() -> Vec<String>);
     };
     (@one $inner:tt, $name:ident($($arg:ident: $ty:ty)?) -> $out:ty) => {
         fn $name<'life0, 'async_trait>(

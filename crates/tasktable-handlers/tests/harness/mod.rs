@@ -82,7 +82,7 @@ impl Harness {
 
     /// Waits for the next worker event about task `id` that `pred` accepts.
     pub async fn event(&mut self, id: i64, pred: impl Fn(&WorkerEvent) -> bool) -> WorkerEvent {
-        let wanted = |e: &WorkerEvent| event_task(e) == id && pred(e);
+        let wanted = |e: &WorkerEvent| event_task(e) == Some(id) && pred(e);
         if let Some(at) = self.backlog.iter().position(wanted) {
             return self.backlog.remove(at);
         }
@@ -137,10 +137,11 @@ pub fn is_finished(e: &WorkerEvent) -> bool {
     matches!(e, WorkerEvent::Finished { .. })
 }
 
-fn event_task(e: &WorkerEvent) -> i64 {
+fn event_task(e: &WorkerEvent) -> Option<i64> {
     match e {
         WorkerEvent::Claimed { task_id, .. }
         | WorkerEvent::Finished { task_id, .. }
-        | WorkerEvent::Stopped { task_id, .. } => *task_id,
+        | WorkerEvent::Stopped { task_id, .. } => Some(*task_id),
+        WorkerEvent::Beat { .. } => None,
     }
 }

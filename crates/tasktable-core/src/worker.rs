@@ -1,0 +1,263 @@
+//! Workers as the registry knows them: who a worker is, which queues it reads, and the
+//! rules of its state (active, draining, gone).
+//!
+//! A worker's state is two facts kept apart: whether an operator asked it to drain (it
+//! outlives a restart under the same id, until released) and whether it is gone (it left,
+//! or fell silent for longer than the cluster allows). Gone wins: a drained worker that
+//! is gone shows as gone, and is draining again if it comes back.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Longest worker id, host name, group name or version, in characters.
+pub const MAX_NAME_CHARS: usize = 200;
+/// Most groups one worker may belong to, and most queues it may list.
+pub const MAX_GROUPS: usize = 64;
+pub const MAX_QUEUES: usize = 256;
+
+/// The queues a worker takes tasks from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Queues {
+    /// Every queue that has work, found as it appears.
+    All,
+    /// These queues only.
+    Listed(Vec<String>),
+}
+
+impl Queues {
+    pub fn takes(&self, queue: &str) -> bool {
+        match self {
+            Queues::All => true,
+            Queues::Listed(names) => names.iter().any(|n| n == queue),
+        }
+    }
+}
+
+/// How a worker reaches the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// A `Worker` in a process of its own, on a store of its own.
+    Process,
+    /// A worker in any language, through the HTTP pull protocol.
+    Pull,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Process => "process",
+            Protocol::Pull => "pull",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Protocol> {
+        match s {
+            "process" => Some(Protocol::Process),
+            "pull" => Some(Protocol::Pull),
+            _ => None,
+        }
+    }
+}
+
+/// What the registry shows for a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerState {
+    /// Heard from lately, and claiming.
+    Active,
+    /// Heard from lately, finishing what it runs and claiming nothing new.
+    Draining,
+    /// Left, or silent for longer than the cluster allows.
+    Gone,
+}
+
+impl WorkerState {
+    /// Gone wins over a drain; a drain over active.
+    pub fn of(draining: bool, gone: bool) -> WorkerState {
+        match (gone, draining) {
+            (true, _) => WorkerState::Gone,
+            (false, true) => WorkerState::Draining,
+            (false, false) => WorkerState::Active,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerState::Active => "active",
+            WorkerState::Draining => "draining",
+            WorkerState::Gone => "gone",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WorkerState> {
+        match s {
+            "active" => Some(WorkerState::Active),
+            "draining" => Some(WorkerState::Draining),
+            "gone" => Some(WorkerState::Gone),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for WorkerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a worker says of itself with each heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerFacts {
+    pub id: String,
+    pub host: String,
+    /// Process id, where the worker has one the registry can show.
+    pub pid: Option<u32>,
+    /// The worker's software version.
+    pub version: String,
+    pub groups: Vec<String>,
+    pub queues: Queues,
+    /// Most tasks it runs at once.
+    pub capacity: u32,
+    pub protocol: Protocol,
+}
+
+/// Why a worker's facts cannot be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidWorker {
+    #[error("{field} must be 1 to {MAX_NAME_CHARS} characters without control characters")]
+    Name { field: &'static str },
+    #[error("at most {max} {field}")]
+    TooMany { field: &'static str, max: usize },
+    #[error("capacity must be at least 1")]
+    Capacity,
+}
+
+/// 1 to [`MAX_NAME_CHARS`] characters, none of them control characters.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().count() <= MAX_NAME_CHARS && !s.chars().any(char::is_control)
+}
+
+impl WorkerFacts {
+    pub fn validate(&self) -> Result<(), InvalidWorker> {
+        for (field, value) in [
+            ("id", &self.id),
+            ("host", &self.host),
+            ("version", &self.version),
+        ] {
+            if !valid_name(value) {
+                return Err(InvalidWorker::Name { field });
+            }
+        }
+        if self.groups.len() > MAX_GROUPS {
+            return Err(InvalidWorker::TooMany {
+                field: "groups",
+                max: MAX_GROUPS,
+            });
+        }
+        if self.groups.iter().any(|g| !valid_name(g)) {
+            return Err(InvalidWorker::Name { field: "a group" });
+        }
+        if let Queues::Listed(q) = &self.queues {
+            if q.is_empty() || q.len() > MAX_QUEUES {
+                return Err(InvalidWorker::TooMany {
+                    field: "queues (and at least one)",
+                    max: MAX_QUEUES,
+                });
+            }
+            if q.iter().any(|n| !valid_name(n)) {
+                return Err(InvalidWorker::Name { field: "a queue" });
+            }
+        }
+        if self.capacity == 0 {
+            return Err(InvalidWorker::Capacity);
+        }
+        Ok(())
+    }
+}
+
+/// A worker as the registry holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    #[serde(flatten)]
+    pub facts: WorkerFacts,
+    /// The address it reaches the database (or the API) from, as that side sees it.
+    pub address: Option<String>,
+    pub state: WorkerState,
+    /// Whether an operator asked it to drain; kept while it is gone.
+    pub draining: bool,
+    pub started_at: DateTime<Utc>,
+    /// The database's clock at its last heartbeat.
+    pub last_seen_at: DateTime<Utc>,
+    pub gone_at: Option<DateTime<Utc>>,
+    /// Tasks it holds a lease on now.
+    pub running: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> WorkerFacts {
+        WorkerFacts {
+            id: "w1".into(),
+            host: "h".into(),
+            pid: Some(1),
+            version: "0.1.0".into(),
+            groups: vec!["gpu".into()],
+            queues: Queues::Listed(vec!["default".into()]),
+            capacity: 4,
+            protocol: Protocol::Process,
+        }
+    }
+
+    #[test]
+    fn gone_wins_over_a_drain_and_a_drain_over_active() {
+        assert_eq!(WorkerState::of(true, true), WorkerState::Gone);
+        assert_eq!(WorkerState::of(false, true), WorkerState::Gone);
+        assert_eq!(WorkerState::of(true, false), WorkerState::Draining);
+        assert_eq!(WorkerState::of(false, false), WorkerState::Active);
+        for s in [
+            WorkerState::Active,
+            WorkerState::Draining,
+            WorkerState::Gone,
+        ] {
+            assert_eq!(WorkerState::parse(s.as_str()), Some(s));
+        }
+    }
+
+    #[test]
+    fn facts_are_checked_field_by_field() {
+        assert_eq!(facts().validate(), Ok(()));
+        let mut f = facts();
+        f.id = String::new();
+        assert_eq!(f.validate(), Err(InvalidWorker::Name { field: "id" }));
+        f = facts();
+        f.host = "a\nb".into();
+        assert_eq!(f.validate(), Err(InvalidWorker::Name { field: "host" }));
+        f = facts();
+        f.id = "x".repeat(MAX_NAME_CHARS + 1);
+        assert!(f.validate().is_err());
+        f.id = "é".repeat(MAX_NAME_CHARS);
+        assert_eq!(f.validate(), Ok(()));
+        f = facts();
+        f.groups = (0..=MAX_GROUPS).map(|i| format!("g{i}")).collect();
+        assert!(matches!(f.validate(), Err(InvalidWorker::TooMany { .. })));
+        f = facts();
+        f.queues = Queues::Listed(vec![]);
+        assert!(matches!(f.validate(), Err(InvalidWorker::TooMany { .. })));
+        f.queues = Queues::All;
+        assert_eq!(f.validate(), Ok(()));
+        f.capacity = 0;
+        assert_eq!(f.validate(), Err(InvalidWorker::Capacity));
+    }
+
+    #[test]
+    fn all_queues_take_any_queue_and_a_list_only_its_own() {
+        assert!(Queues::All.takes("anything"));
+        let listed = Queues::Listed(vec!["a".into()]);
+        assert!(listed.takes("a") && !listed.takes("b"));
+    }
+}

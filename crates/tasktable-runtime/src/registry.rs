@@ -1,0 +1,88 @@
+//! The worker's row in the registry: what it says of itself, its heartbeat, and the
+//! drain an operator may ask of it. The heartbeat also marks silent peers gone, so the
+//! registry stays true while any worker runs, with no process in charge of it.
+
+use crate::config::WorkerConfig;
+use crate::metrics::{self, Call};
+use crate::shared::Shared;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tasktable_core::worker::{Protocol, Queues, WorkerFacts};
+use tasktable_store::{StoreResult, WorkerBeatParams, WorkerReapParams};
+use tokio_util::sync::CancellationToken;
+
+/// What a worker with `config` tells the registry.
+pub(crate) fn facts(config: &WorkerConfig) -> WorkerFacts {
+    let queues = if config.all_queues {
+        Queues::All
+    } else {
+        Queues::Listed(config.queues.iter().map(|q| q.name.clone()).collect())
+    };
+    WorkerFacts {
+        id: config.identity.id.clone(),
+        host: config.identity.host.clone(),
+        pid: Some(std::process::id()),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        groups: config.groups.clone(),
+        queues,
+        capacity: u32::try_from(config.concurrency).unwrap_or(u32::MAX),
+        protocol: Protocol::Process,
+    }
+}
+
+/// One heartbeat; the worker drains or resumes as the registry says.
+pub(crate) async fn beat(shared: &Shared, starting: bool) -> StoreResult<()> {
+    let status = shared
+        .store
+        .worker_beat(WorkerBeatParams {
+            facts: facts(&shared.config),
+            address: None,
+            starting,
+            now: None,
+        })
+        .await?;
+    let was = shared.draining.swap(status.draining, Ordering::Relaxed);
+    shared.emit(crate::WorkerEvent::Beat {
+        draining: status.draining,
+    });
+    if was != status.draining {
+        if status.draining {
+            tracing::info!(worker = %shared.config.identity.id, "draining: claiming nothing new");
+        } else {
+            tracing::info!(worker = %shared.config.identity.id, "released: claiming again");
+        }
+        // A released worker claims at once rather than at its next poll.
+        shared.capacity_freed.notify_one();
+    }
+    Ok(())
+}
+
+/// Heartbeats (and marks silent peers gone) until `stop` is cancelled.
+pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(crate::claimer::jittered(shared.config.heartbeat_interval)) => {}
+        }
+        if let Err(e) = beat(&shared, false).await {
+            metrics::store_error(Call::Heartbeat);
+            tracing::warn!(error = %e, "worker heartbeat failed");
+        }
+        let reaped = shared
+            .store
+            .worker_reap(WorkerReapParams {
+                silence: shared.config.worker_silence,
+                forget_after: shared.config.forget_workers_after,
+                now: None,
+            })
+            .await;
+        match reaped {
+            Ok(r) if r.gone > 0 => tracing::info!(workers = r.gone, "marked silent workers gone"),
+            Ok(_) => {}
+            Err(e) => {
+                metrics::store_error(Call::Heartbeat);
+                tracing::warn!(error = %e, "marking silent workers gone failed");
+            }
+        }
+    }
+}

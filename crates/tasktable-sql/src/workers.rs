@@ -1,0 +1,310 @@
+//! The worker registry: `tasktable_workers`, one row per worker id, and the discovery of
+//! queues with work for workers that take every queue.
+//!
+//! Every time here is the database's: a heartbeat stamps `last_seen_at` with it, and the
+//! reaper compares against it, so workers on machines whose clocks disagree are judged
+//! alike. The reaper first looks with a plain read and opens a write transaction only
+//! when a worker is to be marked gone or forgotten, so its round in every process costs
+//! the writer nothing while the cluster is healthy.
+
+use crate::exec::{count, required};
+use crate::{Arg, Backend, Cells, Commit, Dialect, Exec, Sql};
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::Value;
+use std::collections::HashMap;
+use tasktable_core::worker::{Protocol, Queues, WorkerFacts, WorkerInfo, WorkerState};
+use tasktable_store::{
+    Checked, Reaped, StoreError, StoreResult, WorkerBeatParams, WorkerDrainParams,
+    WorkerListParams, WorkerReapParams, WorkerStatus,
+};
+
+const COLUMNS: &str = "id, host, address, pid, version, worker_groups, queues, capacity, \
+    protocol, draining, started_at, last_seen_at, gone_at";
+
+/// Most queues [`discover`] returns: MySQL stops a recursive query at 1,000 rounds.
+pub const MAX_DISCOVERED_QUEUES: i64 = 500;
+
+/// The address the database sees the connection come from (none on SQLite).
+fn client_address(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Sqlite => "NULL",
+        Dialect::Postgres => "host(inet_client_addr())",
+        Dialect::MySql => "SUBSTRING_INDEX(USER(), '@', -1)",
+    }
+}
+
+fn bad_row(what: &str) -> StoreError {
+    StoreError::Database(format!("tasktable_workers.{what} cannot be read").into())
+}
+
+fn names(value: Value, what: &str) -> StoreResult<Vec<String>> {
+    serde_json::from_value(value).map_err(|_| bad_row(what))
+}
+
+fn info_from_row(row: &impl Cells, running: u64) -> StoreResult<WorkerInfo> {
+    let queues = match row.json("queues")? {
+        None | Some(Value::Null) => Queues::All,
+        Some(v) => Queues::Listed(names(v, "queues")?),
+    };
+    let protocol = required(row.text("protocol"), "protocol")?;
+    let draining = required(row.boolean("draining"), "draining")?;
+    let gone_at = row.time("gone_at")?;
+    Ok(WorkerInfo {
+        facts: WorkerFacts {
+            id: required(row.text("id"), "id")?,
+            host: required(row.text("host"), "host")?,
+            pid: row.int("pid")?.and_then(|p| u32::try_from(p).ok()),
+            version: required(row.text("version"), "version")?,
+            groups: names(
+                required(row.json("worker_groups"), "worker_groups")?,
+                "worker_groups",
+            )?,
+            queues,
+            capacity: u32::try_from(required(row.int("capacity"), "capacity")?)
+                .map_err(|_| bad_row("capacity"))?,
+            protocol: Protocol::parse(&protocol).ok_or_else(|| bad_row("protocol"))?,
+        },
+        address: row.text("address")?,
+        state: WorkerState::of(draining, gone_at.is_some()),
+        draining,
+        started_at: required(row.time("started_at"), "started_at")?,
+        last_seen_at: required(row.time("last_seen_at"), "last_seen_at")?,
+        gone_at,
+        running,
+    })
+}
+
+fn age(d: std::time::Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+/// Saves a heartbeat and reads back whether the worker is to drain.
+pub async fn beat<B: Backend>(b: &B, p: &Checked<WorkerBeatParams>) -> StoreResult<WorkerStatus> {
+    let mut tx = b.write().await?;
+    let now = tx.now(p.now).await?;
+    let d = tx.dialect();
+    let f = &p.facts;
+    let queues = match &f.queues {
+        Queues::All => Value::Null,
+        Queues::Listed(q) => Value::from(q.clone()),
+    };
+    let mut sql = Sql::new(
+        d,
+        format!("INSERT INTO tasktable_workers ({COLUMNS}) VALUES ("),
+    );
+    sql.bind(f.id.as_str())
+        .push(", ")
+        .bind(f.host.as_str())
+        .push(", ");
+    match &p.address {
+        Some(a) => sql.bind(a.as_str()),
+        None => sql.push(client_address(d)),
+    };
+    // NULL cannot be bound as an integer on every backend: -1 stands for no pid.
+    sql.push(", NULLIF(")
+        .bind(Arg::Int(f.pid.map_or(-1, i64::from)))
+        .push(", -1), ")
+        .bind(f.version.as_str())
+        .push(", ")
+        .bind(Arg::Json(Value::from(f.groups.clone())))
+        .push(", ")
+        .bind(Arg::Json(queues))
+        .push(", ")
+        .bind(i32::try_from(f.capacity).unwrap_or(i32::MAX))
+        .push(", ")
+        .bind(f.protocol.as_str())
+        .push(", ")
+        .bind(false)
+        .push(", ")
+        .bind(now)
+        .push(", ")
+        .bind(now)
+        .push(", NULL)");
+    // The drain flag is the operator's; a beat never changes it. A gone worker that beats
+    // is back.
+    let mut set = vec![
+        "host",
+        "address",
+        "pid",
+        "version",
+        "worker_groups",
+        "queues",
+        "capacity",
+        "protocol",
+        "last_seen_at",
+    ];
+    if p.starting {
+        set.push("started_at");
+    }
+    sql.push(&d.upsert(&["id"], &set)).push(", gone_at = NULL");
+    tx.execute(sql).await?;
+    let mut read = Sql::new(d, "SELECT draining FROM tasktable_workers WHERE id = ");
+    read.bind(f.id.as_str());
+    let rows = tx.fetch(read).await?;
+    let draining = match rows.first() {
+        Some(r) => required(r.boolean("draining"), "draining")?,
+        None => false,
+    };
+    tx.commit().await?;
+    Ok(WorkerStatus { draining })
+}
+
+/// Marks a worker gone now (it is shutting down).
+pub async fn leave<B: Backend>(b: &B, id: &str) -> StoreResult<()> {
+    let mut tx = b.write().await?;
+    let now = tx.now(None).await?;
+    let mut sql = Sql::new(tx.dialect(), "UPDATE tasktable_workers SET gone_at = ");
+    sql.bind(now)
+        .push(" WHERE gone_at IS NULL AND id = ")
+        .bind(id);
+    tx.execute(sql).await?;
+    tx.commit().await
+}
+
+/// Tasks each worker holds a lease on now.
+async fn running<E: Exec>(e: &mut E) -> StoreResult<HashMap<String, u64>> {
+    let sql = Sql::new(
+        e.dialect(),
+        "SELECT worker_id, COUNT(*) AS n FROM tasktable_tasks \
+         WHERE state = 'running' AND worker_id IS NOT NULL GROUP BY worker_id",
+    );
+    let mut by_worker = HashMap::new();
+    for row in e.fetch(sql).await? {
+        by_worker.insert(
+            required(row.text("worker_id"), "worker_id")?,
+            count(&row, "n")?,
+        );
+    }
+    Ok(by_worker)
+}
+
+pub async fn list<E: Exec>(e: &mut E, p: &WorkerListParams) -> StoreResult<Vec<WorkerInfo>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {COLUMNS} FROM tasktable_workers"),
+    );
+    if !p.include_gone {
+        sql.push(" WHERE gone_at IS NULL");
+    }
+    sql.push(" ORDER BY id");
+    let rows = e.fetch(sql).await?;
+    let running = running(e).await?;
+    rows.iter()
+        .map(|r| {
+            let id = required(r.text("id"), "id")?;
+            info_from_row(r, running.get(&id).copied().unwrap_or(0))
+        })
+        .collect()
+}
+
+async fn get<E: Exec>(e: &mut E, id: &str) -> StoreResult<Option<WorkerInfo>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {COLUMNS} FROM tasktable_workers WHERE id = "),
+    );
+    sql.bind(id);
+    let Some(row) = e.fetch(sql).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    let running = running(e).await?.get(id).copied().unwrap_or(0);
+    info_from_row(&row, running).map(Some)
+}
+
+pub async fn set_draining<B: Backend>(
+    b: &B,
+    p: &WorkerDrainParams,
+) -> StoreResult<Option<WorkerInfo>> {
+    let mut tx = b.write().await?;
+    let mut sql = Sql::new(tx.dialect(), "UPDATE tasktable_workers SET draining = ");
+    sql.bind(p.draining)
+        .push(" WHERE id = ")
+        .bind(p.id.as_str());
+    tx.execute(sql).await?;
+    let info = get(&mut tx, &p.id).await?;
+    tx.commit().await?;
+    Ok(info)
+}
+
+/// `WHERE` clauses of the two things a reaping does, on a cutoff for silence and one
+/// for forgetting.
+fn push_silent(sql: &mut Sql, silent_since: DateTime<Utc>) {
+    sql.push("gone_at IS NULL AND last_seen_at < ")
+        .bind(silent_since);
+}
+
+fn push_forgettable(sql: &mut Sql, gone_before: DateTime<Utc>) {
+    sql.push("gone_at < ")
+        .bind(gone_before)
+        .push(" AND draining = ")
+        .bind(false);
+}
+
+pub async fn reap<B: Backend>(b: &B, p: &Checked<WorkerReapParams>) -> StoreResult<Reaped> {
+    let mut read = b.read().await?;
+    let now = read.now(p.now).await?;
+    let silent_since = now - age(p.silence);
+    let gone_before = now.checked_sub_signed(age(p.forget_after)).unwrap_or(now);
+    let d = read.dialect();
+    let counts = |e: &mut Sql| {
+        e.push("SELECT (SELECT COUNT(*) FROM tasktable_workers WHERE ");
+        push_silent(e, silent_since);
+        e.push(") AS gone, (SELECT COUNT(*) FROM tasktable_workers WHERE ");
+        push_forgettable(e, gone_before);
+        e.push(") AS forgotten");
+    };
+    let mut look = Sql::new(d, "");
+    counts(&mut look);
+    let row = required(Ok(read.fetch(look).await?.into_iter().next()), "counts")?;
+    if count(&row, "gone")? == 0 && count(&row, "forgotten")? == 0 {
+        return Ok(Reaped::default());
+    }
+    drop(read);
+    let mut tx = b.write().await?;
+    let mut look = Sql::new(d, "");
+    counts(&mut look);
+    let row = required(Ok(tx.fetch(look).await?.into_iter().next()), "counts")?;
+    let reaped = Reaped {
+        gone: count(&row, "gone")?,
+        forgotten: count(&row, "forgotten")?,
+    };
+    let mut mark = Sql::new(d, "UPDATE tasktable_workers SET gone_at = ");
+    mark.bind(now).push(" WHERE ");
+    push_silent(&mut mark, silent_since);
+    tx.execute(mark).await?;
+    let mut forget = Sql::new(d, "DELETE FROM tasktable_workers WHERE ");
+    push_forgettable(&mut forget, gone_before);
+    tx.execute(forget).await?;
+    tx.commit().await?;
+    Ok(reaped)
+}
+
+pub async fn count_live<E: Exec>(e: &mut E) -> StoreResult<u64> {
+    let sql = Sql::new(
+        e.dialect(),
+        "SELECT COUNT(*) AS n FROM tasktable_workers WHERE gone_at IS NULL",
+    );
+    let row = required(Ok(e.fetch(sql).await?.into_iter().next()), "count")?;
+    count(&row, "n")
+}
+
+/// The queues with pending tasks, by name, at most [`MAX_DISCOVERED_QUEUES`]: a skip
+/// scan of an index that leads with state and queue, one probe per queue, however many
+/// tasks each holds.
+pub async fn discover<E: Exec>(e: &mut E) -> StoreResult<Vec<String>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        "WITH RECURSIVE q (queue, n) AS (\
+           SELECT MIN(queue), 1 FROM tasktable_tasks WHERE state = 'pending' \
+           UNION ALL \
+           SELECT (SELECT MIN(t.queue) FROM tasktable_tasks t \
+                   WHERE t.state = 'pending' AND t.queue > q.queue), q.n + 1 \
+           FROM q WHERE q.queue IS NOT NULL AND q.n < ",
+    );
+    sql.bind(MAX_DISCOVERED_QUEUES)
+        .push(") SELECT queue FROM q WHERE queue IS NOT NULL");
+    e.fetch(sql)
+        .await?
+        .iter()
+        .map(|r| required(r.text("queue"), "queue"))
+        .collect()
+}
