@@ -3,7 +3,8 @@
 //! Owns: the command line (its commands, options, exit codes and output for people and
 //! for scripts); wiring a store chosen by URL to the HTTP API, the dashboard, the rescuer
 //! and a worker with the built-in handlers (`serve`, `worker`, `migrate`); and the HTTP client of the
-//! operator commands (`submit`, `ls`, `show`, changes, queues, `stats`, schedules), which
+//! operator commands (`submit`, `ls`, `show`, changes, queues, `stats`, schedules,
+//! workers), which
 //! talk to a running server and never to a database.
 //!
 //! Must not know: SQL or any backend's types (stores are opened with
@@ -132,6 +133,16 @@ enum Command {
         #[command(subcommand)]
         command: ScheduleCommand,
     },
+    /// The worker registry: who runs where, what each takes and runs now; show, drain or
+    /// release one.
+    ///
+    /// Without a subcommand, lists the live workers (--all: those gone too).
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Workers(commands::workers::WorkersArgs),
+    /// Drain a worker: it finishes what it runs and claims nothing new (the same as
+    /// `tasktable workers drain ID`; `tasktable workers release ID` undoes it).
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Drain { id: String },
 }
 
 fn main() -> ExitCode {
@@ -198,6 +209,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Stats(args) => commands::queue::stats(&api()?, &args, json).await,
         Command::Purge(args) => commands::purge::run(&api()?, &args, json).await,
         Command::Schedule { command } => commands::schedule::run(&api()?, &command, json).await,
+        Command::Workers(args) => commands::workers::run(&api()?, &args, json).await,
+        Command::Drain { id } => commands::workers::set_draining(&api()?, &id, true, json).await,
     }
 }
 

@@ -10,8 +10,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Longest worker id, host name, group name or version, in characters.
-pub const MAX_NAME_CHARS: usize = 200;
+/// Longest worker id, host name, group name or version, in characters: a name's, as for
+/// queues and kinds.
+pub const MAX_NAME_CHARS: usize = crate::task::MAX_NAME_LEN;
 /// Most groups one worker may belong to, and most queues it may list.
 pub const MAX_GROUPS: usize = 64;
 pub const MAX_QUEUES: usize = 256;
@@ -127,7 +128,7 @@ pub struct WorkerFacts {
 /// Why a worker's facts cannot be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidWorker {
-    #[error("{field} must be 1 to {MAX_NAME_CHARS} characters without control characters")]
+    #[error("{field} must be 1 to {MAX_NAME_CHARS} characters, not all whitespace, without control characters")]
     Name { field: &'static str },
     #[error("at most {max} {field}")]
     TooMany { field: &'static str, max: usize },
@@ -135,9 +136,10 @@ pub enum InvalidWorker {
     Capacity,
 }
 
-/// 1 to [`MAX_NAME_CHARS`] characters, none of them control characters.
+/// 1 to [`MAX_NAME_CHARS`] characters, not all whitespace, none of them control
+/// characters.
 pub fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().count() <= MAX_NAME_CHARS && !s.chars().any(char::is_control)
+    !s.trim().is_empty() && s.chars().count() <= MAX_NAME_CHARS && !s.chars().any(char::is_control)
 }
 
 impl WorkerFacts {

@@ -27,6 +27,7 @@ mod tasks;
 mod waiting;
 mod whole;
 pub mod wire;
+mod workers;
 
 pub use auth::{token_digest, Access, Principal, Role, TokenConfigError, TokenSet};
 pub use error::{ApiError, ApiResult};
@@ -126,6 +127,9 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("PATCH", "/api/v1/schedules/{schedule}", Access::Operate),
     ("DELETE", "/api/v1/schedules/{schedule}", Access::Operate),
     ("POST", "/api/v1/schedules/{schedule}/{op}", Access::Operate),
+    ("GET", "/api/v1/workers", Access::Read),
+    ("GET", "/api/v1/workers/{id}", Access::Read),
+    ("POST", "/api/v1/workers/{id}/{op}", Access::Operate),
     ("POST", "/api/v1/claim", Access::Work),
     ("POST", "/api/v1/leases/{id}/{op}", Access::Work),
     ("POST", "/api/v1/admin/migrate", Access::Admin),
@@ -156,6 +160,9 @@ pub fn router(state: AppState) -> Router {
             ("PATCH", "/api/v1/schedules/{schedule}") => patch(schedules::edit),
             ("DELETE", "/api/v1/schedules/{schedule}") => delete(schedules::delete),
             ("POST", "/api/v1/schedules/{schedule}/{op}") => post(schedules::operate),
+            ("GET", "/api/v1/workers") => get(workers::list),
+            ("GET", "/api/v1/workers/{id}") => get(workers::show),
+            ("POST", "/api/v1/workers/{id}/{op}") => post(workers::operate),
             ("POST", "/api/v1/claim") => post(leases::claim),
             ("POST", "/api/v1/leases/{id}/{op}") => post(leases::lease_op),
             ("POST", "/api/v1/admin/migrate") => post(queues::migrate),

@@ -40,6 +40,7 @@ mod tests {
                 .collect(),
             "/api/v1/queues/{name}/{op}" => crate::queues::QUEUE_OPERATIONS.to_vec(),
             "/api/v1/schedules/{schedule}/{op}" => crate::schedules::SCHEDULE_OPERATIONS.to_vec(),
+            "/api/v1/workers/{id}/{op}" => crate::workers::WORKER_OPERATIONS.to_vec(),
             _ => return vec![path.to_owned()],
         };
         ops.iter().map(|op| path.replace("{op}", op)).collect()

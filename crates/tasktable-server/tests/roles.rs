@@ -112,6 +112,27 @@ fn matrix(id: i64) -> Vec<Row> {
             operate,
         ),
         (
+            "GET",
+            "/api/v1/workers",
+            "/api/v1/workers".into(),
+            None,
+            read,
+        ),
+        (
+            "GET",
+            "/api/v1/workers/{id}",
+            "/api/v1/workers/w-1".into(),
+            None,
+            read,
+        ),
+        (
+            "POST",
+            "/api/v1/workers/{id}/{op}",
+            "/api/v1/workers/w-1/drain".into(),
+            Some(json!({})),
+            operate,
+        ),
+        (
             "POST",
             "/api/v1/claim",
             "/api/v1/claim".into(),
@@ -159,6 +180,15 @@ async fn every_endpoint_answers_each_role_as_it_should(mut s: Server) {
         )
         .await;
     assert_eq!(status, 201);
+    s.store
+        .worker_beat(tasktable_store::WorkerBeatParams {
+            facts: common::worker_facts("w-1"),
+            address: None,
+            starting: true,
+            now: None,
+        })
+        .await
+        .unwrap();
     let rows = matrix(id);
     let covered: Vec<(&str, &str)> = rows.iter().map(|r| (r.0, r.1)).collect();
     let routes: Vec<(&str, &str)> = ROUTES.iter().map(|r| (r.0, r.1)).collect();

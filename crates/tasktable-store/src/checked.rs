@@ -124,7 +124,10 @@ impl Limits {
             .as_deref()
             .is_some_and(|a| !tasktable_core::worker::valid_name(a))
         {
-            return invalid("address must be 1 to 200 characters".into());
+            return invalid(format!(
+                "address must be 1 to {} characters",
+                tasktable_core::worker::MAX_NAME_CHARS
+            ));
         }
         Ok(Checked(p))
     }

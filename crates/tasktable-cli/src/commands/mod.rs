@@ -9,6 +9,7 @@ pub mod schedule;
 pub mod show;
 pub mod submit;
 pub mod token;
+pub mod workers;
 
 use clap::builder::PossibleValuesParser;
 use clap::Args;

@@ -84,7 +84,8 @@ pub fn finish(mut cmd: Command, stdin: Option<&str>) -> Run {
     }
 }
 
-/// A `tasktable serve --workers 0` child process, killed when dropped; its log is printed
+/// A `tasktable serve` child process (`--workers 0` unless started with other flags),
+/// killed when dropped; its log is printed
 /// when the test fails.
 pub struct Server {
     child: Child,
@@ -94,24 +95,23 @@ pub struct Server {
 
 impl Server {
     pub fn start() -> Server {
+        Server::start_with(&["--workers", "0"])
+    }
+
+    /// `tasktable serve` with `args` after its listen address and database.
+    pub fn start_with(args: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = format!("sqlite://{}", dir.path().join("tasktable.db").display());
         let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
-        let mut child = command(&[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            &db,
-            "--workers",
-            "0",
-        ])
-        .env("TASKTABLE_TOKENS", format!("admin:{ADMIN},reader:{READER}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("start tasktable serve");
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--database-url", &db];
+        all.extend_from_slice(args);
+        let mut child = command(&all)
+            .env("TASKTABLE_TOKENS", format!("admin:{ADMIN},reader:{READER}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start tasktable serve");
         // The server prints its address once it listens: requests from then on are
         // queued until it answers them.
         let stdout = child.stdout.take().expect("stdout");

@@ -239,7 +239,7 @@ pub async fn bad_worker_facts_are_refused_and_change_nothing(db: &impl Backend) 
     bad.push(f.clone());
     f = facts("w\u{0}1");
     bad.push(f.clone());
-    f = facts(&"x".repeat(201));
+    f = facts(&"x".repeat(tasktable_core::worker::MAX_NAME_CHARS + 1));
     bad.push(f.clone());
     f = facts("w1");
     f.capacity = 0;

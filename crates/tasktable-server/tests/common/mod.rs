@@ -19,6 +19,21 @@ pub const TOKENS: [(Role, &str); 4] = [
     (Role::Reader, "reader-token-0123456789"),
 ];
 
+/// A worker as a process on host `host-a` would register itself.
+pub fn worker_facts(id: &str) -> tasktable_core::worker::WorkerFacts {
+    use tasktable_core::worker::{Protocol, Queues, WorkerFacts};
+    WorkerFacts {
+        id: id.into(),
+        host: "host-a".into(),
+        pid: Some(77),
+        version: "0.1.0".into(),
+        groups: vec!["blue".into()],
+        queues: Queues::Listed(vec!["default".into()]),
+        capacity: 4,
+        protocol: Protocol::Process,
+    }
+}
+
 pub fn token(role: Role) -> &'static str {
     TOKENS
         .iter()

@@ -1,0 +1,93 @@
+//! `tasktable workers` and `tasktable drain` as people run them, against a `tasktable
+//! serve` child process whose in-process worker has a stable id and a group.
+
+mod common;
+
+use common::serve::{Server, READER};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// The registry as `workers --all --json` shows it, once `id` is in it. A server gives no
+/// signal when its worker has registered, so this asks until it has (bounded).
+fn registry_with(server: &Server, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = server.tt(&["workers", "--all", "--json"]).ok().json();
+        let found = listed["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["id"] == id);
+        if found {
+            return listed;
+        }
+        assert!(Instant::now() < deadline, "{id} never registered: {listed}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn serves_worker_is_listed_shown_drained_and_released() {
+    let server = Server::start_with(&[
+        "--workers",
+        "3",
+        "--worker-id",
+        "serve-1",
+        "--group",
+        "blue,green",
+    ]);
+    let listed = registry_with(&server, "serve-1");
+    assert_eq!(listed["live"], 1);
+    let w = &listed["workers"][0];
+    assert_eq!(w["queues"], Value::Null, "serve's worker takes every queue");
+    assert_eq!(w["groups"], serde_json::json!(["blue", "green"]));
+    assert_eq!(
+        (w["capacity"].as_u64(), w["state"].as_str()),
+        (Some(3), Some("active"))
+    );
+
+    let table = server.tt(&["workers"]).ok().stdout;
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("serve-1 "))
+        .unwrap_or_else(|| panic!("no row for serve-1 in\n{table}"));
+    for cell in ["active", "0/3", "*", "blue,green"] {
+        assert!(row.split_whitespace().any(|c| c == cell), "{cell} in {row}");
+    }
+    assert!(table.ends_with("1 live\n"), "{table}");
+
+    let shown = server.tt(&["workers", "show", "serve-1"]).ok().stdout;
+    assert!(
+        shown.contains("queues       *\n") && shown.contains("running      0 of 3\n"),
+        "{shown}"
+    );
+
+    let drained = server.tt(&["drain", "serve-1"]).ok().stdout;
+    assert!(
+        drained.starts_with("worker \"serve-1\" draining"),
+        "{drained}"
+    );
+    let json = server
+        .tt(&["workers", "show", "serve-1", "--json"])
+        .ok()
+        .json();
+    assert_eq!(json["worker"]["state"], "draining");
+    let released = server
+        .tt(&["workers", "release", "serve-1", "--json"])
+        .ok()
+        .json();
+    assert_eq!(released["worker"]["state"], "active");
+
+    // A reader may look but not drain; an unknown worker is not found.
+    server
+        .tt_as(READER, &["workers", "drain", "serve-1"], None)
+        .refused(5, "forbidden");
+    server
+        .tt(&["drain", "nobody"])
+        .fails(3, "worker \"nobody\" not found");
+    let json = server
+        .tt(&["workers", "show", "serve-1", "--json"])
+        .ok()
+        .json();
+    assert_eq!(json["worker"]["state"], "active", "nothing changed");
+}
