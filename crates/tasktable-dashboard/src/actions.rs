@@ -40,7 +40,7 @@ pub fn check(
     }
     if changes && !session.can_act() {
         return Err(Refused(format!(
-            "refused: role {} may not change tasks, queues or schedules",
+            "refused: role {} may not change tasks, queues, schedules or workers",
             session.principal.role
         )));
     }

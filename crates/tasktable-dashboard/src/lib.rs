@@ -2,7 +2,8 @@
 //!
 //! Owns: server-rendered pages under `/ui` (overview with counts, windowed statistics per
 //! queue and kind with inline-SVG charts, and queues; tasks with filters and bulk actions,
-//! one task with its payload, result, checkpoint and attempts, workers and what they run,
+//! one task with its payload, result, checkpoint and attempts, the worker registry with
+//! what each worker runs and its drain and release buttons,
 //! schedules with their next fire times and one schedule with its template and the tasks
 //! it fired, and the forms that enable, disable and fire a schedule),
 //! sign-in with an API token and its throttling, sessions, CSRF protection, the headers
@@ -127,6 +128,7 @@ pub fn router_with(app: AppState, config: DashConfig) -> Router {
         .route("/ui/tasks/{id}/{op}", post(actions::task_action))
         .route("/ui/queues/{op}", post(actions::queue_action))
         .route("/ui/workers", get(workers::workers))
+        .route("/ui/workers/{op}", post(workers::worker_action))
         .route("/ui/schedules", get(schedules::schedules))
         .route("/ui/schedules/{id}", get(schedules::schedule))
         .route(

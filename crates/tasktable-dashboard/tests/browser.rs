@@ -395,6 +395,41 @@ async fn disabling_enabling_and_firing_a_schedule_from_its_page() {
     b.close().await;
 }
 
+#[tokio::test]
+async fn draining_and_releasing_a_worker_from_the_workers_page() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    app.register("gpu-7", "gpu-host", &["gpu"], &["render"], 2)
+        .await;
+    let id = app
+        .submit(NewTask::new("render", json!({})).queue("render"))
+        .await;
+    app.claim(id, "gpu-7", "gpu-host").await;
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    b.click("header a[href='/ui/workers']").await;
+    let row = "tr[data-worker='gpu-7']";
+    let shown = b.text(row).await;
+    for text in ["gpu-host", "active", "1 / 2", "render", "gpu"] {
+        assert!(shown.contains(text), "{text} in {shown}");
+    }
+    b.css(&format!("{row} a[href='/ui/tasks/{id}']")).await;
+
+    b.click(&format!("{row} form[action='/ui/workers/drain'] button"))
+        .await;
+    b.flash("flash", "worker gpu-7 draining").await;
+    assert!(app.worker("gpu-7").await.draining);
+    assert!(b.text(row).await.contains("draining"));
+
+    b.click(&format!("{row} form[action='/ui/workers/release'] button"))
+        .await;
+    b.flash("flash", "worker gpu-7 released").await;
+    assert!(!app.worker("gpu-7").await.draining);
+    b.close().await;
+}
+
 /// What `script` returns on the current page.
 async fn eval(b: &Browser, script: &str) -> serde_json::Value {
     b.client()
@@ -552,17 +587,22 @@ async fn screenshots_of_the_main_pages() {
         .await
         .unwrap()
         .tasks;
-    for worker in ["worker-7f3a", "worker-c91e"] {
+    for (worker, capacity) in [("worker-7f3a", 8), ("worker-c91e", 4)] {
         let n = running
             .iter()
             .filter(|t| t.worker_id.as_deref() == Some(worker))
             .count();
-        let cell = format!("//tr[td[1][text()='{worker}']]/td[3]");
+        let cell = format!("//tr[td[1][text()='{worker}']]/td[5]");
         assert_eq!(
             b.find(XPath(&cell)).await.text().await.unwrap(),
-            n.to_string()
+            format!("{n} / {capacity}")
         );
     }
+    let drained = b.text("tr[data-worker='worker-0b52']").await;
+    assert!(
+        drained.contains("draining") && drained.contains("Release"),
+        "{drained}"
+    );
     keep("workers", b.screenshot(false).await, false);
 
     b.click("header a[href='/ui/schedules']").await;

@@ -8,6 +8,7 @@
 //! | `tasktable_tasks` | gauge | queue, state | tasks in the database, every state of every queue (zeros included) |
 //! | `tasktable_queue_paused` | gauge | queue | 1 while the queue is paused, else 0 |
 //! | `tasktable_workers` | gauge | | distinct worker ids holding a live (unexpired) lease |
+//! | `tasktable_workers_registered` | gauge | state | workers in the registry by state: `active`, `draining`, `gone` |
 //! | `tasktable_store_up` | gauge | | 1 when the database answered this scrape's queries; 0 leaves the three above out |
 //!
 //! The database gauges describe the whole system, so every server reports the same
@@ -29,8 +30,11 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::OnceLock;
 use std::time::Duration;
+use tasktable_core::worker::WorkerState;
 use tasktable_core::TaskState;
-use tasktable_store::{ListParams, Store, StoreResult, TaskFilter, MAX_PAGE_SIZE};
+use tasktable_store::{
+    ListParams, Store, StoreResult, TaskFilter, WorkerListParams, MAX_PAGE_SIZE,
+};
 
 /// The exposition format's content type.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -38,6 +42,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub const TASKS: &str = "tasktable_tasks";
 pub const QUEUE_PAUSED: &str = "tasktable_queue_paused";
 pub const WORKERS: &str = "tasktable_workers";
+pub const REGISTERED: &str = "tasktable_workers_registered";
 pub const STORE_UP: &str = "tasktable_store_up";
 
 /// Upper bounds, in seconds, of the buckets of every histogram: handlers and waits run
@@ -172,6 +177,22 @@ async fn store_gauges(store: &dyn Store) -> StoreResult<String> {
         "Distinct workers holding a live lease, read at scrape time.",
     );
     let _ = writeln!(out, "{WORKERS} {workers}");
+    push_family(
+        &mut out,
+        REGISTERED,
+        "Workers in the registry by state (active, draining, gone), read at scrape time.",
+    );
+    let registry = store
+        .worker_list(WorkerListParams { include_gone: true })
+        .await?;
+    for state in [
+        WorkerState::Active,
+        WorkerState::Draining,
+        WorkerState::Gone,
+    ] {
+        let n = registry.iter().filter(|w| w.state == state).count();
+        let _ = writeln!(out, "{REGISTERED}{{state=\"{state}\"}} {n}");
+    }
     Ok(out)
 }
 

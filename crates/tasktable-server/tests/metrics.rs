@@ -469,6 +469,11 @@ async fn metrics_count_what_the_worker_did(s: Server, queue: &str) {
     let during = scrape(&s, Role::Reader).await;
     let q = ("queue", queue);
     assert_eq!(during.value("tasktable_workers", &[]), 1.0);
+    assert_eq!(
+        during.value("tasktable_workers_registered", &[("state", "active")]),
+        1.0,
+        "the worker registered before its first claim"
+    );
     assert_eq!(during.value("tasktable_worker_running_tasks", &[q]), 1.0);
     assert_eq!(
         during.value("tasktable_tasks", &[q, ("state", "running")]),
@@ -568,6 +573,13 @@ async fn metrics_count_what_the_worker_did(s: Server, queue: &str) {
         1.0
     );
     assert_eq!(m.value("tasktable_workers", &[]), 0.0);
+    for state in ["active", "draining", "gone"] {
+        assert!(
+            m.find("tasktable_workers_registered", &[("state", state)])
+                .is_some(),
+            "every registry state is written, zeros included: {state}"
+        );
+    }
     assert_eq!(m.value("tasktable_store_up", &[]), 1.0);
     let allowed = ["queue", "kind", "outcome", "state", "call", "le"];
     for sample in &m.samples {

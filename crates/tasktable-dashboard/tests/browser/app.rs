@@ -61,6 +61,51 @@ impl App {
         *self.clock.lock().unwrap()
     }
 
+    /// A worker's heartbeat: `queues` empty means every queue.
+    pub async fn register(
+        &self,
+        id: &str,
+        host: &str,
+        groups: &[&str],
+        queues: &[&str],
+        capacity: u32,
+    ) {
+        use tasktable_core::worker::{Protocol, Queues, WorkerFacts};
+        let facts = WorkerFacts {
+            id: id.into(),
+            host: host.into(),
+            pid: Some(4100 + capacity),
+            version: "0.1.0".into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            queues: if queues.is_empty() {
+                Queues::All
+            } else {
+                Queues::Listed(queues.iter().map(|q| q.to_string()).collect())
+            },
+            capacity,
+            protocol: Protocol::Process,
+        };
+        self.store
+            .worker_beat(tasktable_store::WorkerBeatParams {
+                facts,
+                address: Some(format!("10.0.0.{}", 10 + capacity)),
+                starting: true,
+                now: self.now(),
+            })
+            .await
+            .unwrap();
+    }
+
+    pub async fn worker(&self, id: &str) -> tasktable_core::worker::WorkerInfo {
+        self.store
+            .worker_list(tasktable_store::WorkerListParams { include_gone: true })
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|w| w.facts.id == id)
+            .unwrap()
+    }
+
     pub async fn submit(&self, task: NewTask) -> TaskId {
         self.store
             .task_submit(SubmitParams {

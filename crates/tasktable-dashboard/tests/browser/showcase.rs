@@ -34,6 +34,21 @@ pub async fn seed(app: &App) -> Showcase {
         ("barbara@example.org", "weekly-digest"),
         ("edsger@example.net", "receipt"),
     ];
+    // The registry: two web workers and a reports worker that an operator drained.
+    app.set_time(ago(now, 0));
+    app.register("worker-7f3a", "app-1", &["web"], &["email", "webhooks"], 8)
+        .await;
+    app.register("worker-c91e", "app-2", &["web", "eu"], &[], 4)
+        .await;
+    app.register("worker-0b52", "batch-1", &["reports"], &["reports"], 2)
+        .await;
+    app.store
+        .worker_set_draining(tasktable_store::WorkerDrainParams {
+            id: "worker-0b52".into(),
+            draining: true,
+        })
+        .await
+        .unwrap();
     for (i, (to, template)) in recipients.iter().enumerate() {
         app.set_time(ago(now, 95 - 9 * i as i64));
         let id = app

@@ -1,0 +1,200 @@
+//! The workers page over real HTTP on a real database (SQLite, PostgreSQL and MySQL): the
+//! registry with what each worker runs, the drain and release forms and who may use them,
+//! and bad forms refused with nothing changed.
+
+mod common;
+
+use common::{csrf, Ui, ADMIN, OPERATOR, READER};
+use reqwest::header::LOCATION;
+use reqwest::StatusCode;
+use tasktable_core::worker::{Protocol, Queues, WorkerFacts, WorkerInfo};
+use tasktable_store::{WorkerBeatParams, WorkerListParams};
+
+on_every_backend!(
+    the_page_lists_the_registry_and_workers_that_never_registered,
+    an_operator_drains_and_releases_a_worker,
+    readers_and_bad_forms_change_no_worker,
+);
+
+/// A form's fields.
+type Fields<'a> = Vec<(&'a str, &'a str)>;
+
+async fn register(ui: &Ui, id: &str, queues: Queues) {
+    ui.store
+        .worker_beat(WorkerBeatParams {
+            facts: WorkerFacts {
+                id: id.into(),
+                host: format!("{id}.example"),
+                pid: Some(7),
+                version: "0.1.0".into(),
+                groups: vec!["blue".into()],
+                queues,
+                capacity: 3,
+                protocol: Protocol::Process,
+            },
+            address: None,
+            starting: true,
+            now: None,
+        })
+        .await
+        .unwrap();
+}
+
+async fn worker(ui: &Ui, id: &str) -> WorkerInfo {
+    ui.store
+        .worker_list(WorkerListParams { include_gone: true })
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|w| w.facts.id == id)
+        .unwrap()
+}
+
+/// The `<tr>` of worker `id`.
+fn row<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("<tr data-worker=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no row for {id} in {html}"));
+    let end = html[start..].find("</tr>").unwrap() + start;
+    &html[start..end]
+}
+
+async fn form(
+    client: &reqwest::Client,
+    ui: &Ui,
+    op: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    client
+        .post(ui.url(&format!("/ui/workers/{op}")))
+        .form(fields)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn the_page_lists_the_registry_and_workers_that_never_registered(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    register(&ui, "w-every", Queues::All).await;
+    register(
+        &ui,
+        "w-listed",
+        Queues::Listed(vec!["mail".into(), "sms".into()]),
+    )
+    .await;
+    ui.store.worker_leave("w-listed".into()).await.unwrap();
+    let (client, _) = ui.sign_in(READER).await;
+    let html = ui.page(&client, "/ui/workers").await;
+    assert!(html.contains("1 live."), "{html}");
+    let every = row(&html, "w-every");
+    for text in [
+        "w-every.example",
+        ">active<",
+        "0 / 3",
+        "every queue",
+        "blue",
+    ] {
+        assert!(every.contains(text), "{text} in {every}");
+    }
+    let listed = row(&html, "w-listed");
+    assert!(
+        listed.contains(">gone<") && listed.contains("mail, sms"),
+        "{listed}"
+    );
+    assert!(
+        !html.contains("/ui/workers/drain"),
+        "a reader gets no buttons"
+    );
+}
+
+async fn an_operator_drains_and_releases_a_worker(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    register(&ui, "w-1", Queues::All).await;
+    for token in [OPERATOR, ADMIN] {
+        let (client, _) = ui.sign_in(token).await;
+        let html = ui.page(&client, "/ui/workers").await;
+        assert!(
+            row(&html, "w-1").contains("action=\"/ui/workers/drain\""),
+            "{html}"
+        );
+        let csrf = csrf(&html);
+        let resp = form(&client, &ui, "drain", &[("csrf", &csrf), ("worker", "w-1")]).await;
+        assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+        let to = resp.headers()[LOCATION].to_str().unwrap().to_owned();
+        assert!(to.starts_with("/ui/workers?done="), "{to}");
+        assert!(worker(&ui, "w-1").await.draining);
+        let html = ui.page(&client, &to).await;
+        assert!(html.contains("worker w-1 draining"), "{html}");
+        let w1 = row(&html, "w-1");
+        assert!(w1.contains(">draining<") && w1.contains("action=\"/ui/workers/release\""));
+
+        let resp = form(
+            &client,
+            &ui,
+            "release",
+            &[("csrf", &csrf), ("worker", "w-1")],
+        )
+        .await;
+        assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+        assert!(!worker(&ui, "w-1").await.draining);
+
+        // A worker that is not in the registry: back to the page, saying so.
+        let resp = form(
+            &client,
+            &ui,
+            "drain",
+            &[("csrf", &csrf), ("worker", "nobody")],
+        )
+        .await;
+        let to = resp.headers()[LOCATION].to_str().unwrap().to_owned();
+        assert!(to.starts_with("/ui/workers?error="), "{to}");
+    }
+}
+
+async fn readers_and_bad_forms_change_no_worker(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    register(&ui, "w-1", Queues::All).await;
+    let (reader, _) = ui.sign_in(READER).await;
+    let token = csrf(&ui.page(&reader, "/ui/workers").await); // the sign-out form
+    let resp = form(
+        &reader,
+        &ui,
+        "drain",
+        &[("csrf", &token), ("worker", "w-1")],
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    assert!(resp.text().await.unwrap().contains("role reader may not"));
+
+    let (operator, _) = ui.sign_in(OPERATOR).await;
+    let token = csrf(&ui.page(&operator, "/ui/workers").await);
+    let cases: [(&str, Fields<'_>, StatusCode); 4] = [
+        (
+            "drain",
+            vec![("csrf", "wrong"), ("worker", "w-1")],
+            StatusCode::FORBIDDEN,
+        ),
+        ("drain", vec![("csrf", &token)], StatusCode::BAD_REQUEST),
+        (
+            "drain",
+            vec![("csrf", &token), ("worker", " ")],
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "explode",
+            vec![("csrf", &token), ("worker", "w-1")],
+            StatusCode::NOT_FOUND,
+        ),
+    ];
+    for (op, fields, status) in cases {
+        let resp = form(&operator, &ui, op, &fields).await;
+        assert_eq!(resp.status(), status, "{op} {fields:?}");
+    }
+    assert!(!worker(&ui, "w-1").await.draining, "nothing changed");
+}
