@@ -76,9 +76,10 @@ fn flag(name: &str, value: Option<&str>) -> ApiResult<bool> {
     match value {
         None | Some("false") => Ok(false),
         Some("true") => Ok(true),
-        Some(other) => Err(ApiError::invalid(format!(
-            "{name} is true or false, not {other:?}"
-        ))),
+        Some(other) => Err(ApiError::bad_request(
+            "invalid_query",
+            format!("{name} is true or false, not {other:?}"),
+        )),
     }
 }
 

@@ -84,8 +84,8 @@ async fn bad_worker_requests_are_refused_and_change_nothing(s: Server) {
             Method::GET,
             "/api/v1/workers?include_gone=yes",
             None,
-            422,
-            "invalid_input",
+            400,
+            "invalid_query",
         ),
         (
             Method::GET,
