@@ -131,6 +131,9 @@ impl Claimer {
     pub async fn round(&mut self, shared: &Arc<Shared>, tracker: &TaskTracker) -> Round {
         let mut round = Round::default();
         if shared.draining.load(Ordering::Relaxed) {
+            // Counted as saturated so the loop also waits on freed capacity, which a
+            // release signals: a released worker claims at once, not at its next poll.
+            round.saturated = true;
             return round;
         }
         self.discover(shared).await;
