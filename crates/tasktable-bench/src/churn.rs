@@ -88,9 +88,22 @@ struct Size {
     rows: u64,
 }
 
+impl Size {
+    /// From the four figures a query gave: table, indexes, total, rows.
+    fn of(at: f64, [tasks, index, total, rows]: [i64; 4]) -> Size {
+        let u = |v: i64| u64::try_from(v).unwrap_or(0);
+        Size {
+            at,
+            tasks_bytes: u(tasks),
+            tasks_index_bytes: u(index),
+            total_bytes: u(total),
+            rows: u(rows),
+        }
+    }
+}
+
 async fn measure(backend: Backend, url: &str, at: f64) -> BenchResult<Size> {
     let err = |e: sqlx::Error| e.to_string();
-    let u = |v: i64| u64::try_from(v).unwrap_or(0);
     match backend {
         Backend::Postgres => {
             let mut c = sqlx::PgConnection::connect(url).await.map_err(err)?;
@@ -103,13 +116,7 @@ async fn measure(backend: Backend, url: &str, at: f64) -> BenchResult<Size> {
             .fetch_one(&mut c)
             .await
             .map_err(err)?;
-            Ok(Size {
-                at,
-                tasks_bytes: u(r.get(0)),
-                tasks_index_bytes: u(r.get(1)),
-                total_bytes: u(r.get(2)),
-                rows: u(r.get(3)),
-            })
+            Ok(Size::of(at, [r.get(0), r.get(1), r.get(2), r.get(3)]))
         }
         Backend::Mysql => {
             let mut c = sqlx::MySqlConnection::connect(url).await.map_err(err)?;
@@ -130,13 +137,7 @@ async fn measure(backend: Backend, url: &str, at: f64) -> BenchResult<Size> {
             .fetch_one(&mut c)
             .await
             .map_err(err)?;
-            Ok(Size {
-                at,
-                tasks_bytes: u(r.get(0)),
-                tasks_index_bytes: u(r.get(1)),
-                total_bytes: u(r.get(2)),
-                rows: u(r.get(3)),
-            })
+            Ok(Size::of(at, [r.get(0), r.get(1), r.get(2), r.get(3)]))
         }
         Backend::Sqlite => {
             let mut c = sqlx::SqliteConnection::connect(url).await.map_err(err)?;
@@ -148,13 +149,7 @@ async fn measure(backend: Backend, url: &str, at: f64) -> BenchResult<Size> {
             .fetch_one(&mut c)
             .await
             .map_err(err)?;
-            Ok(Size {
-                at,
-                tasks_bytes: 0,
-                tasks_index_bytes: 0,
-                total_bytes: u(r.get(0)),
-                rows: u(r.get(1)),
-            })
+            Ok(Size::of(at, [0, 0, r.get(0), r.get(1)]))
         }
     }
 }

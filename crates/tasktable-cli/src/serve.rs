@@ -136,6 +136,13 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         };
         tokio::spawn(Retainer::new(store.clone(), config).run(stop.clone().cancelled_owned()))
     });
+    // In the registry before the server says it listens, so whoever waits for that line
+    // finds the worker there.
+    if let Some(w) = &worker {
+        if let Err(e) = w.register().await {
+            tracing::warn!(error = %e, "could not register the in-process worker");
+        }
+    }
     let worker = worker.map(|w| tokio::spawn(w.run(stop.clone().cancelled_owned())));
 
     let [admin, operator, worker_tokens, reader] = Role::ALL.map(|role| tokens.count(role));

@@ -5,26 +5,6 @@ mod common;
 
 use common::serve::{Server, READER};
 use serde_json::Value;
-use std::time::{Duration, Instant};
-
-/// The registry as `workers --all --json` shows it, once `id` is in it. A server gives no
-/// signal when its worker has registered, so this asks until it has (bounded).
-fn registry_with(server: &Server, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let listed = server.tt(&["workers", "--all", "--json"]).ok().json();
-        let found = listed["workers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w["id"] == id);
-        if found {
-            return listed;
-        }
-        assert!(Instant::now() < deadline, "{id} never registered: {listed}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn serves_worker_is_listed_shown_drained_and_released() {
@@ -36,7 +16,8 @@ fn serves_worker_is_listed_shown_drained_and_released() {
         "--group",
         "blue,green",
     ]);
-    let listed = registry_with(&server, "serve-1");
+    // serve registers its worker before it says it listens.
+    let listed = server.tt(&["workers", "--all", "--json"]).ok().json();
     assert_eq!(listed["live"], 1);
     let w = &listed["workers"][0];
     assert_eq!(w["queues"], Value::Null, "serve's worker takes every queue");

@@ -156,6 +156,21 @@ impl Worker {
         &self.config.identity.id
     }
 
+    /// Writes this worker's row in the registry now, as its first heartbeat does (`run`
+    /// beats again before its first claim), for a process that says it is ready only
+    /// once its worker can be seen there, as `tasktable serve` does.
+    pub async fn register(&self) -> StoreResult<()> {
+        self.store
+            .worker_beat(tasktable_store::WorkerBeatParams {
+                facts: registry::facts(&self.config),
+                address: None,
+                starting: true,
+                now: None,
+            })
+            .await
+            .map(drop)
+    }
+
     /// Events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<WorkerEvent> {
         self.events.subscribe()
