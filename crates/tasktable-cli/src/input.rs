@@ -86,6 +86,18 @@ pub fn json_arg(what: &str, arg: &str) -> Result<Value, CliError> {
     })
 }
 
+/// The `target` a request carries for `--target-worker` and `--target-group` flags:
+/// `None` when neither was given (clap keeps the two apart).
+pub fn target(workers: &[String], groups: &[String]) -> Option<serde_json::Value> {
+    if !workers.is_empty() {
+        Some(serde_json::json!({ "workers": workers }))
+    } else if !groups.is_empty() {
+        Some(serde_json::json!({ "groups": groups }))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

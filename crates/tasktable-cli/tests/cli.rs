@@ -598,6 +598,44 @@ fn edit_applies_each_flag_as_a_change_of_its_own() {
 }
 
 #[test]
+fn targets_are_set_on_submit_shown_and_changed_by_edit() {
+    let server = Server::start(&[]);
+    let id = server.submit(&["render", "--target-group", "gpu", "--target-group", "eu"]);
+    let id_s = id.to_string();
+    // Stored sorted, each name once.
+    assert_eq!(server.task(id)["target"], json!({"groups": ["eu", "gpu"]}));
+    let shown = server.tt(&["show", &id_s]).ok().stdout;
+    assert!(shown.contains("groups eu, gpu"), "{shown}");
+
+    let out = server
+        .tt(&["edit", &id_s, "--target-worker", "render-7"])
+        .ok()
+        .stdout;
+    assert_eq!(
+        out.trim(),
+        format!("task {id}: target set to workers render-7; it is pending")
+    );
+    let doc = server.tt(&["edit", &id_s, "--any-worker", "--json"]).json();
+    assert_eq!(doc["task"]["target"], json!(null));
+
+    // Workers and groups together, or a target and --any-worker, are usage errors; a bad
+    // name is the server's refusal; neither changes the task.
+    for args in [
+        vec!["--target-worker", "a", "--target-group", "g"],
+        vec!["--target-group", "g", "--any-worker"],
+    ] {
+        let run = server.tt(&[&["edit", id_s.as_str()][..], &args].concat());
+        assert_eq!(run.code, 2, "{run:?}");
+    }
+    let bad = server.tt(&["edit", &id_s, "--target-group", "a|b"]);
+    assert_ne!(bad.code, 0, "{bad:?}");
+    assert!(bad.stderr.contains("'|'"), "{bad:?}");
+    let conflict = server.tt(&["submit", "k", "--target-worker", "a", "--target-group", "g"]);
+    assert_eq!(conflict.code, 2, "{conflict:?}");
+    assert_eq!(server.task(id)["target"], json!(null));
+}
+
+#[test]
 fn pause_resume_and_stats_count_tasks_by_queue_and_state() {
     let server = Server::start(&[]);
     server.submit(&["email", "--queue", "mail"]);

@@ -29,6 +29,7 @@ async fn finished_long_ago(store: &dyn Store) -> Vec<i64> {
             limit: 8,
             worker_id: "w".into(),
             worker_host: "h".into(),
+            worker_groups: Vec::new(),
             lease_for: std::time::Duration::from_secs(30),
             now: Some(then),
         })

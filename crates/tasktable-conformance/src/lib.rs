@@ -25,6 +25,8 @@
 //!   archived whole, statistics kept;
 //! - [`workers`] — the worker registry: heartbeats, drains, silent workers marked gone
 //!   and forgotten, queues with work found for workers that take every queue;
+//! - [`targets`] — who may run a task: claims that honour a target and put a worker's own
+//!   tasks first, new targets that take a running task from a worker they leave out;
 //! - [`runtime`] — the real worker on top of the store;
 //! - [`schema`] — migrations.
 //!
@@ -49,6 +51,7 @@ pub mod schedule;
 pub mod schema;
 pub mod stats;
 pub mod submit;
+pub mod targets;
 pub mod workers;
 
 use futures::future::BoxFuture;
@@ -200,6 +203,15 @@ macro_rules! conformance_suite {
             workers::registry::bad_worker_facts_are_refused_and_change_nothing,
             workers::discovery::discovery_finds_each_queue_with_pending_tasks_once,
         );
+        $crate::conformance_suite!(@area $backend, targets, 2;
+            targets::claim::targeted_tasks_go_only_to_the_workers_they_allow,
+            targets::claim::a_worker_takes_its_own_tasks_before_untargeted_ones_of_equal_priority,
+            targets::claim::a_worker_takes_its_own_tasks_first_one_claim_at_a_time,
+            targets::claim::tasks_waiting_for_an_absent_worker_keep_nothing_from_others,
+            targets::change::a_new_target_takes_a_running_task_only_from_a_worker_it_leaves_out,
+            targets::change::a_group_target_takes_a_task_from_a_worker_the_registry_does_not_know,
+            targets::change::waiting_and_finished_tasks_take_a_new_target_and_bad_ones_are_refused,
+        );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,
         );
@@ -221,6 +233,8 @@ macro_rules! conformance_suite {
             runtime::schedules::workers_save_declared_schedules_and_fire_each_slot_once,
             runtime::workers::a_drained_worker_claims_nothing_new_even_after_a_restart_until_released,
             runtime::workers::a_worker_taking_every_queue_runs_tasks_of_queues_it_was_never_told_of,
+            runtime::targets::targeted_tasks_run_only_on_the_workers_they_allow,
+            runtime::targets::a_new_target_stops_the_running_handler_without_spending_an_attempt,
         );
     };
     (@area $backend:ty, $module:ident, $threads:tt;

@@ -53,6 +53,7 @@ pub fn claim_params(queue: &str, kinds: &[&str], limit: u32, now: DateTime<Utc>)
         limit,
         worker_id: "w1".into(),
         worker_host: "host-a".into(),
+        worker_groups: Vec::new(),
         lease_for: LEASE,
         now: Some(now),
     }

@@ -125,3 +125,143 @@ async fn bulk_chunk_never_waits_for_a_row_that_left_its_states() {
     assert_eq!(get(&*s, ids[2]).await.state, TaskState::Running);
     assert_eq!(get(&*s, ids[3]).await.state, TaskState::Held);
 }
+
+/// The claim's plan: each lane reads its own partial index in claim order; tasks aimed at
+/// a worker that is away are read only by the targeted lane, and only by a claimer that
+/// finds too few of its own ahead of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_lane_of_the_claim_reads_its_own_index_and_away_tasks_cost_only_the_targeted_lane() {
+    let Some(db) = Postgres::fresh().await else {
+        return;
+    };
+    let s = db.store().await;
+    let away = tasktable_core::Target::Workers(vec!["away".into()]);
+    let mine = tasktable_core::Target::Workers(vec!["w1".into()]);
+    // 5,000 tasks of high priority for a worker that never comes, then work for anyone
+    // and for w1.
+    for chunk in 0..5 {
+        let tasks = (0..1000)
+            .map(|i| {
+                NewTask::new("k", json!(chunk * 1000 + i))
+                    .priority(9)
+                    .target(away.clone())
+            })
+            .collect();
+        submit_at(&*s, tasks, t0()).await;
+    }
+    let open = submit_at(
+        &*s,
+        (0..2000).map(|i| NewTask::new("k", json!(i))).collect(),
+        t0(),
+    )
+    .await;
+    let own = submit_at(
+        &*s,
+        (0..3)
+            .map(|i| NewTask::new("k", json!(i)).target(mine.clone()))
+            .collect(),
+        t0(),
+    )
+    .await;
+    let mut conn = PgConnection::connect(db.0.url()).await.unwrap();
+    conn.execute("ANALYZE tasktable_tasks").await.unwrap();
+
+    let select = tasktable_sql::hot::expand(
+        include_str!("../../tasktable-postgres/queries/task_claim_select.sql"),
+        &[(
+            "queue_paused",
+            include_str!("../../tasktable-postgres/queries/queue_paused.sql"),
+        )],
+    );
+    let claim = tasktable_sql::hot::expand(
+        include_str!("../../tasktable-postgres/queries/task_claim.sql"),
+        &[("task_claim_select", &select)],
+    );
+    // Runs the claim under EXPLAIN ANALYZE in a transaction that is rolled back: the plan,
+    // and how many rows each lane's index scan read.
+    let explain = |worker: &'static str| {
+        let claim = claim.clone();
+        let url = db.0.url().to_owned();
+        async move {
+            let mut conn = PgConnection::connect(&url).await.unwrap();
+            let mut tx = conn.begin().await.unwrap();
+            let plan: serde_json::Value =
+                sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, FORMAT JSON) {claim}"))
+                    .bind("default")
+                    .bind(Some(at(1)))
+                    .bind(vec!["k".to_string()])
+                    .bind(10_i64)
+                    .bind(30_000_000_i64)
+                    .bind(worker)
+                    .bind("host-a")
+                    .bind(vec!["0".repeat(32); 10])
+                    .bind(vec![format!("|w:{worker}|")])
+                    .fetch_one(&mut *tx)
+                    .await
+                    .unwrap();
+            tx.rollback().await.unwrap();
+            plan
+        }
+    };
+    /// (node type, index, rows returned, rows it dropped by its own filter).
+    type ScanRow = (String, String, u64, u64);
+    fn scans(node: &serde_json::Value, out: &mut Vec<ScanRow>) {
+        if let Some(t) = node.get("Node Type").and_then(|t| t.as_str()) {
+            if t.contains("Scan") && node.get("Relation Name").is_some() {
+                out.push((
+                    t.to_owned(),
+                    node.get("Index Name")
+                        .and_then(|i| i.as_str())
+                        .unwrap_or_default()
+                        .to_owned(),
+                    node["Actual Rows"].as_u64().unwrap_or(0),
+                    node["Rows Removed by Filter"].as_u64().unwrap_or(0),
+                ));
+            }
+        }
+        for child in node
+            .get("Plans")
+            .and_then(|p| p.as_array())
+            .into_iter()
+            .flatten()
+        {
+            scans(child, out);
+        }
+    }
+    for worker in ["w1", "w2"] {
+        let plan = explain(worker).await;
+        let mut found = Vec::new();
+        scans(&plan[0]["Plan"], &mut found);
+        let task_scans: Vec<_> = found
+            .iter()
+            .filter(|(_, index, _, _)| index.starts_with("tasktable_tasks"))
+            .collect();
+        eprintln!(
+            "claim as {worker}: {task_scans:?}, {} ms",
+            plan[0]["Execution Time"]
+        );
+        assert!(
+            !found.iter().any(|(t, _, _, _)| t == "Seq Scan"),
+            "no sequential scan: {found:?}"
+        );
+        let read = |name: &str| {
+            task_scans
+                .iter()
+                .find(|(_, index, _, _)| index == name)
+                .unwrap_or_else(|| panic!("a scan of {name}: {found:?}"))
+                .2
+        };
+        // The untargeted lane stops after its limit, whatever waits for the absent
+        // worker. The targeted lane reads every due targeted task ahead of the claimer's
+        // own (here all of them: it finds fewer than its limit), testing each for the
+        // claimer's names: the cost docs/workers.md describes.
+        assert_eq!(read("tasktable_tasks_claim"), 10);
+        assert_eq!(read("tasktable_tasks_targeted"), 5003);
+    }
+    let got = s
+        .task_claim(claim_params("default", &["k"], 10, at(1)))
+        .await
+        .unwrap();
+    let ids: Vec<i64> = got.iter().map(|t| t.id).collect();
+    assert_eq!(ids, [&own[..], &open[..7]].concat());
+}

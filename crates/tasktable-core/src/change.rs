@@ -3,6 +3,7 @@
 
 use crate::outcome::AttemptOutcome;
 use crate::state::{Operation, TaskState};
+use crate::target::Target;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -28,6 +29,11 @@ pub enum Change {
     EditPayload {
         payload: Value,
     },
+    /// Who may run the task. A running task whose worker the new target leaves out is
+    /// taken from it ([`Change::effect_on`]).
+    SetTarget {
+        target: Target,
+    },
     Hold,
     Release,
 }
@@ -47,9 +53,25 @@ pub struct ChangeEffect {
     pub priority: Option<i32>,
     pub max_attempts: Option<u32>,
     pub payload: Option<Value>,
+    /// The new target; `Some(Target::Any)` clears it.
+    pub target: Option<Target>,
+    /// `attempt` one lower: the running attempt that ends here is not spent.
+    pub give_back_attempt: bool,
     /// The running attempt ends here: its history row gets this outcome and error.
     pub ends_attempt: Option<(AttemptOutcome, &'static str)>,
 }
+
+/// The worker running a task, as a change of target sees it: its id, and its groups as
+/// the registry holds them (none when the registry does not know it).
+#[derive(Debug, Clone, Copy)]
+pub struct Runner<'a> {
+    pub id: &'a str,
+    pub groups: &'a [String],
+}
+
+/// The error a running attempt's history row gets when a new target leaves its worker
+/// out.
+pub const RETARGETED: &str = "the task's target changed and no longer includes this worker";
 
 impl Change {
     pub fn operation(&self) -> Operation {
@@ -60,6 +82,7 @@ impl Change {
             Change::SetPriority { .. } => Operation::SetPriority,
             Change::SetMaxAttempts { .. } => Operation::SetMaxAttempts,
             Change::EditPayload { .. } => Operation::EditPayload,
+            Change::SetTarget { .. } => Operation::SetTarget,
             Change::Hold => Operation::Hold,
             Change::Release => Operation::Release,
         }
@@ -67,14 +90,45 @@ impl Change {
 
     /// Whether tasks this change touches may become due, so idle workers should look.
     pub fn may_make_due(&self) -> bool {
+        // A new target may take a running task back, or let waiting workers have one.
         matches!(
             self,
-            Change::Retry | Change::Release | Change::Reschedule { .. }
+            Change::Retry | Change::Release | Change::Reschedule { .. } | Change::SetTarget { .. }
         )
     }
 
+    /// What this change does, at `now`, to a task in state `from` that `runner` runs (if
+    /// it is running); `None` when the change may not start from there. Only a new target
+    /// looks at the runner: one it leaves out (or one the registry does not know, when the
+    /// target names groups) loses the task, which goes back to pending due now, its
+    /// attempt given back; the worker learns it at its next fenced write.
+    pub fn effect_on(
+        &self,
+        from: TaskState,
+        runner: Option<Runner<'_>>,
+        now: DateTime<Utc>,
+    ) -> Option<ChangeEffect> {
+        let effect = self.effect(from, now)?;
+        let Change::SetTarget { target } = self else {
+            return Some(effect);
+        };
+        let allowed = runner.is_some_and(|r| target.allows(r.id, r.groups));
+        if from != TaskState::Running || allowed {
+            return Some(effect);
+        }
+        Some(ChangeEffect {
+            state: Some(TaskState::Pending),
+            run_at: Some(now),
+            end_lease: true,
+            give_back_attempt: true,
+            ends_attempt: Some((AttemptOutcome::Retargeted, RETARGETED)),
+            ..effect
+        })
+    }
+
     /// What this change does, at `now`, to a task in state `from`; `None` when the change
-    /// may not start from there.
+    /// may not start from there. A new target of a running task is written as it is here;
+    /// [`Change::effect_on`] also decides whether its worker may keep it.
     pub fn effect(&self, from: TaskState, now: DateTime<Utc>) -> Option<ChangeEffect> {
         if !self.operation().can_apply(from) {
             return None;
@@ -112,6 +166,10 @@ impl Change {
                 payload: Some(payload.clone()),
                 ..keep
             },
+            Change::SetTarget { target } => ChangeEffect {
+                target: Some(target.clone()),
+                ..keep
+            },
             Change::Hold => ChangeEffect {
                 state: Some(TaskState::Held),
                 ..keep
@@ -142,6 +200,9 @@ mod tests {
             Change::SetMaxAttempts { max_attempts: 4 },
             Change::EditPayload {
                 payload: serde_json::json!({"a": 1}),
+            },
+            Change::SetTarget {
+                target: Target::Groups(vec!["gpu".into()]),
             },
             Change::Hold,
             Change::Release,
@@ -205,5 +266,59 @@ mod tests {
         let cancel = Change::Cancel.effect(TaskState::Pending, now()).unwrap();
         assert!(cancel.end_lease);
         assert_eq!(cancel.finished_at, Some(Some(now())));
+    }
+
+    #[test]
+    fn a_new_target_takes_a_running_task_only_from_a_worker_it_leaves_out() {
+        let gpu = vec!["gpu".to_string()];
+        let to_gpu = Change::SetTarget {
+            target: Target::Groups(gpu.clone()),
+        };
+        let member = Runner {
+            id: "w1",
+            groups: &gpu,
+        };
+        let outsider = Runner {
+            id: "w2",
+            groups: &[],
+        };
+        let kept = to_gpu
+            .effect_on(TaskState::Running, Some(member), now())
+            .unwrap();
+        assert_eq!(kept.state, None);
+        assert_eq!(kept.target, Some(Target::Groups(gpu.clone())));
+        assert!(kept.ends_attempt.is_none());
+        for runner in [Some(outsider), None] {
+            let taken = to_gpu.effect_on(TaskState::Running, runner, now()).unwrap();
+            assert_eq!(taken.state, Some(TaskState::Pending));
+            assert!(taken.give_back_attempt && taken.end_lease);
+            assert_eq!(taken.run_at, Some(now()));
+            assert_eq!(
+                taken.ends_attempt,
+                Some((AttemptOutcome::Retargeted, RETARGETED))
+            );
+            assert!(!AttemptOutcome::Retargeted.spends_attempt());
+            assert!(Operation::SetTarget
+                .leads_to(TaskState::Running)
+                .contains(&TaskState::Pending));
+        }
+        // Waiting tasks only get the new target, whoever ran them before.
+        let pending = to_gpu
+            .effect_on(TaskState::Pending, Some(outsider), now())
+            .unwrap();
+        assert_eq!(pending.state, None);
+        assert!(!pending.give_back_attempt);
+        // Any other change ignores the runner.
+        for change in every_change() {
+            if matches!(change, Change::SetTarget { .. }) {
+                continue;
+            }
+            for from in TaskState::ALL {
+                assert_eq!(
+                    change.effect_on(from, Some(outsider), now()),
+                    change.effect(from, now())
+                );
+            }
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! sends a failed attempt back to `pending` or ends the task: [`outcome::attempts_left`]),
 //! the retry/backoff maths ([`Backoff`]), when a recurring schedule's slots fall and which
 //! to fire after a pause ([`schedule`]), who a worker is and what its registry state
-//! means ([`worker`]), and what becomes of text a worker writes on its
+//! means ([`worker`]), who may run a task ([`target`]), and what becomes of text a worker writes on its
 //! way into a row ([`stored`]).
 //!
 //! Must not know: SQL, any database, tokio, or the time of day. Every function here is
@@ -20,6 +20,7 @@ pub mod retention;
 pub mod schedule;
 pub mod state;
 pub mod stored;
+pub mod target;
 pub mod task;
 pub mod worker;
 
@@ -27,6 +28,7 @@ pub use backoff::Backoff;
 pub use change::{Change, ChangeEffect};
 pub use outcome::{AttemptOutcome, FinishAction, HandlerOutcome};
 pub use state::{Operation, TaskState};
+pub use target::Target;
 pub use task::{
     Attempt, InvalidTask, Lease, LeaseCredential, MalformedCredential, NewTask, Task, TaskId,
 };

@@ -49,10 +49,12 @@ pub enum AttemptOutcome {
     Cancelled,
     /// The worker shut down before the handler finished; no attempt spent.
     Interrupted,
+    /// An operator changed the task's target to leave its worker out; no attempt spent.
+    Retargeted,
 }
 
 impl AttemptOutcome {
-    pub const ALL: [AttemptOutcome; 8] = [
+    pub const ALL: [AttemptOutcome; 9] = [
         AttemptOutcome::Succeeded,
         AttemptOutcome::Error,
         AttemptOutcome::Failed,
@@ -61,6 +63,7 @@ impl AttemptOutcome {
         AttemptOutcome::Snoozed,
         AttemptOutcome::Cancelled,
         AttemptOutcome::Interrupted,
+        AttemptOutcome::Retargeted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -73,7 +76,17 @@ impl AttemptOutcome {
             AttemptOutcome::Snoozed => "snoozed",
             AttemptOutcome::Cancelled => "cancelled",
             AttemptOutcome::Interrupted => "interrupted",
+            AttemptOutcome::Retargeted => "retargeted",
         }
+    }
+
+    /// Whether an attempt that ended this way counts against `max_attempts`: snoozes,
+    /// interruptions and a new target give theirs back.
+    pub fn spends_attempt(self) -> bool {
+        !matches!(
+            self,
+            AttemptOutcome::Snoozed | AttemptOutcome::Interrupted | AttemptOutcome::Retargeted
+        )
     }
 }
 

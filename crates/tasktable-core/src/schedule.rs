@@ -307,6 +307,9 @@ pub struct TaskTemplate {
     /// Longest one attempt may run (`timeout_ms`).
     #[serde(default, rename = "timeout_ms", with = "optional_millis")]
     pub timeout: Option<Duration>,
+    /// Who may run the fired tasks; any worker when absent.
+    #[serde(default, skip_serializing_if = "crate::Target::is_any")]
+    pub target: crate::Target,
 }
 
 fn default_queue() -> String {
@@ -362,6 +365,7 @@ impl TaskTemplate {
             backoff: self.backoff,
             timeout: self.timeout,
             held: false,
+            target: self.target.clone(),
         }
     }
 

@@ -97,6 +97,9 @@ pub enum Operation {
     SetMaxAttempts,
     /// Operator: replace the payload. Never while a worker holds the task.
     EditPayload,
+    /// Operator: change who may run the task. A running task whose worker the new target
+    /// leaves out goes back to pending, its attempt given back.
+    SetTarget,
     /// Operator: keep a pending task from running.
     Hold,
     /// Operator: let a held task run.
@@ -104,7 +107,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 10] = [
+    pub const ALL: [Operation; 11] = [
         Operation::Claim,
         Operation::Finish,
         Operation::Cancel,
@@ -113,6 +116,7 @@ impl Operation {
         Operation::SetPriority,
         Operation::SetMaxAttempts,
         Operation::EditPayload,
+        Operation::SetTarget,
         Operation::Hold,
         Operation::Release,
     ];
@@ -128,6 +132,7 @@ impl Operation {
             Operation::Reschedule => &[Held, Pending],
             Operation::SetPriority | Operation::SetMaxAttempts => &[Held, Pending, Running],
             Operation::EditPayload => &[Held, Pending, Failed, Cancelled],
+            Operation::SetTarget => &[Held, Pending, Running, Failed, Cancelled],
             Operation::Hold => &[Pending],
             Operation::Release => &[Held],
         }
@@ -146,10 +151,13 @@ impl Operation {
             Operation::Finish => &[Succeeded, Pending, Failed, Cancelled],
             Operation::Cancel => &[Cancelled],
             Operation::Retry => &[Pending],
+            // A worker the new target leaves out is stopped and the task waits again.
+            Operation::SetTarget if from == Running => &[Running, Pending],
             Operation::Reschedule
             | Operation::SetPriority
             | Operation::SetMaxAttempts
-            | Operation::EditPayload => match from {
+            | Operation::EditPayload
+            | Operation::SetTarget => match from {
                 Held => &[Held],
                 Pending => &[Pending],
                 Running => &[Running],
@@ -176,6 +184,7 @@ impl Operation {
             Operation::SetPriority => "set_priority",
             Operation::SetMaxAttempts => "set_max_attempts",
             Operation::EditPayload => "edit_payload",
+            Operation::SetTarget => "set_target",
             Operation::Hold => "hold",
             Operation::Release => "release",
         }
@@ -212,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn only_claim_enters_running_and_only_finish_or_cancel_leaves_it() {
+    fn only_claim_enters_running_and_only_finish_cancel_or_a_new_target_leaves_it() {
         for op in Operation::ALL {
             for from in TaskState::ALL {
                 let to = op.leads_to(from);
@@ -220,7 +229,13 @@ mod tests {
                     assert_eq!(op, Operation::Claim);
                 }
                 if from == TaskState::Running && to.iter().any(|s| *s != TaskState::Running) {
-                    assert!(matches!(op, Operation::Finish | Operation::Cancel), "{op}");
+                    assert!(
+                        matches!(
+                            op,
+                            Operation::Finish | Operation::Cancel | Operation::SetTarget
+                        ),
+                        "{op}"
+                    );
                 }
             }
         }

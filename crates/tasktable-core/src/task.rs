@@ -4,6 +4,7 @@
 use crate::backoff::{Backoff, InvalidBackoff};
 use crate::outcome::AttemptOutcome;
 use crate::state::TaskState;
+use crate::target::{InvalidTarget, Target};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -47,6 +48,9 @@ pub struct NewTask {
     pub timeout: Option<Duration>,
     /// Create in `held`: the task waits for an explicit release.
     pub held: bool,
+    /// Who may run it; any worker by default.
+    #[serde(default)]
+    pub target: Target,
 }
 
 impl NewTask {
@@ -65,6 +69,7 @@ impl NewTask {
             backoff: Backoff::default(),
             timeout: None,
             held: false,
+            target: Target::Any,
         }
     }
 
@@ -108,6 +113,10 @@ impl NewTask {
         self.held = held;
         self
     }
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = target;
+        self
+    }
 
     /// Checks everything that can be checked without a database.
     pub fn validate(&self) -> Result<(), InvalidTask> {
@@ -136,6 +145,7 @@ impl NewTask {
             }
         }
         self.backoff.validate()?;
+        self.target.validate()?;
         if crate::stored::contains_nul(&self.payload) {
             return Err(InvalidTask::Nul("payload"));
         }
@@ -176,6 +186,8 @@ pub enum InvalidTask {
     Timeout(Duration),
     #[error(transparent)]
     Backoff(#[from] InvalidBackoff),
+    #[error(transparent)]
+    Target(#[from] InvalidTarget),
     #[error("{0} contains a NUL character (\\u0000), which PostgreSQL cannot store; tasktable refuses it on every backend")]
     Nul(&'static str),
 }
@@ -222,6 +234,9 @@ pub struct Task {
     pub schedule_id: Option<i64>,
     /// The slot of that schedule this task was fired for.
     pub slot_at: Option<DateTime<Utc>>,
+    /// Who may run it.
+    #[serde(default)]
+    pub target: Target,
 }
 
 impl Task {
@@ -234,10 +249,13 @@ impl Task {
         }
     }
 
-    /// Claim order: higher priority first, then earlier `run_at`, then lower id.
+    /// Claim order: higher priority first; among equal priority, tasks aimed at the
+    /// claimer (a claim returns only targeted tasks that are) before untargeted ones;
+    /// then earlier `run_at`, then lower id.
     pub fn claim_order(a: &Task, b: &Task) -> std::cmp::Ordering {
         b.priority
             .cmp(&a.priority)
+            .then(a.target.is_any().cmp(&b.target.is_any()))
             .then(a.run_at.cmp(&b.run_at))
             .then(a.id.cmp(&b.id))
     }

@@ -130,6 +130,8 @@ pub struct WorkerFacts {
 pub enum InvalidWorker {
     #[error("{field} must be 1 to {MAX_NAME_CHARS} characters, not all whitespace, without control characters")]
     Name { field: &'static str },
+    #[error("{field} must be 1 to {MAX_NAME_CHARS} characters, not all whitespace, without control characters or '|'")]
+    Member { field: &'static str },
     #[error("at most {max} {field}")]
     TooMany { field: &'static str, max: usize },
     #[error("capacity must be at least 1")]
@@ -144,14 +146,14 @@ pub fn valid_name(s: &str) -> bool {
 
 impl WorkerFacts {
     pub fn validate(&self) -> Result<(), InvalidWorker> {
-        for (field, value) in [
-            ("id", &self.id),
-            ("host", &self.host),
-            ("version", &self.version),
-        ] {
+        for (field, value) in [("host", &self.host), ("version", &self.version)] {
             if !valid_name(value) {
                 return Err(InvalidWorker::Name { field });
             }
+        }
+        // Targets name workers and groups between '|' separators (crate::target).
+        if !crate::target::valid_member(&self.id) {
+            return Err(InvalidWorker::Member { field: "id" });
         }
         if self.groups.len() > MAX_GROUPS {
             return Err(InvalidWorker::TooMany {
@@ -159,8 +161,8 @@ impl WorkerFacts {
                 max: MAX_GROUPS,
             });
         }
-        if self.groups.iter().any(|g| !valid_name(g)) {
-            return Err(InvalidWorker::Name { field: "a group" });
+        if self.groups.iter().any(|g| !crate::target::valid_member(g)) {
+            return Err(InvalidWorker::Member { field: "a group" });
         }
         if let Queues::Listed(q) = &self.queues {
             if q.is_empty() || q.len() > MAX_QUEUES {
@@ -235,7 +237,15 @@ mod tests {
         assert_eq!(facts().validate(), Ok(()));
         let mut f = facts();
         f.id = String::new();
-        assert_eq!(f.validate(), Err(InvalidWorker::Name { field: "id" }));
+        assert_eq!(f.validate(), Err(InvalidWorker::Member { field: "id" }));
+        f.id = "a|b".into();
+        assert_eq!(f.validate(), Err(InvalidWorker::Member { field: "id" }));
+        f = facts();
+        f.groups = vec!["gpu|eu".into()];
+        assert_eq!(
+            f.validate(),
+            Err(InvalidWorker::Member { field: "a group" })
+        );
         f = facts();
         f.host = "a\nb".into();
         assert_eq!(f.validate(), Err(InvalidWorker::Name { field: "host" }));

@@ -78,8 +78,34 @@ pub fn change_from(op: &str, form: &HashMap<String, String>) -> Result<Change, S
                 .parse()
                 .map_err(|_| "max attempts must be a positive whole number".to_owned())?,
         },
+        "set-target" => Change::SetTarget {
+            target: target_from(form)?,
+        },
         other => return Err(format!("unknown operation {other:?}")),
     })
+}
+
+/// The target form: `runs_on` (`any`, `workers` or `groups`) and `names`, separated by
+/// commas. The names are checked by the store, as the API's are.
+fn target_from(form: &HashMap<String, String>) -> Result<tasktable_core::Target, String> {
+    use tasktable_core::Target;
+    let names: Vec<String> = form
+        .get("names")
+        .map(|n| {
+            n.split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    match form.get("runs_on").map(String::as_str) {
+        Some("any") => Ok(Target::Any),
+        Some("workers") if !names.is_empty() => Ok(Target::Workers(names)),
+        Some("groups") if !names.is_empty() => Ok(Target::Groups(names)),
+        Some("workers" | "groups") => Err("name at least one worker or group".to_owned()),
+        _ => Err("runs_on must be any, workers or groups".to_owned()),
+    }
 }
 
 pub async fn task_action(

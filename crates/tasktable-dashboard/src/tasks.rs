@@ -8,7 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use maud::{html, Markup};
 use serde::Deserialize;
-use tasktable_core::{TaskId, TaskState};
+use tasktable_core::{Target, TaskId, TaskState};
 use tasktable_store::{ListParams, TaskFilter};
 
 /// Tasks shown on one page of the list.
@@ -154,7 +154,7 @@ pub async fn tasks(
             button type="submit" { "Filter" }
         }
         table id="tasks" {
-            thead { tr { th { "ID" } th { "State" } th { "Kind" } th { "Queue" } th { "Key" } th.num { "Attempt" } th { "Run at" } th { "Last error" } } }
+            thead { tr { th { "ID" } th { "State" } th { "Kind" } th { "Queue" } th { "Key" } th { "Target" } th.num { "Attempt" } th { "Run at" } th { "Last error" } } }
             tbody {
                 @for t in &tasks_page.tasks {
                     tr {
@@ -162,12 +162,13 @@ pub async fn tasks(
                         td { (state_badge(t.state)) }
                         td { (t.kind) } td { (t.queue) }
                         td { (t.key.as_deref().unwrap_or("")) }
+                        td { @if !t.target.is_any() { (target_text(&t.target)) } }
                         td.num { (t.attempt) "/" (t.max_attempts) }
                         td { (time(Some(t.run_at))) }
                         td.err { (t.last_error.as_deref().map(|e| e.chars().take(120).collect::<String>()).unwrap_or_default()) }
                     }
                 }
-                @if tasks_page.tasks.is_empty() { tr { td colspan="8" .muted { "No task matches." } } }
+                @if tasks_page.tasks.is_empty() { tr { td colspan="9" .muted { "No task matches." } } }
             }
         }
         @if let Some(next) = tasks_page.next {
@@ -234,6 +235,14 @@ pub async fn task(
                 (act("reschedule", "Reschedule", false, html! { input type="datetime-local" name="run_at" step="1" required; span.muted { "UTC" } }))
                 (act("set-priority", "Set priority", false, html! { input type="number" name="priority" value=(task.priority) class="narrow"; }))
                 (act("set-max-attempts", "Set max attempts", false, html! { input type="number" name="max_attempts" min="1" value=(task.max_attempts) class="narrow"; }))
+                (act("set-target", "Set target", false, html! {
+                    select name="runs_on" {
+                        option value="any" selected[task.target.is_any()] { "any worker" }
+                        option value="workers" selected[matches!(task.target, Target::Workers(_))] { "workers" }
+                        option value="groups" selected[matches!(task.target, Target::Groups(_))] { "groups" }
+                    }
+                    input name="names" placeholder="names, comma-separated" value=(target_names(&task.target));
+                }))
             }
         }
         dl {
@@ -242,6 +251,7 @@ pub async fn task(
             dt { "Key" } dd { (task.key.as_deref().unwrap_or("—")) }
             dt { "Idempotency key" } dd { (task.idempotency_key.as_deref().unwrap_or("—")) }
             dt { "Priority" } dd { (task.priority) }
+            dt { "Target" } dd id="target" { (target_text(&task.target)) }
             dt { "Attempt" } dd { (task.attempt) " of " (task.max_attempts) }
             dt { "Run at" } dd { (time(Some(task.run_at))) }
             dt { "Worker" } dd { (task.worker_id.as_deref().unwrap_or("—")) " on " (task.worker_host.as_deref().unwrap_or("—")) }
@@ -275,4 +285,20 @@ pub async fn task(
         }
     };
     page(&format!("Task {id}"), "Tasks", Some(&session), false, body).into_response()
+}
+
+/// Who may run a task, for people.
+fn target_text(target: &Target) -> String {
+    match target {
+        Target::Any => "any worker".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// The names of a target, as the set-target form takes them.
+fn target_names(target: &Target) -> String {
+    match target {
+        Target::Any => String::new(),
+        Target::Workers(n) | Target::Groups(n) => n.join(", "),
+    }
 }

@@ -15,6 +15,7 @@ on_every_backend!(
     bulk_actions_show_how_many_tasks_they_touch_then_apply,
     a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_widening_it,
     readers_see_secret_payload_fields_redacted,
+    an_operator_sets_and_clears_a_target_and_a_bad_one_changes_nothing,
 );
 
 async fn readers_see_secret_payload_fields_redacted(backend: &str) {
@@ -265,4 +266,63 @@ async fn a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_w
         )
         .await;
     assert!(html.contains("<strong>1</strong> task "), "{html}");
+}
+
+async fn an_operator_sets_and_clears_a_target_and_a_bad_one_changes_nothing(backend: &str) {
+    use tasktable_core::Target;
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    let id = ui
+        .submit(
+            NewTask::new("render", serde_json::json!(1)).target(Target::Groups(vec!["gpu".into()])),
+        )
+        .await;
+    let (client, _) = ui.sign_in(OPERATOR).await;
+    let html = ui.page(&client, &format!("/ui/tasks/{id}")).await;
+    assert!(
+        html.contains("groups gpu"),
+        "the task page shows the target"
+    );
+    let list = ui.page(&client, "/ui/tasks").await;
+    assert!(list.contains("groups gpu"), "the list shows it too");
+    let token = csrf(&html);
+    let target = |ui: &Ui| {
+        let store = ui.store.clone();
+        async move { store.task_get(id).await.unwrap().unwrap().target }
+    };
+    let post = |runs_on: &'static str, names: &'static str| {
+        let client = client.clone();
+        let url = format!("{}/ui/tasks/{id}/set-target", ui.base);
+        let token = token.clone();
+        async move {
+            let resp = client
+                .post(url)
+                .form(&[
+                    ("csrf", token.as_str()),
+                    ("runs_on", runs_on),
+                    ("names", names),
+                ])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+            resp.headers()["location"].to_str().unwrap().to_owned()
+        }
+    };
+    post("workers", "w1, w2").await;
+    assert_eq!(
+        target(&ui).await,
+        Target::Workers(vec!["w1".into(), "w2".into()])
+    );
+    for (runs_on, names) in [("groups", ""), ("groups", "a|b"), ("hosts", "x")] {
+        let to = post(runs_on, names).await;
+        assert!(to.contains("error="), "{runs_on} {names:?}: {to}");
+    }
+    assert_eq!(
+        target(&ui).await,
+        Target::Workers(vec!["w1".into(), "w2".into()])
+    );
+    post("any", "").await;
+    assert_eq!(target(&ui).await, Target::Any);
 }

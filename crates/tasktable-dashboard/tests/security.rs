@@ -522,6 +522,7 @@ async fn the_workers_page_reads_at_most_the_cap_and_says_it_shows_part(backend: 
                 limit: 6,
                 worker_id: worker.into(),
                 worker_host: "host-1".into(),
+                worker_groups: Vec::new(),
                 lease_for: Duration::from_secs(600),
                 now: None,
             })

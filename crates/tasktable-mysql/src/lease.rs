@@ -15,7 +15,7 @@ use crate::sql::{get_many, marks, text, Row, MAX_IN_LIST};
 use sqlx::{MySqlConnection, MySqlPool, Row as _};
 use std::collections::HashMap;
 use std::sync::LazyLock;
-use tasktable_core::{Lease, Task, TaskId};
+use tasktable_core::{Lease, Target, Task, TaskId};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
 use tasktable_store::*;
@@ -44,15 +44,27 @@ pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<V
         return Ok(Vec::new());
     }
     let now = clock::now(conn, p.now).await?;
-    let select = CLAIM_SELECT.replace("{kinds}", &marks(p.kinds.len()));
+    let needles = Target::needles(&p.worker_id, &p.worker_groups);
+    let select = CLAIM_SELECT
+        .replace("{kinds}", &marks(p.kinds.len()))
+        .replace("{needles}", &needle_tests(needles.len()));
+    let limit = i64::from(p.limit);
     let mut q = sqlx::query_scalar(&select)
         .bind(&p.queue)
         .bind(clock::at(now));
     for kind in &p.kinds {
         q = q.bind(kind);
     }
+    q = q.bind(limit).bind(&p.queue).bind(clock::at(now));
+    for kind in &p.kinds {
+        q = q.bind(kind);
+    }
+    for needle in &needles {
+        q = q.bind(needle);
+    }
     let mut ids: Vec<TaskId> = q
-        .bind(i64::from(p.limit))
+        .bind(limit)
+        .bind(limit)
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;
@@ -85,6 +97,11 @@ pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<V
     Ok(tasks)
 }
 
+/// `INSTR(target, ?) > 0` once per needle, joined by OR.
+fn needle_tests(n: usize) -> String {
+    vec!["INSTR(target, ?) > 0"; n].join(" OR ")
+}
+
 /// The lease columns and expiry of the given tasks, read on `conn`.
 async fn lease_rows(
     conn: &mut MySqlConnection,
@@ -105,6 +122,7 @@ async fn lease_rows(
                         state: state(text(&r, "state")?)?,
                         token: r.try_get("lease_token").map_err(db)?,
                         credential: credential_from_db(text(&r, "lease_credential")?)?,
+                        last_outcome: outcome_from_db(text(&r, "last_outcome")?),
                     },
                     r.try_get("lease_expires_at").map_err(db)?,
                 ),

@@ -67,6 +67,7 @@ pub async fn insert(
             .bind(t.timeout.map(|d| d.as_millis() as i64))
             .bind(clock::at(now))
             .bind(clock::at(now))
+            .bind(t.target.to_column())
             .execute(&mut *conn)
             .await
             .map_err(db);

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Row as _};
 use std::collections::HashMap;
 use std::sync::LazyLock;
-use tasktable_core::{Lease, Task, TaskId};
+use tasktable_core::{Lease, Target, Task, TaskId};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
 use tasktable_sql::rules;
@@ -73,6 +73,7 @@ pub async fn claim(pool: &PgPool, p: ClaimParams) -> StoreResult<Vec<Task>> {
                 .map(|c| c.to_hex())
                 .collect::<Vec<_>>(),
         )
+        .bind(Target::needles(&p.worker_id, &p.worker_groups))
         .fetch_all(pool)
         .await
         .map_err(db)?;
@@ -105,6 +106,7 @@ async fn lost_statuses(pool: &PgPool, leases: &[Lease]) -> StoreResult<Vec<Lease
                 state: state(r.try_get("state").map_err(db)?)?,
                 token: r.try_get("lease_token").map_err(db)?,
                 credential: credential_from_db(r.try_get("lease_credential").map_err(db)?)?,
+                last_outcome: outcome_from_db(r.try_get("last_outcome").map_err(db)?),
             },
         );
     }

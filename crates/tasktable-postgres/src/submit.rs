@@ -101,6 +101,12 @@ pub async fn insert(
                 .collect::<Vec<_>>(),
         )
         .bind(now)
+        .bind(
+            tasks
+                .iter()
+                .map(|t| t.target.to_column())
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;

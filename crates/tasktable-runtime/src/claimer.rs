@@ -162,6 +162,7 @@ impl Claimer {
                     limit: free as u32,
                     worker_id: shared.config.identity.id.clone(),
                     worker_host: shared.config.identity.host.clone(),
+                    worker_groups: shared.config.groups.clone(),
                     lease_for: shared.config.lease_for,
                     now: None,
                 })

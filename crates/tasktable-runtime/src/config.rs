@@ -27,7 +27,8 @@ pub struct WorkerConfig {
     ///
     /// [`Store::queue_discover`]: tasktable_store::Store::queue_discover
     pub all_queues: bool,
-    /// The groups this worker belongs to, shown in the registry. Default none.
+    /// The groups this worker belongs to: shown in the registry, and it takes tasks aimed
+    /// at any of them. Default none.
     pub groups: Vec<String>,
     /// Time between heartbeats to the worker registry (±20 % jitter). Default 5 s.
     pub heartbeat_interval: Duration,

@@ -17,6 +17,9 @@ pub enum StopReason {
     LeaseLost,
     /// An operator cancelled the task.
     Cancelled,
+    /// An operator changed the task's target to leave this worker out: the task waits for
+    /// an allowed worker, and this attempt is not spent.
+    Retargeted,
     /// The worker is shutting down and the grace period is over.
     Shutdown,
 }
@@ -154,6 +157,10 @@ impl TaskContext {
             LeaseStatus::Cancelled => {
                 self.stop(StopReason::Cancelled);
                 Err(ContextError::Stopped(StopReason::Cancelled))
+            }
+            LeaseStatus::Retargeted => {
+                self.stop(StopReason::Retargeted);
+                Err(ContextError::Stopped(StopReason::Retargeted))
             }
             LeaseStatus::Lost => {
                 self.stop(StopReason::LeaseLost);

@@ -48,8 +48,13 @@ pub(crate) async fn execute(
         }),
     };
     metrics.ran_for(started.elapsed());
-    if matches!(ending, Ending::Stopped(StopReason::LeaseLost)) {
-        metrics.lease_lost();
+    match ending {
+        Ending::Stopped(StopReason::LeaseLost) => metrics.lease_lost(),
+        // The operator's change recorded this attempt's end; the worker counts it.
+        Ending::Stopped(StopReason::Retargeted) => {
+            metrics.recorded(tasktable_core::AttemptOutcome::Retargeted)
+        }
+        _ => {}
     }
     let plan = match ending {
         Ending::Returned(outcome) => Some(FinishPlan::for_handler(

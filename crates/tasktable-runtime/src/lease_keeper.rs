@@ -43,6 +43,7 @@ pub(crate) async fn renew_once(shared: &Shared) {
                     match status {
                         LeaseStatus::Held { .. } => shared.mark_renewed(ctx.task_id(), asked_at),
                         LeaseStatus::Cancelled => ctx.stop(StopReason::Cancelled),
+                        LeaseStatus::Retargeted => ctx.stop(StopReason::Retargeted),
                         LeaseStatus::Lost => ctx.stop(StopReason::LeaseLost),
                     }
                 }

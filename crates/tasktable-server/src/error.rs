@@ -73,6 +73,18 @@ impl ApiError {
             format!("task {id} was cancelled by an operator; stop working on it"),
         )
     }
+
+    /// An operator changed the task's target to leave out the worker holding this lease.
+    pub fn task_retargeted(id: i64) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "task_retargeted",
+            format!(
+                "task {id} was given a target that leaves this worker out; stop working on it \
+                 (the attempt is not spent)"
+            ),
+        )
+    }
 }
 
 impl IntoResponse for ApiError {

@@ -18,8 +18,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
+use tasktable_core::target::valid_member;
 use tasktable_core::task::{DEFAULT_QUEUE, MAX_DELAY, MAX_NAME_LEN};
-use tasktable_core::{Lease, LeaseCredential, TaskId};
+use tasktable_core::worker::{MAX_GROUPS, MAX_NAME_CHARS};
+use tasktable_core::{Lease, LeaseCredential, TaskId, TaskState};
 use tasktable_store::{
     lost_lease_status, CheckpointParams, ClaimParams, FinishItem, FinishParams, LeaseRow,
     LeaseStatus, RenewParams,
@@ -44,6 +46,9 @@ pub struct ClaimRequest {
     worker_id: String,
     #[serde(default)]
     worker_host: Option<String>,
+    /// The groups the caller belongs to: it may take tasks aimed at any of them.
+    #[serde(default)]
+    groups: Vec<String>,
     #[serde(default, deserialize_with = "crate::whole::optional")]
     limit: Option<u32>,
     #[serde(default, deserialize_with = "crate::whole::optional")]
@@ -129,8 +134,20 @@ pub async fn claim(
             wait.as_millis()
         )));
     }
+    if req.groups.len() > MAX_GROUPS {
+        return Err(ApiError::invalid(format!(
+            "groups lists at most {MAX_GROUPS} names, not {}",
+            req.groups.len()
+        )));
+    }
+    if req.groups.iter().any(|g| !valid_member(g)) {
+        return Err(ApiError::invalid(format!(
+            "each of groups is 1 to {MAX_NAME_CHARS} characters, not all whitespace, without control characters or '|'"
+        )));
+    }
     let params = ClaimParams {
         worker_host: req.worker_host.unwrap_or_else(|| "remote".to_owned()),
+        worker_groups: req.groups,
         queue,
         kinds: req.kinds,
         limit,
@@ -243,6 +260,7 @@ impl LeaseRequest {
 fn status_error(id: TaskId, status: LeaseStatus) -> ApiError {
     match status {
         LeaseStatus::Cancelled => ApiError::task_cancelled(id),
+        LeaseStatus::Retargeted => ApiError::task_retargeted(id),
         _ => ApiError::lease_lost(id),
     }
 }
@@ -361,10 +379,21 @@ async fn finish(state: &AppState, lease: Lease, plan: FinishPlan) -> ApiResult<R
         .await?;
     let task = state.store.task_get(lease.task_id).await?;
     if applied.first() != Some(&true) {
+        // A pending task's latest attempt tells a lease taken back by a new target.
+        let last_outcome = match &task {
+            Some(t) if t.state == TaskState::Pending => state
+                .store
+                .attempt_list(t.id)
+                .await?
+                .last()
+                .map(|a| a.outcome),
+            _ => None,
+        };
         let row = task.map(|t| LeaseRow {
             state: t.state,
             token: t.lease_token,
             credential: t.lease_credential,
+            last_outcome,
         });
         return Err(status_error(lease.task_id, lost_lease_status(lease, row)));
     }

@@ -3,7 +3,7 @@
 //! integers as JSON means them ([`whole`](crate::whole)), so the OpenAPI document can
 //! describe exactly what is accepted; the rules themselves are core's.
 
-use crate::wire::BackoffSpec;
+use crate::wire::{BackoffSpec, TargetSpec};
 use chrono::{DateTime, FixedOffset, NaiveTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -33,6 +33,8 @@ pub struct TemplateBody {
     backoff: Option<BackoffSpec>,
     #[serde(default, deserialize_with = "crate::whole::optional")]
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    target: Option<TargetSpec>,
 }
 
 impl From<TemplateBody> for TaskTemplate {
@@ -47,6 +49,7 @@ impl From<TemplateBody> for TaskTemplate {
             max_attempts: b.max_attempts.unwrap_or(defaults.max_attempts),
             backoff: b.backoff.map_or(defaults.backoff, Into::into),
             timeout: b.timeout_ms.map(Duration::from_millis),
+            target: TargetSpec::into_target(b.target),
         }
     }
 }
@@ -212,6 +215,8 @@ pub struct TemplateView {
     pub max_attempts: u32,
     pub backoff: BackoffSpec,
     pub timeout_ms: Option<u64>,
+    /// Who may run the fired tasks; null for any worker.
+    pub target: Option<TargetSpec>,
 }
 
 /// A schedule as the API shows it, with its next fire times in its own zone.
@@ -253,6 +258,7 @@ impl ScheduleView {
                 max_attempts: t.max_attempts,
                 backoff: t.backoff.into(),
                 timeout_ms: t.timeout.map(|d| d.as_millis() as u64),
+                target: TargetSpec::view(t.target),
             },
             missed: spec.missed,
             overlap: spec.overlap,

@@ -3,7 +3,7 @@
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Path, Query, RawBody};
-use crate::wire::{AttemptView, SubmitBatch, SubmitTask, SubmittedView, TaskView};
+use crate::wire::{AttemptView, SubmitBatch, SubmitTask, SubmittedView, TargetSpec, TaskView};
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -197,6 +197,7 @@ pub const OPERATIONS: &[&str] = &[
     "set-priority",
     "set-max-attempts",
     "edit-payload",
+    "set-target",
 ];
 
 #[derive(Deserialize)]
@@ -225,6 +226,13 @@ struct SetMaxAttempts {
 #[serde(deny_unknown_fields)]
 struct EditPayload {
     payload: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetTarget {
+    /// Required, and `null` for any worker.
+    target: Option<TargetSpec>,
 }
 
 #[derive(Deserialize)]
@@ -278,6 +286,16 @@ async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Chan
         "edit-payload" => Change::EditPayload {
             payload: values::<EditPayload>(op, body)?.payload,
         },
+        "set-target" => {
+            if body.get("target").is_none() {
+                return Err(ApiError::invalid(
+                    "bad body for set-target: missing field `target` (null for any worker)",
+                ));
+            }
+            Change::SetTarget {
+                target: TargetSpec::into_target(values::<SetTarget>(op, body)?.target),
+            }
+        }
         other => {
             return Err(ApiError::not_found(format!(
                 "unknown operation {other:?}; operations are {}",

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-use tasktable_core::{Attempt, Backoff, NewTask, Task, TaskId, TaskState};
+use tasktable_core::{Attempt, Backoff, NewTask, Target, Task, TaskId, TaskState};
 
 /// A task to submit.
 #[derive(Debug, Clone, Deserialize)]
@@ -35,6 +35,58 @@ pub struct SubmitTask {
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub held: Option<bool>,
+    /// Who may run it; any worker when absent or null.
+    #[serde(default)]
+    pub target: Option<TargetSpec>,
+}
+
+/// Who may run a task, as the API writes it: `{"workers": [...]}` or `{"groups": [...]}`
+/// (exactly one of the two); `null` in its place means any worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "TargetFields", into = "TargetFields")]
+pub struct TargetSpec(pub Target);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    workers: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    groups: Option<Vec<String>>,
+}
+
+impl TryFrom<TargetFields> for TargetSpec {
+    type Error = &'static str;
+    fn try_from(f: TargetFields) -> Result<Self, Self::Error> {
+        match (f.workers, f.groups) {
+            (Some(w), None) => Ok(TargetSpec(Target::Workers(w))),
+            (None, Some(g)) => Ok(TargetSpec(Target::Groups(g))),
+            _ => Err("a target names either workers or groups (exactly one of the two), or is null for any worker"),
+        }
+    }
+}
+
+impl From<TargetSpec> for TargetFields {
+    fn from(t: TargetSpec) -> Self {
+        let (workers, groups) = match t.0 {
+            Target::Any => (None, None),
+            Target::Workers(w) => (Some(w), None),
+            Target::Groups(g) => (None, Some(g)),
+        };
+        TargetFields { workers, groups }
+    }
+}
+
+impl TargetSpec {
+    /// Core's target: any worker for none. The names are checked by the store.
+    pub fn into_target(spec: Option<TargetSpec>) -> Target {
+        spec.map_or(Target::Any, |s| s.0)
+    }
+
+    /// `None` (null) for any worker.
+    pub fn view(target: Target) -> Option<TargetSpec> {
+        (!target.is_any()).then_some(TargetSpec(target))
+    }
 }
 
 /// Retry delays: `initial_ms * multiplier^(attempt-1)`, capped at `max_ms`, ± `jitter`.
@@ -79,7 +131,8 @@ impl SubmitTask {
     /// The task to store; values are checked by the store's validation, so the API and the
     /// library refuse exactly the same things.
     pub fn into_new_task(self) -> NewTask {
-        let mut task = NewTask::new(self.kind, self.payload);
+        let target = TargetSpec::into_target(self.target);
+        let mut task = NewTask::new(self.kind, self.payload).target(target);
         if let Some(queue) = self.queue {
             task = task.queue(queue);
         }
@@ -142,6 +195,8 @@ pub struct TaskView {
     /// The schedule that fired the task, and the slot it was fired for.
     pub schedule_id: Option<i64>,
     pub slot_at: Option<DateTime<Utc>>,
+    /// Who may run it; null for any worker.
+    pub target: Option<TargetSpec>,
 }
 
 impl From<Task> for TaskView {
@@ -175,6 +230,7 @@ impl From<Task> for TaskView {
             finished_at: t.finished_at,
             schedule_id: t.schedule_id,
             slot_at: t.slot_at,
+            target: TargetSpec::view(t.target),
         }
     }
 }

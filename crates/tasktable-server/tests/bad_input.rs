@@ -11,6 +11,7 @@ on_every_backend!(
     bad_queries_paths_and_methods_are_refused,
     bad_lease_calls_are_refused,
     oversized_bodies_are_refused,
+    bad_targets_are_refused_and_change_nothing,
 );
 
 async fn bad_submits_are_refused_with_a_reason_and_write_nothing(s: Server) {
@@ -113,6 +114,42 @@ async fn bad_submits_are_refused_with_a_reason_and_write_nothing(s: Server) {
             "limit",
         ),
         (json!([{"kind": "k"}]), 422, "invalid_input", "expected"),
+        (
+            json!({"kind": "k", "target": {"workers": ["a"], "groups": ["g"]}}),
+            422,
+            "invalid_input",
+            "exactly one",
+        ),
+        (
+            json!({"kind": "k", "target": {}}),
+            422,
+            "invalid_input",
+            "exactly one",
+        ),
+        (
+            json!({"kind": "k", "target": {"workers": []}}),
+            422,
+            "invalid_input",
+            "at least one worker id",
+        ),
+        (
+            json!({"kind": "k", "target": {"groups": ["a|b"]}}),
+            422,
+            "invalid_input",
+            "'|'",
+        ),
+        (
+            json!({"kind": "k", "target": {"hosts": ["a"]}}),
+            422,
+            "invalid_input",
+            "unknown field",
+        ),
+        (
+            json!({"kind": "k", "target": "gpu"}),
+            422,
+            "invalid_input",
+            "target",
+        ),
     ];
     for (body, status, code, says) in cases {
         let answer = s.post("/api/v1/tasks", body.clone()).await;
@@ -268,8 +305,24 @@ async fn bad_lease_calls_are_refused(s: Server) {
             "wait_ms",
         ),
         (
-            json!({"kinds": ["k"], "worker_id": "w", "groups": ["g"]}),
+            json!({"kinds": ["k"], "worker_id": "w", "group": "g"}),
             "unknown field",
+        ),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "groups": ["gpu|eu"]}),
+            "'|'",
+        ),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "groups": [" "]}),
+            "groups",
+        ),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "groups": (0..65).map(|i| format!("g{i}")).collect::<Vec<_>>()}),
+            "at most 64",
+        ),
+        (
+            json!({"kinds": ["k"], "worker_id": "w", "groups": "gpu"}),
+            "groups",
         ),
     ];
     for (body, says) in cases {
@@ -404,4 +457,58 @@ async fn oversized_bodies_are_refused(s: Server) {
         .await;
     assert_error(&answer, 422, "invalid_input");
     assert_eq!(s.task_count().await, 0);
+}
+
+async fn bad_targets_are_refused_and_change_nothing(s: Server) {
+    let (status, created) = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "k", "queue": "q", "target": {"groups": ["gpu"]}}),
+        )
+        .await;
+    assert_eq!(status.as_u16(), 201, "{created}");
+    let id = created["id"].as_i64().unwrap();
+    assert_eq!(created["task"]["target"], json!({"groups": ["gpu"]}));
+    let bodies = [
+        (json!({}), "missing field `target`"),
+        (json!({"target": {"workers": []}}), "at least one worker id"),
+        (
+            json!({"target": {"workers": ["a"], "groups": ["b"]}}),
+            "exactly one",
+        ),
+        (json!({"target": {"groups": ["a|b"]}}), "'|'"),
+        (json!({"target": {"groups": ["\u{7}"]}}), "control"),
+        (json!({"target": "gpu"}), "target"),
+        (json!({"target": null, "priority": 1}), "unknown field"),
+    ];
+    for (body, says) in &bodies {
+        let answer = s
+            .post(&format!("/api/v1/tasks/{id}/set-target"), body.clone())
+            .await;
+        assert_error(&answer, 422, "invalid_input");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body} -> {message:?}");
+        let mut bulk = body.clone();
+        bulk["filter"] = json!({"queue": "q"});
+        let answer = s.post("/api/v1/tasks/bulk/set-target", bulk).await;
+        assert_error(&answer, 422, "invalid_input");
+    }
+    let (_, shown) = s.get(&format!("/api/v1/tasks/{id}")).await;
+    assert_eq!(shown["task"]["target"], json!({"groups": ["gpu"]}));
+    // A good one applies, and null clears it.
+    let (status, changed) = s
+        .post(
+            &format!("/api/v1/tasks/{id}/set-target"),
+            json!({"target": {"workers": ["w1"]}}),
+        )
+        .await;
+    assert_eq!(status.as_u16(), 200, "{changed}");
+    assert_eq!(changed["task"]["target"], json!({"workers": ["w1"]}));
+    let (_, cleared) = s
+        .post(
+            &format!("/api/v1/tasks/{id}/set-target"),
+            json!({"target": null}),
+        )
+        .await;
+    assert_eq!(cleared["task"]["target"], json!(null));
 }

@@ -15,6 +15,7 @@ on_every_backend!(
     failures_retry_with_the_attempt_counted_or_fail_for_good,
     snooze_and_release_give_the_attempt_back,
     an_abandoned_lease_is_rescued_and_its_old_token_refused,
+    targeted_tasks_go_to_the_workers_and_groups_they_name,
 );
 
 async fn submit(s: &Server, body: Value) -> i64 {
@@ -405,4 +406,64 @@ async fn a_waiting_claim_returns_at_once_when_the_server_stops() {
         .expect("well before its 60 s")
         .unwrap();
     assert_eq!((status.as_u16(), &body["tasks"]), (200, &json!([])));
+}
+
+async fn targeted_tasks_go_to_the_workers_and_groups_they_name(s: Server) {
+    let for_gpu = submit(&s, json!({"kind": "k", "target": {"groups": ["gpu"]}})).await;
+    let for_b = submit(&s, json!({"kind": "k", "target": {"workers": ["py-b"]}})).await;
+    let claim = |worker: &'static str, groups: Value| {
+        let s = &s;
+        async move {
+            let (status, body) = s
+                .post(
+                    "/api/v1/claim",
+                    json!({"kinds": ["k"], "worker_id": worker, "groups": groups, "limit": 10}),
+                )
+                .await;
+            assert_eq!(status, 200, "{body}");
+            body["tasks"].as_array().unwrap().clone()
+        }
+    };
+    assert!(
+        claim("py-a", json!([])).await.is_empty(),
+        "neither is for py-a"
+    );
+    let got = claim("py-a", json!(["gpu"])).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["id"].as_i64(), Some(for_gpu));
+    let lease = Held::of(&got[0]);
+    let got = claim("py-b", json!([])).await;
+    assert_eq!(got[0]["id"].as_i64(), Some(for_b));
+
+    // A new target that leaves py-a out: the task waits again, its attempt given back, and
+    // py-a is told why at its next call; its result is refused.
+    let (status, body) = s
+        .post(
+            &format!("/api/v1/tasks/{for_gpu}/set-target"),
+            json!({"target": {"workers": ["py-c"]}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["task"]["state"], "pending");
+    assert_eq!(body["task"]["attempt"], 0);
+    let answer = s
+        .post(
+            &format!("/api/v1/leases/{for_gpu}/renew"),
+            lease.with(json!({})),
+        )
+        .await;
+    assert_error(&answer, 409, "task_retargeted");
+    let answer = s
+        .post(
+            &format!("/api/v1/leases/{for_gpu}/complete"),
+            lease.with(json!({"result": 1})),
+        )
+        .await;
+    assert_error(&answer, 409, "task_retargeted");
+    let shown = task(&s, for_gpu).await;
+    assert_eq!(shown["task"]["state"], "pending");
+    assert_eq!(shown["attempts"][0]["outcome"], "retargeted");
+    let got = claim("py-c", json!([])).await;
+    assert_eq!(got[0]["id"].as_i64(), Some(for_gpu));
+    assert_eq!(got[0]["attempt"], 1);
 }

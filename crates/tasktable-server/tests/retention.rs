@@ -26,6 +26,7 @@ async fn succeeded(s: &Server) -> Vec<i64> {
             limit: 5,
             worker_id: "w".into(),
             worker_host: "h".into(),
+            worker_groups: Vec::new(),
             lease_for: std::time::Duration::from_secs(30),
             now: None,
         })

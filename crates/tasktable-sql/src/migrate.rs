@@ -19,7 +19,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 7] = [
+pub const MIGRATIONS: [(i64, &str); 8] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -27,6 +27,7 @@ pub const MIGRATIONS: [(i64, &str); 7] = [
     (5, "schedules"),
     (6, "archive"),
     (7, "workers"),
+    (8, "targets"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -73,6 +74,11 @@ macro_rules! backend_migrations {
                 version: 7,
                 name: "workers",
                 sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0007_workers.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 8,
+                name: "targets",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0008_targets.sql")),
             },
         ]
     };

@@ -4,7 +4,7 @@ use crate::exec::required;
 use crate::{Cells, Dialect};
 use serde_json::Value;
 use std::time::Duration;
-use tasktable_core::{Attempt, Backoff, Task, TaskState};
+use tasktable_core::{Attempt, Backoff, Target, Task, TaskState};
 use tasktable_store::{credential_from_db, StoreError, StoreResult};
 
 /// Every column of `tasktable_tasks`, all of which [`task_from_row`] reads by name.
@@ -12,7 +12,7 @@ pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpo
     task_key, idempotency_key, priority, run_at, attempt, max_attempts, backoff_initial_ms, \
     backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
     lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
-    started_at, finished_at, schedule_id, slot_at";
+    started_at, finished_at, schedule_id, slot_at, target";
 
 /// Every column of `tasktable_attempts` that [`attempt_from_row`] reads.
 pub const ATTEMPT_COLUMNS: &str =
@@ -41,6 +41,13 @@ fn whole(v: i64) -> u32 {
 
 pub fn state(text: &str) -> StoreResult<TaskState> {
     text.parse().map_err(|e| StoreError::Database(Box::new(e)))
+}
+
+/// A target column as stored (core's form, NULL for any worker).
+pub fn target(column: Option<&str>) -> StoreResult<Target> {
+    Target::from_column(column).ok_or_else(|| {
+        StoreError::Database(format!("a task's target column holds {column:?}").into())
+    })
 }
 
 pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
@@ -82,6 +89,7 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
         finished_at: row.time("finished_at")?,
         schedule_id: row.int("schedule_id")?,
         slot_at: row.time("slot_at")?,
+        target: target(row.text("target")?.as_deref())?,
     })
 }
 

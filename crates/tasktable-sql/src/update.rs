@@ -22,6 +22,8 @@ use crate::query::push_filter;
 use crate::row::state;
 use crate::{Cells, Dialect, Exec, Sql};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use tasktable_core::change::Runner;
 use tasktable_core::{ChangeEffect, TaskId, TaskState};
 use tasktable_store::bulk::changeable;
 use tasktable_store::{
@@ -44,7 +46,11 @@ struct Found {
     id: TaskId,
     state: TaskState,
     queue: String,
+    /// Who holds it, while it runs.
+    worker_id: Option<String>,
 }
+
+const FOUND_COLUMNS: &str = "id, state, queue, worker_id";
 
 /// A change to one task: an error when it is missing or in a state the change may not
 /// start from. Reads (and locks, where rows lock) the task first.
@@ -56,7 +62,7 @@ pub async fn one<E: Exec>(
     let (change, now) = (&p.change, e.now(p.now).await?);
     let mut select = Sql::new(
         e.dialect(),
-        "SELECT id, state, queue FROM tasktable_tasks WHERE id = ",
+        format!("SELECT {FOUND_COLUMNS} FROM tasktable_tasks WHERE id = "),
     );
     select.bind(id).push(e.dialect().lock_rows());
     let found = read(&e.fetch(select).await?)?;
@@ -89,7 +95,7 @@ pub async fn chunk<E: Exec>(
     let mut select = Sql::new(
         d,
         format!(
-            "SELECT id, state, queue FROM {} WHERE ",
+            "SELECT {FOUND_COLUMNS} FROM {} WHERE ",
             d.tasks_by_primary_key()
         ),
     );
@@ -107,6 +113,7 @@ fn read(rows: &[impl Cells]) -> StoreResult<Vec<Found>> {
                 id: required(r.int("id"), "id")?,
                 state: state(&required(r.text("state"), "state")?)?,
                 queue: required(r.text("queue"), "queue")?,
+                worker_id: r.text("worker_id")?,
             })
         })
         .collect()
@@ -124,10 +131,15 @@ async fn write<E: Exec>(
 ) -> StoreResult<Changed> {
     let pairs: Vec<(TaskId, TaskState)> = found.iter().map(|r| (r.id, r.state)).collect();
     let chosen = select_for_update(target, change.operation(), &pairs)?;
+    let runners = runners(e, change, found).await?;
     let mut groups: Vec<(ChangeEffect, Vec<TaskId>)> = Vec::new();
     for row in found.iter().filter(|r| chosen.ids.contains(&r.id)) {
+        let runner = row.worker_id.as_deref().map(|id| Runner {
+            id,
+            groups: runners.get(id).map(Vec::as_slice).unwrap_or_default(),
+        });
         let effect = change
-            .effect(row.state, now)
+            .effect_on(row.state, runner, now)
             .expect("select_for_update keeps only rows the change applies to");
         match groups.iter_mut().find(|(e, _)| *e == effect) {
             Some((_, ids)) => ids.push(row.id),
@@ -159,6 +171,29 @@ async fn write<E: Exec>(
         count: chosen.ids.len() as u64,
         wake,
     })
+}
+
+/// The registry's groups of the workers running the rows found, when the change is a new
+/// target (the only change that asks who runs a task).
+async fn runners<E: Exec>(
+    e: &mut E,
+    change: &Change,
+    found: &[Found],
+) -> StoreResult<HashMap<String, Vec<String>>> {
+    if !matches!(change, Change::SetTarget { .. }) {
+        return Ok(HashMap::new());
+    }
+    let mut ids: Vec<&str> = found
+        .iter()
+        .filter(|r| r.state == TaskState::Running)
+        .filter_map(|r| r.worker_id.as_deref())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    crate::workers::groups_of(e, &ids).await
 }
 
 /// The history row of each of `ids`' running attempts, ended by an operator; it names
@@ -194,6 +229,13 @@ fn assign(d: Dialect, effect: &ChangeEffect, ids: &[TaskId], now: DateTime<Utc>)
     }
     if effect.reset_attempts {
         sql.push(", attempt = 0");
+    }
+    if effect.give_back_attempt {
+        sql.push(", attempt = attempt - 1");
+    }
+    if let Some(t) = &effect.target {
+        sql.push(", target = ")
+            .bind(crate::Arg::Text(t.to_column()));
     }
     if let Some(t) = effect.run_at {
         sql.push(", run_at = ").bind(t);

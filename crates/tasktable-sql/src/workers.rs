@@ -41,6 +41,30 @@ fn names(value: Value, what: &str) -> StoreResult<Vec<String>> {
     serde_json::from_value(value).map_err(|_| bad_row(what))
 }
 
+/// The groups of the registered workers among `ids` (gone ones too: a worker's groups
+/// are what it said at its last heartbeat).
+pub async fn groups_of<E: Exec>(
+    e: &mut E,
+    ids: &[&str],
+) -> StoreResult<HashMap<String, Vec<String>>> {
+    let mut out = HashMap::new();
+    for chunk in ids.chunks(Sql::MAX_IN_LIST) {
+        let mut sql = Sql::new(
+            e.dialect(),
+            "SELECT id, worker_groups FROM tasktable_workers WHERE ",
+        );
+        sql.push_in_texts("id", chunk);
+        for row in e.fetch(sql).await? {
+            let groups = names(
+                required(row.json("worker_groups"), "worker_groups")?,
+                "worker_groups",
+            )?;
+            out.insert(required(row.text("id"), "id")?, groups);
+        }
+    }
+    Ok(out)
+}
+
 fn info_from_row(row: &impl Cells, running: u64) -> StoreResult<WorkerInfo> {
     let queues = match row.json("queues")? {
         None | Some(Value::Null) => Queues::All,

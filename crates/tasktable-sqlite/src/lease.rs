@@ -7,7 +7,7 @@ use crate::time::{plus, to_text};
 use crate::{db, now_or_db, SqliteStore};
 use sqlx::{Row as _, SqliteConnection};
 use std::sync::LazyLock;
-use tasktable_core::{Lease, Task, TaskState};
+use tasktable_core::{Lease, Target, Task, TaskState};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{task_from_row, TASK_COLUMNS};
 use tasktable_sql::rules;
@@ -52,6 +52,8 @@ pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>
 async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<Task>> {
     let kinds =
         serde_json::to_string(&p.kinds).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+    let needles = serde_json::to_string(&Target::needles(&p.worker_id, &p.worker_groups))
+        .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
     let now = now_or_db(&mut *tx, p.now).await?;
     let now_text = to_text(now);
     let ids: Vec<i64> = sqlx::query_scalar(&CLAIM_SELECT)
@@ -59,6 +61,7 @@ async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<
         .bind(&now_text)
         .bind(&kinds)
         .bind(i64::from(p.limit))
+        .bind(needles)
         .fetch_all(&mut *tx)
         .await
         .map_err(db)?;
@@ -104,6 +107,7 @@ async fn lost_status(conn: &mut SqliteConnection, lease: Lease) -> StoreResult<L
                     state,
                     token: r.try_get(1).map_err(db)?,
                     credential: credential_from_db(r.try_get(2).map_err(db)?)?,
+                    last_outcome: outcome_from_db(r.try_get(3).map_err(db)?),
                 }),
                 Err(_) => None,
             }

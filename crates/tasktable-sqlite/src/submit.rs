@@ -44,6 +44,7 @@ pub async fn insert(
             .bind(t.backoff.jitter)
             .bind(t.timeout.map(|d| d.as_millis() as i64))
             .bind(&now_text)
+            .bind(t.target.to_column())
             .fetch_optional(&mut *conn)
             .await
             .map_err(db)?;

@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
 use tasktable_core::stored::{stored_error, stored_value};
-use tasktable_core::{Lease, LeaseCredential, NewTask, Task, TaskId, TaskState};
+use tasktable_core::{AttemptOutcome, Lease, LeaseCredential, NewTask, Task, TaskId, TaskState};
 
 #[derive(Debug, Clone, Default)]
 pub struct SubmitParams {
@@ -31,6 +31,8 @@ pub struct ClaimParams {
     pub limit: u32,
     pub worker_id: String,
     pub worker_host: String,
+    /// The claimer's groups: with its id, which targeted tasks it may take.
+    pub worker_groups: Vec<String>,
     /// How long the lease lasts from now before it must be renewed.
     pub lease_for: Duration,
     pub now: Option<DateTime<Utc>>,
@@ -50,6 +52,9 @@ pub enum LeaseStatus {
     Held { expires_at: Option<DateTime<Utc>> },
     /// An operator cancelled the task.
     Cancelled,
+    /// An operator changed the task's target to leave this worker out; the task waits
+    /// for an allowed worker, this attempt not spent.
+    Retargeted,
     /// Taken back (rescued after expiry) or otherwise no longer under this token.
     Lost,
 }
@@ -240,6 +245,9 @@ pub(crate) fn validate_change(change: &Change, max_payload_bytes: usize) -> crat
             }
             check_size(payload, 0, max_payload_bytes)
         }
+        Change::SetTarget { target } => target
+            .validate()
+            .map_err(|e| crate::StoreError::InvalidInput(e.to_string())),
         _ => Ok(()),
     }
 }
@@ -345,20 +353,33 @@ pub struct LeaseRow {
     pub state: TaskState,
     pub token: i64,
     pub credential: Option<LeaseCredential>,
+    /// How the task's latest recorded attempt ended; read only for a pending task.
+    pub last_outcome: Option<AttemptOutcome>,
 }
 
 /// The status of a lease that a fenced write did not match: `Cancelled` when an operator
-/// cancelled the task under this very lease (token and credential), `Lost` otherwise, so a
-/// caller who guesses a credential learns nothing from the answer.
+/// cancelled the task under this very lease (token and credential), `Retargeted` when an
+/// operator's new target took it back from under this lease and no worker has claimed it
+/// since, `Lost` otherwise, so a caller who guesses a credential learns nothing from the
+/// answer. (A task claimed again after a new target answers `Lost` to its former worker:
+/// the claim replaced the lease; the attempt history still says `retargeted`.)
 pub fn lost_lease_status(lease: Lease, row: Option<LeaseRow>) -> LeaseStatus {
-    match row {
-        Some(LeaseRow {
-            state: TaskState::Cancelled,
-            token,
-            credential,
-        }) if token == lease.token && credential == lease.credential => LeaseStatus::Cancelled,
+    let Some(row) = row else {
+        return LeaseStatus::Lost;
+    };
+    if row.token != lease.token || row.credential != lease.credential {
+        return LeaseStatus::Lost;
+    }
+    match (row.state, row.last_outcome) {
+        (TaskState::Cancelled, _) => LeaseStatus::Cancelled,
+        (TaskState::Pending, Some(AttemptOutcome::Retargeted)) => LeaseStatus::Retargeted,
         _ => LeaseStatus::Lost,
     }
+}
+
+/// An outcome column as stored; `None` for NULL or a name this version does not know.
+pub fn outcome_from_db(text: Option<&str>) -> Option<AttemptOutcome> {
+    text.and_then(|t| t.parse().ok())
 }
 
 /// A credential column as stored (32 hex digits, or NULL).

@@ -180,12 +180,9 @@ pub fn run_all(evidence: &Evidence) -> Vec<Verdict> {
 
 pub use explain::unexplained_expiries;
 
-/// Attempts that count against `max_attempts`; snoozes and interruptions give theirs back.
+/// Attempts that count against `max_attempts` (core's rule).
 fn spends(outcome: AttemptOutcome) -> bool {
-    !matches!(
-        outcome,
-        AttemptOutcome::Snoozed | AttemptOutcome::Interrupted
-    )
+    outcome.spends_attempt()
 }
 
 #[cfg(test)]

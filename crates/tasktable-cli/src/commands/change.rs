@@ -56,6 +56,20 @@ struct Edits {
     /// Run this long from now instead (10s, 5m, ...).
     #[arg(long, value_parser = input::duration)]
     delay: Option<Duration>,
+    /// Only this worker may run the task from now on (repeat for several). A running task
+    /// whose worker is left out goes back to pending without spending its attempt.
+    #[arg(long = "target-worker", value_name = "ID", conflicts_with_all = ["target_group", "any_worker"])]
+    target_worker: Vec<String>,
+    /// Only members of this group may run the task from now on (repeat for several).
+    #[arg(
+        long = "target-group",
+        value_name = "GROUP",
+        conflicts_with = "any_worker"
+    )]
+    target_group: Vec<String>,
+    /// Any worker may run the task from now on (clears its target).
+    #[arg(long)]
+    any_worker: bool,
 }
 
 /// One call of `POST /api/v1/tasks/{id}/{op}` or `/api/v1/tasks/bulk/{op}`.
@@ -117,7 +131,40 @@ pub async fn edit(api: &Api, args: &EditArgs, json: bool) -> Result<(), CliError
             done: format!("rescheduled to run in {}", output::millis(ms)),
         });
     }
+    if let Some(target) = input::target(&e.target_worker, &e.target_group) {
+        ops.push(Op {
+            name: "set-target",
+            done: format!("target set to {}", describe_target(&target)),
+            body: json!({ "target": target }),
+        });
+    }
+    if e.any_worker {
+        ops.push(Op {
+            name: "set-target",
+            body: json!({ "target": null }),
+            done: "target cleared: any worker".into(),
+        });
+    }
     apply(api, &args.target, &ops, json).await
+}
+
+/// `workers a, b` or `groups gpu`, for people.
+pub fn describe_target(target: &Value) -> String {
+    let names = |v: &Value| {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    match (target.get("workers"), target.get("groups")) {
+        (Some(w), _) => format!("workers {}", names(w)),
+        (_, Some(g)) => format!("groups {}", names(g)),
+        _ => "any worker".into(),
+    }
 }
 
 /// Applies `ops`, in order, to the ids of `target`, or to every task its filter matches.

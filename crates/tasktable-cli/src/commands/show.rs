@@ -42,6 +42,10 @@ fn render(task: &Task, attempts: &[Attempt]) -> String {
     optional("idempotency", task.idempotency_key.clone());
     optional("timeout", task.timeout_ms.map(output::millis));
     optional(
+        "target",
+        task.target.as_ref().map(super::change::describe_target),
+    );
+    optional(
         "worker",
         worker(task.worker_host.as_deref(), task.worker_id.as_deref()),
     );

@@ -56,6 +56,16 @@ pub struct SubmitArgs {
     /// Create the task held: it waits for `tasktable release`.
     #[arg(long)]
     held: bool,
+    /// Only this worker may run the task (repeat for several: any of them may).
+    #[arg(
+        long = "target-worker",
+        value_name = "ID",
+        conflicts_with = "target_group"
+    )]
+    target_worker: Vec<String>,
+    /// Only members of this group may run the task (repeat for several).
+    #[arg(long = "target-group", value_name = "GROUP")]
+    target_group: Vec<String>,
 }
 
 impl SubmitArgs {
@@ -80,6 +90,10 @@ impl SubmitArgs {
         put("max_attempts", self.max_attempts.map(|n| json!(n)));
         put("timeout_ms", self.timeout.map(|d| json!(input::millis(d))));
         put("held", self.held.then_some(json!(true)));
+        put(
+            "target",
+            input::target(&self.target_worker, &self.target_group),
+        );
         fields
     }
 }

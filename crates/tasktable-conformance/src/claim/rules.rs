@@ -153,6 +153,7 @@ pub async fn a_retry_ends_where_core_says_whatever_max_attempts_becomes_while_ru
                 limit: running.len() as u32,
                 worker_id: "w1".into(),
                 worker_host: "host-a".into(),
+                worker_groups: Vec::new(),
                 lease_for: LEASE,
                 now: Some(now),
             })

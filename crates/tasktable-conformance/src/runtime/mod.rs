@@ -9,6 +9,7 @@ pub mod queues;
 pub mod refusal;
 pub mod schedules;
 pub mod takeover;
+pub mod targets;
 pub mod workers;
 
 use std::sync::Arc;

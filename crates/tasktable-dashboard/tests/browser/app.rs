@@ -180,6 +180,7 @@ impl App {
                 limit: 1,
                 worker_id: worker.into(),
                 worker_host: host.into(),
+                worker_groups: Vec::new(),
                 lease_for: Duration::from_secs(600),
                 now: self.now(),
             })

@@ -177,6 +177,8 @@ fn stopped(reason: StopReason) -> HandlerError {
     );
     match reason {
         StopReason::Cancelled => HandlerError::cancel(message),
-        StopReason::LeaseLost | StopReason::Shutdown => HandlerError::retry(message),
+        StopReason::LeaseLost | StopReason::Retargeted | StopReason::Shutdown => {
+            HandlerError::retry(message)
+        }
     }
 }
