@@ -140,6 +140,7 @@ macro_rules! conformance_suite {
             submit::idempotency::racing_duplicate_submits_create_exactly_one_task,
             submit::values::names_of_the_longest_length_are_stored_whole,
             submit::values::far_past_and_far_future_run_at_are_stored_alike,
+            submit::values::numbers_at_the_ends_of_a_double_come_back_exactly,
         );
         $crate::conformance_suite!(@area $backend, claim, 2;
             claim::order::claim_order_is_priority_then_run_at_then_id,

@@ -1,5 +1,6 @@
 //! Values at the edges of what a task may hold are stored alike on every backend: names of
-//! the longest length, and `run_at` times far in the past or the future.
+//! the longest length, `run_at` times far in the past or the future, and numbers at the
+//! ends of what JSON numbers hold.
 
 use crate::pinned::{at, claim, claim_params, get, no_jitter, submit_at, update};
 use crate::Backend;
@@ -117,4 +118,74 @@ pub async fn far_past_and_far_future_run_at_are_stored_alike(db: &impl Backend) 
     .await
     .unwrap();
     assert_eq!(get(&*s, ids[1]).await.run_at, after_2038);
+}
+
+/// The largest and smallest doubles, and others far from 1, come back exactly from every
+/// column that holds JSON, written by submit, an edit, a checkpoint and a result.
+/// PostgreSQL's `jsonb` keeps them as decimals and prints the large ones in full, hundreds
+/// of digits without an exponent, which a reader must parse back to the same double.
+pub async fn numbers_at_the_ends_of_a_double_come_back_exactly(db: &impl Backend) {
+    let s = db.store().await;
+    let doc = json!([
+        f64::MAX,
+        f64::MIN,
+        f64::MIN_POSITIVE,
+        -1.797_693_134_862_315_7e308,
+        9.455_817_571_772_49e205,
+        3.513_598_569_525_120_3e89,
+        5e-324,
+        u64::MAX,
+        i64::MIN,
+        {"deep": [1.0e300, -2.5e-300]}
+    ]);
+    let id = submit_at(&*s, vec![NewTask::new("k", doc.clone())], at(0)).await[0];
+    assert_eq!(get(&*s, id).await.payload, doc, "as submitted");
+    let edited = json!({"again": doc.clone()});
+    update(
+        &*s,
+        Target::Id(id),
+        Change::EditPayload {
+            payload: edited.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(get(&*s, id).await.payload, edited, "as edited");
+    let t = claim(&*s, &["k"], 1, at(1)).await.remove(0);
+    assert_eq!(t.payload, edited, "as claimed");
+    let saved = s
+        .task_checkpoint(CheckpointParams {
+            lease: t.lease(),
+            checkpoint: Some(doc.clone()),
+            progress: Some(doc.clone()),
+        })
+        .await
+        .unwrap();
+    assert!(saved.is_held());
+    let plan = FinishPlan::for_handler(
+        HandlerOutcome::Succeeded {
+            result: Some(doc.clone()),
+        },
+        t.attempt,
+        &no_jitter(),
+        0.5,
+    );
+    let done = s
+        .task_finish(FinishParams {
+            items: vec![FinishItem {
+                lease: t.lease(),
+                plan,
+            }],
+            only_if_expired: false,
+            now: Some(at(2)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(done, vec![true]);
+    let t = get(&*s, id).await;
+    assert_eq!(t.state, TaskState::Succeeded);
+    assert_eq!(
+        (t.checkpoint, t.progress, t.result),
+        (Some(doc.clone()), Some(doc.clone()), Some(doc))
+    );
 }
