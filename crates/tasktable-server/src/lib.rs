@@ -130,6 +130,8 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/workers", Access::Read),
     ("GET", "/api/v1/workers/{id}", Access::Read),
     ("POST", "/api/v1/workers/{id}/{op}", Access::Operate),
+    ("POST", "/api/v1/heartbeat", Access::Work),
+    ("POST", "/api/v1/leave", Access::Work),
     ("POST", "/api/v1/claim", Access::Work),
     ("POST", "/api/v1/leases/{id}/{op}", Access::Work),
     ("POST", "/api/v1/admin/migrate", Access::Admin),
@@ -163,6 +165,8 @@ pub fn router(state: AppState) -> Router {
             ("GET", "/api/v1/workers") => get(workers::list),
             ("GET", "/api/v1/workers/{id}") => get(workers::show),
             ("POST", "/api/v1/workers/{id}/{op}") => post(workers::operate),
+            ("POST", "/api/v1/heartbeat") => post(workers::heartbeat),
+            ("POST", "/api/v1/leave") => post(workers::leave),
             ("POST", "/api/v1/claim") => post(leases::claim),
             ("POST", "/api/v1/leases/{id}/{op}") => post(leases::lease_op),
             ("POST", "/api/v1/admin/migrate") => post(queues::migrate),
@@ -195,6 +199,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let tokens = state.tokens.clone();
     let app = host::enforce(router(state), &tokens, host::AllowedHosts::default());
+    // Client addresses, for the registry of pull-protocol workers.
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -1,17 +1,20 @@
 //! The worker registry: list the workers (with the live count), show one, drain one or
-//! release it. A path names a worker by its id.
+//! release it (a path names a worker by its id); and the heartbeat and leave calls of
+//! workers of the pull protocol, which register them with the address they call from.
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{NoValues, Path, Query};
 use crate::AppState;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tasktable_core::worker::{Queues, WorkerInfo};
-use tasktable_store::{WorkerDrainParams, WorkerListParams};
+use std::net::SocketAddr;
+use tasktable_core::worker::{Protocol, Queues, WorkerFacts, WorkerInfo};
+use tasktable_store::{WorkerBeatParams, WorkerDrainParams, WorkerListParams};
 
 /// The worker operations, by the name they have in paths.
 pub const WORKER_OPERATIONS: &[&str] = &["drain", "release"];
@@ -149,4 +152,78 @@ pub async fn operate(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("worker {id:?} not found")))?;
     Ok(Json(json!({ "worker": WorkerView::from(changed) })).into_response())
+}
+
+/// `POST /api/v1/heartbeat`: a pull-protocol worker says who it is (the first beat of a
+/// run with `starting`) every few seconds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody {
+    worker_id: String,
+    #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    groups: Vec<String>,
+    /// `null` or absent: every queue.
+    #[serde(default)]
+    queues: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    capacity: Option<u32>,
+    #[serde(default)]
+    starting: bool,
+}
+
+/// The address a caller reached the server from, when the server was started with it.
+type Caller = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+/// Registers (or refreshes) a pull-protocol worker, with the address it calls from;
+/// answers whether an operator asked it to drain: then it must claim nothing new.
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    caller: Caller,
+    crate::extract::Body(b): crate::extract::Body<HeartbeatBody>,
+) -> ApiResult<Response> {
+    let facts = WorkerFacts {
+        id: b.worker_id,
+        host: b.host.unwrap_or_else(|| "remote".to_owned()),
+        pid: None,
+        version: b.version.unwrap_or_else(|| "unknown".to_owned()),
+        groups: b.groups,
+        queues: b.queues.map_or(Queues::All, Queues::Listed),
+        capacity: b.capacity.unwrap_or(1),
+        protocol: Protocol::Pull,
+    };
+    let status = state
+        .store
+        .worker_beat(WorkerBeatParams {
+            facts,
+            address: caller.map(|Extension(ConnectInfo(addr))| addr.ip().to_string()),
+            starting: b.starting,
+            now: None,
+        })
+        .await?;
+    Ok(Json(json!({ "draining": status.draining })).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaveBody {
+    worker_id: String,
+}
+
+/// A pull-protocol worker that stops: the registry marks it gone at once.
+pub async fn leave(
+    State(state): State<AppState>,
+    crate::extract::Body(b): crate::extract::Body<LeaveBody>,
+) -> ApiResult<Response> {
+    if !tasktable_core::target::valid_member(&b.worker_id) {
+        return Err(ApiError::invalid(format!(
+            "worker_id is 1 to {} characters, not all whitespace, without control characters or '|'",
+            tasktable_core::worker::MAX_NAME_CHARS
+        )));
+    }
+    state.store.worker_leave(b.worker_id).await?;
+    Ok(Json(json!({ "left": true })).into_response())
 }

@@ -134,6 +134,20 @@ fn matrix(id: i64) -> Vec<Row> {
         ),
         (
             "POST",
+            "/api/v1/heartbeat",
+            "/api/v1/heartbeat".into(),
+            Some(json!({"worker_id": "pull-1"})),
+            work,
+        ),
+        (
+            "POST",
+            "/api/v1/leave",
+            "/api/v1/leave".into(),
+            Some(json!({"worker_id": "pull-1"})),
+            work,
+        ),
+        (
+            "POST",
             "/api/v1/claim",
             "/api/v1/claim".into(),
             Some(json!({"kinds": ["none"], "worker_id": "w"})),

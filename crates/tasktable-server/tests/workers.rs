@@ -10,7 +10,9 @@ use tasktable_store::{WorkerBeatParams, WorkerStatus};
 
 on_every_backend!(
     workers_are_listed_shown_drained_and_released,
-    bad_worker_requests_are_refused_and_change_nothing
+    bad_worker_requests_are_refused_and_change_nothing,
+    pull_workers_register_with_the_address_they_call_from_and_hear_of_a_drain,
+    bad_heartbeats_are_refused_and_register_nothing
 );
 
 async fn beat(s: &Server, id: &str) -> WorkerStatus {
@@ -160,4 +162,71 @@ async fn bad_worker_requests_are_refused_and_change_nothing(s: Server) {
             "{method} {path} changed nothing"
         );
     }
+}
+
+async fn pull_workers_register_with_the_address_they_call_from_and_hear_of_a_drain(s: Server) {
+    let (status, beat) = s
+        .post(
+            "/api/v1/heartbeat",
+            json!({"worker_id": "py-1", "host": "box-1", "version": "client 0.1",
+                   "groups": ["gpu"], "queues": ["render"], "capacity": 8, "starting": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{beat}");
+    assert_eq!(beat, json!({"draining": false}));
+    let (_, shown) = s.get("/api/v1/workers/py-1").await;
+    let w = &shown["worker"];
+    assert_eq!(w["protocol"], "pull");
+    assert_eq!(w["host"], "box-1");
+    assert_eq!(w["version"], "client 0.1");
+    assert_eq!(w["groups"], json!(["gpu"]));
+    assert_eq!(w["queues"], json!(["render"]));
+    assert_eq!(w["capacity"], 8);
+    assert_eq!(w["state"], "active");
+    // The test client calls over the loopback interface.
+    assert_eq!(w["address"], "127.0.0.1", "{shown}");
+
+    s.post("/api/v1/workers/py-1/drain", json!({})).await;
+    let (_, beat) = s
+        .post("/api/v1/heartbeat", json!({"worker_id": "py-1"}))
+        .await;
+    assert_eq!(beat, json!({"draining": true}));
+    let (status, left) = s.post("/api/v1/leave", json!({"worker_id": "py-1"})).await;
+    assert_eq!(status, 200, "{left}");
+    let (_, shown) = s.get("/api/v1/workers/py-1").await;
+    assert_eq!(shown["worker"]["state"], "gone");
+    assert_eq!(
+        shown["worker"]["draining"], true,
+        "the drain outlives the leave"
+    );
+}
+
+async fn bad_heartbeats_are_refused_and_register_nothing(s: Server) {
+    let cases = [
+        (json!({}), "worker_id"),
+        (json!({"worker_id": ""}), "id"),
+        (json!({"worker_id": "a|b"}), "'|'"),
+        (json!({"worker_id": "w", "groups": ["a|b"]}), "'|'"),
+        (json!({"worker_id": "w", "queues": []}), "queues"),
+        (json!({"worker_id": "w", "capacity": 0}), "capacity"),
+        (json!({"worker_id": "w", "capacity": -1}), "capacity"),
+        (json!({"worker_id": "w", "host": "a\u{7}b"}), "host"),
+        (json!({"worker_id": "w", "pid": 5}), "unknown field"),
+    ];
+    for (body, says) in cases {
+        let answer = s.post("/api/v1/heartbeat", body.clone()).await;
+        assert_error(&answer, 422, "invalid_input");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body} -> {message:?}");
+    }
+    for body in [
+        json!({}),
+        json!({"worker_id": "a|b"}),
+        json!({"worker_id": "w", "x": 1}),
+    ] {
+        let answer = s.post("/api/v1/leave", body.clone()).await;
+        assert_error(&answer, 422, "invalid_input");
+    }
+    let (_, all) = s.get("/api/v1/workers?include_gone=true").await;
+    assert_eq!(all["workers"], json!([]), "nothing was registered");
 }
