@@ -192,10 +192,9 @@ pub struct Task {
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
-    /// Who may run it (`{"workers": [...]}` or `{"groups": [...]}`); null or absent for
-    /// any worker.
+    /// Who may run it; null or absent for any worker.
     #[serde(default)]
-    pub target: Option<Value>,
+    pub target: Option<tasktable_server::wire::TargetSpec>,
 }
 
 /// One ended attempt of a task.

@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::io::Read;
 use std::time::Duration;
+use tasktable::target::Target;
+use tasktable_server::wire::TargetSpec;
 
 /// `250ms`, `10s`, `5m`, `2h`, `1d`, combinations such as `1h30m`, or a plain number of
 /// milliseconds.
@@ -86,13 +88,13 @@ pub fn json_arg(what: &str, arg: &str) -> Result<Value, CliError> {
     })
 }
 
-/// The `target` a request carries for `--target-worker` and `--target-group` flags:
-/// `None` when neither was given (clap keeps the two apart).
-pub fn target(workers: &[String], groups: &[String]) -> Option<serde_json::Value> {
+/// The target `--target-worker` and `--target-group` flags name: `None` when neither was
+/// given (clap keeps the two apart). Its names are checked by the server.
+pub fn target(workers: &[String], groups: &[String]) -> Option<TargetSpec> {
     if !workers.is_empty() {
-        Some(serde_json::json!({ "workers": workers }))
+        Some(TargetSpec(Target::Workers(workers.to_vec())))
     } else if !groups.is_empty() {
-        Some(serde_json::json!({ "groups": groups }))
+        Some(TargetSpec(Target::Groups(groups.to_vec())))
     } else {
         None
     }

@@ -162,7 +162,7 @@ pub async fn tasks(
                         td { (state_badge(t.state)) }
                         td { (t.kind) } td { (t.queue) }
                         td { (t.key.as_deref().unwrap_or("")) }
-                        td { @if !t.target.is_any() { (target_text(&t.target)) } }
+                        td { @if !t.target.is_any() { (t.target) } }
                         td.num { (t.attempt) "/" (t.max_attempts) }
                         td { (time(Some(t.run_at))) }
                         td.err { (t.last_error.as_deref().map(|e| e.chars().take(120).collect::<String>()).unwrap_or_default()) }
@@ -251,7 +251,7 @@ pub async fn task(
             dt { "Key" } dd { (task.key.as_deref().unwrap_or("—")) }
             dt { "Idempotency key" } dd { (task.idempotency_key.as_deref().unwrap_or("—")) }
             dt { "Priority" } dd { (task.priority) }
-            dt { "Target" } dd id="target" { (target_text(&task.target)) }
+            dt { "Target" } dd id="target" { (task.target) }
             dt { "Attempt" } dd { (task.attempt) " of " (task.max_attempts) }
             dt { "Run at" } dd { (time(Some(task.run_at))) }
             dt { "Worker" } dd { (task.worker_id.as_deref().unwrap_or("—")) " on " (task.worker_host.as_deref().unwrap_or("—")) }
@@ -285,14 +285,6 @@ pub async fn task(
         }
     };
     page(&format!("Task {id}"), "Tasks", Some(&session), false, body).into_response()
-}
-
-/// Who may run a task, for people.
-fn target_text(target: &Target) -> String {
-    match target {
-        Target::Any => "any worker".to_owned(),
-        other => other.to_string(),
-    }
 }
 
 /// The names of a target, as the set-target form takes them.

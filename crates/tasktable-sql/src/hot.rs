@@ -16,7 +16,7 @@
 //! | `task_claim.sql` | lease the chosen tasks |
 //! | `task_renew.sql` | extend a lease |
 //! | `task_checkpoint.sql` | save a checkpoint and progress |
-//! | `lease_rows.sql` | read the lease of tasks a fenced write missed (`Cancelled` or `Lost`) |
+//! | `lease_rows.sql` | read the lease of tasks a fenced write missed (`Cancelled`, `Retargeted` or `Lost`) |
 //! | `task_finish_lock.sql` | lock a finish's rows and read their fences before writing |
 //! | `task_finish.sql` | move tasks out of `running` |
 //! | `attempt_insert.sql` | record the attempt in the history |
@@ -26,7 +26,8 @@
 //! Where one database does in one statement what another needs two for, the step's file
 //! still holds the SQL that does the step, and says in its opening comment that it is part
 //! of another statement, which names it by a marker: PostgreSQL's `task_claim_select.sql`
-//! is the `picked` CTE of its `task_claim.sql` (`{task_claim_select}`), and its
+//! is the `untargeted`, `targeted` and `picked` CTEs of its `task_claim.sql`
+//! (`{task_claim_select}`), and its
 //! `attempt_insert.sql` and `queues_to_wake.sql` are the `history` CTE and the last
 //! `SELECT` of its `task_finish.sql`; on SQLite and PostgreSQL `queue_paused.sql` is the
 //! `NOT EXISTS` of `task_claim_select.sql`. Only `task_finish_lock.sql` has no SQL outside

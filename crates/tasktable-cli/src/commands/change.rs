@@ -134,7 +134,7 @@ pub async fn edit(api: &Api, args: &EditArgs, json: bool) -> Result<(), CliError
     if let Some(target) = input::target(&e.target_worker, &e.target_group) {
         ops.push(Op {
             name: "set-target",
-            done: format!("target set to {}", describe_target(&target)),
+            done: format!("target set to {}", target.0),
             body: json!({ "target": target }),
         });
     }
@@ -146,25 +146,6 @@ pub async fn edit(api: &Api, args: &EditArgs, json: bool) -> Result<(), CliError
         });
     }
     apply(api, &args.target, &ops, json).await
-}
-
-/// `workers a, b` or `groups gpu`, for people.
-pub fn describe_target(target: &Value) -> String {
-    let names = |v: &Value| {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default()
-    };
-    match (target.get("workers"), target.get("groups")) {
-        (Some(w), _) => format!("workers {}", names(w)),
-        (_, Some(g)) => format!("groups {}", names(g)),
-        _ => "any worker".into(),
-    }
 }
 
 /// Applies `ops`, in order, to the ids of `target`, or to every task its filter matches.

@@ -41,10 +41,7 @@ fn render(task: &Task, attempts: &[Attempt]) -> String {
     optional("key", task.key.clone());
     optional("idempotency", task.idempotency_key.clone());
     optional("timeout", task.timeout_ms.map(output::millis));
-    optional(
-        "target",
-        task.target.as_ref().map(super::change::describe_target),
-    );
+    optional("target", task.target.as_ref().map(|t| t.0.to_string()));
     optional(
         "worker",
         worker(task.worker_host.as_deref(), task.worker_id.as_deref()),

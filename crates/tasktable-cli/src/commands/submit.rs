@@ -92,7 +92,7 @@ impl SubmitArgs {
         put("held", self.held.then_some(json!(true)));
         put(
             "target",
-            input::target(&self.target_worker, &self.target_group),
+            input::target(&self.target_worker, &self.target_group).map(|t| json!(t)),
         );
         fields
     }

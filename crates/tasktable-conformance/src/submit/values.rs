@@ -2,7 +2,7 @@
 //! the longest length, `run_at` times far in the past or the future, and numbers at the
 //! ends of what JSON numbers hold.
 
-use crate::pinned::{at, claim, claim_params, get, no_jitter, submit_at, update};
+use crate::pinned::{at, claim, claim_params, finish, get, no_jitter, submit_at, update};
 use crate::Backend;
 use serde_json::json;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
@@ -162,26 +162,10 @@ pub async fn numbers_at_the_ends_of_a_double_come_back_exactly(db: &impl Backend
         .await
         .unwrap();
     assert!(saved.is_held());
-    let plan = FinishPlan::for_handler(
-        HandlerOutcome::Succeeded {
-            result: Some(doc.clone()),
-        },
-        t.attempt,
-        &no_jitter(),
-        0.5,
-    );
-    let done = s
-        .task_finish(FinishParams {
-            items: vec![FinishItem {
-                lease: t.lease(),
-                plan,
-            }],
-            only_if_expired: false,
-            now: Some(at(2)),
-        })
-        .await
-        .unwrap();
-    assert_eq!(done, vec![true]);
+    let succeeded = HandlerOutcome::Succeeded {
+        result: Some(doc.clone()),
+    };
+    assert!(finish(&*s, t.lease(), succeeded, t.attempt, at(2)).await);
     let t = get(&*s, id).await;
     assert_eq!(t.state, TaskState::Succeeded);
     assert_eq!(
