@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tasktable::store::{
     CheckpointParams, ClaimParams, ExpiredParams, FinishParams, LeaseStatus, ListParams, QueueInfo,
-    QueuePauseParams, RenewParams, Stats, StatsParams, SubmitParams, TaskPage, UpdateParams, Wake,
+    QueuePauseParams, QueuePolicyParams, RenewParams, Stats, StatsParams, SubmitParams, TaskPage,
+    UpdateParams, Wake,
 };
 use tasktable::{
     Attempt, Change, NewTask, Store, StoreResult, Submitted, Target, Task, TaskFilter, TaskId,
@@ -119,6 +120,10 @@ impl Store for Watched {
     }
     async fn queue_set_paused(&self, p: QueuePauseParams) -> StoreResult<()> {
         self.inner.queue_set_paused(p).await
+    }
+
+    async fn queue_set_policy(&self, p: QueuePolicyParams) -> StoreResult<()> {
+        self.inner.queue_set_policy(p).await
     }
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
         self.inner.queue_list().await

@@ -542,6 +542,12 @@ impl Store for PollingOnly {
     ) -> tasktable::StoreResult<()> {
         self.0.queue_set_paused(p).await
     }
+    async fn queue_set_policy(
+        &self,
+        p: tasktable::store::QueuePolicyParams,
+    ) -> tasktable::StoreResult<()> {
+        self.0.queue_set_policy(p).await
+    }
     async fn queue_list(&self) -> tasktable::StoreResult<Vec<tasktable::store::QueueInfo>> {
         self.0.queue_list().await
     }

@@ -106,6 +106,10 @@ impl Store for Freezable {
     async fn queue_set_paused(&self, p: QueuePauseParams) -> StoreResult<()> {
         self.inner.queue_set_paused(p).await
     }
+
+    async fn queue_set_policy(&self, p: QueuePolicyParams) -> StoreResult<()> {
+        self.inner.queue_set_policy(p).await
+    }
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {
         self.inner.queue_list().await
     }

@@ -25,6 +25,8 @@
 //!   archived whole, statistics kept;
 //! - [`workers`] — the worker registry: heartbeats, drains, silent workers marked gone
 //!   and forgotten, queues with work found for workers that take every queue;
+//! - [`policies`] — queue policies: cluster-wide limits per queue and kind, rates per
+//!   queue and task key, one task per worker, fair shares of long tasks;
 //! - [`targets`] — who may run a task: claims that honour a target and put a worker's own
 //!   tasks first, new targets that take a running task from a worker they leave out;
 //! - [`runtime`] — the real worker on top of the store;
@@ -42,6 +44,7 @@ pub mod freeze;
 pub mod operator;
 pub mod pace;
 pub mod pinned;
+pub mod policies;
 pub mod query;
 #[cfg(test)]
 mod registration;
@@ -212,6 +215,17 @@ macro_rules! conformance_suite {
             targets::change::a_new_target_takes_a_running_task_only_from_a_worker_it_leaves_out,
             targets::change::a_group_target_takes_a_task_from_a_worker_the_registry_does_not_know,
             targets::change::waiting_and_finished_tasks_take_a_new_target_and_bad_ones_are_refused,
+        );
+        $crate::conformance_suite!(@area $backend, policies, 2;
+            policies::limits::a_queue_limit_caps_what_runs_anywhere_and_frees_as_tasks_end,
+            policies::limits::a_policy_set_while_a_worker_believes_the_queue_free_binds_its_next_claim,
+            policies::limits::a_kind_limit_holds_back_only_its_kind,
+            policies::limits::one_per_worker_never_hands_a_worker_a_second_task,
+            policies::limits::bad_policies_are_refused_and_change_nothing,
+            policies::rates::a_queue_rate_starts_its_burst_then_one_per_interval,
+            policies::rates::a_key_rate_holds_back_only_the_key_that_spent_its_tokens,
+            policies::shares::ten_long_tasks_over_three_workers_come_out_at_most_four_each_and_rebalance,
+            policies::concurrent::limits_and_rates_hold_under_many_concurrent_claimers,
         );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,

@@ -35,12 +35,12 @@ static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
 
 /// Claims inside the caller's transaction: choose and lock, then update, then read back.
 pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<Vec<Task>> {
-    let paused: Option<bool> = sqlx::query_scalar(QUEUE_PAUSED)
+    let closed: Option<i64> = sqlx::query_scalar(QUEUE_PAUSED)
         .bind(&p.queue)
         .fetch_optional(&mut *conn)
         .await
         .map_err(db)?;
-    if paused == Some(true) {
+    if closed.is_some() {
         return Ok(Vec::new());
     }
     let now = clock::now(conn, p.now).await?;

@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{NewTask, Task, TaskId};
+use tasktable_sql::limits::{self, LimitedClaim, LimitedQueues};
 use tasktable_sql::update::{self, Changed};
 use tasktable_sql::{query, Backend, Commit, Connect};
 use tasktable_store::*;
@@ -101,6 +102,8 @@ pub struct MySqlStore {
     max_value_bytes: usize,
     retries: Arc<AtomicU64>,
     bulk_chunk_rows: u32,
+    /// The queues found limited by a policy, claimed off the hot path; shared by clones.
+    limited: Arc<LimitedQueues>,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -155,6 +158,7 @@ impl MySqlStore {
             max_value_bytes,
             retries: Arc::new(AtomicU64::new(0)),
             bulk_chunk_rows: config.bulk_chunk_rows,
+            limited: Arc::default(),
         })
     }
 
@@ -303,11 +307,15 @@ impl Backend for MySqlStore {
         Ok(submit::insert(&mut tx.0, tasks, Some(now)).await?.submitted)
     }
 
-    async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+    fn limited_queues(&self) -> &LimitedQueues {
+        &self.limited
+    }
+
+    async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {
         if params.limit == 0 || params.kinds.is_empty() {
             return Ok(Vec::new());
         }
-        let p = &params;
+        let p = params;
         self.retrying("claim", || async move {
             let mut tx = self.begin().await?;
             let tasks = lease::claim(&mut tx, p).await?;
@@ -387,6 +395,26 @@ impl Backend for MySqlStore {
             self.commit_change(tx, changed).await
         })
         .await
+    }
+
+    /// A limited claim InnoDB aborts is run again whole.
+    async fn claim_limited(&self, params: &ClaimParams) -> StoreResult<LimitedClaim> {
+        self.retrying("claim_limited", || limits::claim(self, params))
+            .await
+    }
+
+    /// A policy change InnoDB aborts is run again whole.
+    async fn set_policy(&self, params: &Checked<QueuePolicyParams>) -> StoreResult<()> {
+        self.retrying("queue_set_policy", || async move {
+            let mut tx = Connect::write(self).await?;
+            limits::set_policy(&mut tx, params).await?;
+            tx.commit().await
+        })
+        .await?;
+        if !params.policy.is_limited() {
+            self.wake_local([params.queue.as_str()]);
+        }
+        Ok(())
     }
 
     /// One statement, so no transaction of its own; run again if InnoDB aborts it.

@@ -55,7 +55,7 @@ static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-pub async fn claim(pool: &PgPool, p: ClaimParams) -> StoreResult<Vec<Task>> {
+pub async fn claim(pool: &PgPool, p: &ClaimParams) -> StoreResult<Vec<Task>> {
     if p.limit == 0 || p.kinds.is_empty() {
         return Ok(Vec::new());
     }

@@ -27,6 +27,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{NewTask, Task};
+use tasktable_sql::limits::LimitedQueues;
 use tasktable_sql::update::Changed;
 use tasktable_sql::{Backend, Commit};
 use tasktable_store::*;
@@ -70,6 +71,8 @@ pub struct PgStore {
     /// What calls may carry; every call's parameters are checked against it first.
     limits: Limits,
     bulk_chunk_rows: u32,
+    /// The queues found limited by a policy, claimed off the hot path; shared by clones.
+    limited: Arc<LimitedQueues>,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -103,6 +106,7 @@ impl PgStore {
                 max_payload_bytes: config.max_payload_bytes,
             },
             bulk_chunk_rows: config.bulk_chunk_rows,
+            limited: Arc::default(),
         })
     }
 
@@ -189,7 +193,11 @@ impl Backend for PgStore {
         Ok(submit::insert(&mut tx.0, tasks, Some(now)).await?.submitted)
     }
 
-    async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+    fn limited_queues(&self) -> &LimitedQueues {
+        &self.limited
+    }
+
+    async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {
         lease::claim(&self.pool, params).await
     }
 

@@ -61,8 +61,11 @@ impl<C: DerefMut<Target = PgConnection> + Send> Exec for Db<C> {
         self.0.execute(sql).await.map(|_| ()).map_err(db)
     }
 
+    /// The time of the reading (`clock_timestamp()`, not `now()`, the transaction's
+    /// start): a transaction that waited for a lock works at the time it got it, so the
+    /// times of transactions serialised by one lock never run backwards.
     async fn now(&mut self, pinned: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>> {
-        sqlx::query_scalar("SELECT coalesce($1::timestamptz, now())")
+        sqlx::query_scalar("SELECT coalesce($1::timestamptz, clock_timestamp())")
             .bind(pinned)
             .fetch_one(&mut *self.0)
             .await

@@ -10,6 +10,7 @@
 //! implements a third.) The backend sees parameters a limit applies to only as
 //! [`Checked`] values.
 
+use crate::limits::{self, LimitedClaim, LimitedQueues};
 use crate::update::{self, Changed};
 use crate::{query, Connect};
 use async_trait::async_trait;
@@ -17,8 +18,8 @@ use chrono::{DateTime, Utc};
 use tasktable_core::{NewTask, Task, TaskId};
 use tasktable_store::{
     Checked, CheckpointParams, ClaimParams, ExpiredParams, FinishParams, LeaseStatus, Limits,
-    QueuePauseParams, RenewParams, StoreResult, SubmitParams, Submitted, UpdateChunkParams,
-    UpdateParams, Wake,
+    QueuePauseParams, QueuePolicyParams, RenewParams, StoreResult, SubmitParams, Submitted,
+    UpdateChunkParams, UpdateParams, Wake,
 };
 use tokio::sync::broadcast;
 
@@ -51,7 +52,30 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Submitted>>;
 
-    async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>>;
+    /// The hot-path claim, which takes nothing from a paused or limited queue.
+    async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>>;
+
+    /// The queues this store found limited ([`limits::LimitedQueues`]).
+    fn limited_queues(&self) -> &LimitedQueues;
+
+    /// Runs [`limits::claim`], the claim of a limited queue.
+    async fn claim_limited(&self, params: &ClaimParams) -> StoreResult<LimitedClaim> {
+        limits::claim(self, params).await
+    }
+
+    /// Runs [`limits::set_policy`] in a write transaction of its own; a queue whose
+    /// policy is cleared has its workers woken.
+    async fn set_policy(&self, params: &Checked<QueuePolicyParams>) -> StoreResult<()> {
+        let mut tx = self.write().await?;
+        limits::set_policy(&mut tx, params).await?;
+        let wake = if params.policy.is_limited() {
+            Vec::new()
+        } else {
+            vec![params.queue.clone()]
+        };
+        self.commit_change(tx, Changed { count: 1, wake }).await?;
+        Ok(())
+    }
 
     async fn renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>>;
 
@@ -98,6 +122,7 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 /// What the expansion of [`impl_store!`](crate::impl_store) names.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::limits::{self, LimitedClaim};
     pub use crate::stats::SqlStats;
     pub use crate::{query, retention, schedules, workers, Backend, Connect};
     pub use async_trait::async_trait;
@@ -142,8 +167,27 @@ macro_rules! impl_store {
                     Backend::submit(self, self.limits().submit(params)?).await
                 }
 
+                /// The hot path, unless the queue is known to be limited; a hot-path claim
+                /// that finds nothing asks whether the queue has become limited.
                 async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
-                    Backend::claim(self, params).await
+                    let limited = self.limited_queues();
+                    if limited.contains(&params.queue) {
+                        match Backend::claim_limited(self, &params).await? {
+                            LimitedClaim::Claimed(tasks) => return Ok(tasks),
+                            LimitedClaim::NotLimited => limited.forget(&params.queue),
+                        }
+                    }
+                    let tasks = Backend::claim(self, &params).await?;
+                    if !tasks.is_empty()
+                        || !limits::is_limited(&mut self.read().await?, &params.queue).await?
+                    {
+                        return Ok(tasks);
+                    }
+                    limited.remember(&params.queue);
+                    match Backend::claim_limited(self, &params).await? {
+                        LimitedClaim::Claimed(tasks) => Ok(tasks),
+                        LimitedClaim::NotLimited => Ok(Vec::new()),
+                    }
                 }
 
                 async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
@@ -196,6 +240,15 @@ macro_rules! impl_store {
 
                 async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
                     Backend::set_paused(self, params).await
+                }
+
+                async fn queue_set_policy(&self, params: QueuePolicyParams) -> StoreResult<()> {
+                    let params = self.limits().queue_policy(params)?;
+                    Backend::set_policy(self, &params).await?;
+                    if !params.policy.is_limited() {
+                        self.limited_queues().forget(&params.queue);
+                    }
+                    Ok(())
                 }
 
                 async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>> {

@@ -48,6 +48,16 @@ impl Dialect {
         }
     }
 
+    /// What ends a claim's read of candidate tasks (aliased `t`): locks them, passing over
+    /// rows another transaction holds, so claimers never wait for each other.
+    pub(crate) fn skip_locked(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " FOR UPDATE OF t SKIP LOCKED",
+            Dialect::MySql => " FOR UPDATE SKIP LOCKED",
+        }
+    }
+
     /// The tasks table read by primary key only. SQLite's planner may prefer an index on
     /// state or queue for the rest of the clause and scan it; InnoDB would lock every row
     /// such a scan passes.

@@ -24,6 +24,7 @@ pub mod backend;
 mod dialect;
 mod exec;
 pub mod hot;
+pub mod limits;
 pub mod migrate;
 pub mod query;
 pub mod retention;

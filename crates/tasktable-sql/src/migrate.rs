@@ -19,7 +19,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 8] = [
+pub const MIGRATIONS: [(i64, &str); 9] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -28,6 +28,7 @@ pub const MIGRATIONS: [(i64, &str); 8] = [
     (6, "archive"),
     (7, "workers"),
     (8, "targets"),
+    (9, "queue_policies"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -79,6 +80,13 @@ macro_rules! backend_migrations {
                 version: 8,
                 name: "targets",
                 sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0008_targets.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 9,
+                name: "queue_policies",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0009_queue_policies.sql"
+                )),
             },
         ]
     };

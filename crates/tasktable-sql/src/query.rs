@@ -145,7 +145,10 @@ pub async fn queues<E: Exec>(e: &mut E) -> StoreResult<Vec<QueueInfo>> {
         "SELECT queue, state, count(*) AS n FROM tasktable_tasks GROUP BY queue, state",
     );
     let counts = e.fetch(counts).await?;
-    let paused = Sql::new(e.dialect(), "SELECT name, paused FROM tasktable_queues");
+    let paused = Sql::new(
+        e.dialect(),
+        "SELECT name, paused, policy FROM tasktable_queues",
+    );
     let paused = e.fetch(paused).await?;
     let mut out: Vec<QueueInfo> = Vec::new();
     fn entry(out: &mut Vec<QueueInfo>, name: String) -> &mut QueueInfo {
@@ -155,13 +158,17 @@ pub async fn queues<E: Exec>(e: &mut E) -> StoreResult<Vec<QueueInfo>> {
         out.push(QueueInfo {
             name,
             paused: false,
+            policy: Default::default(),
             counts: Vec::new(),
         });
         out.last_mut().expect("just pushed")
     }
     for r in &paused {
         let paused = required(r.boolean("paused"), "paused")?;
-        entry(&mut out, required(r.text("name"), "name")?).paused = paused;
+        let policy = crate::limits::policy_from_row(r)?;
+        let queue = entry(&mut out, required(r.text("name"), "name")?);
+        queue.paused = paused;
+        queue.policy = policy;
     }
     for r in &counts {
         let state = state(&required(r.text("state"), "state")?)?;

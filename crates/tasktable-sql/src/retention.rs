@@ -1,5 +1,6 @@
 //! Retention: finished tasks older than an age, deleted or moved to the archive tables,
-//! one short transaction per batch.
+//! one short transaction per batch; and the key rate buckets that have filled up again
+//! (a full bucket and no row are the same), once a round.
 //!
 //! A batch picks its ids with a plain read (no locks), then, in its write transaction,
 //! locks those of them that still qualify by primary key, in id order (a task an operator
@@ -14,7 +15,7 @@ use crate::exec::{count, required};
 use crate::row::{ATTEMPT_COLUMNS, TASK_COLUMNS};
 use crate::stats::SqlStats;
 use crate::update::Changed;
-use crate::{Backend, Cells, Exec, Sql};
+use crate::{Backend, Cells, Commit, Exec, Sql};
 use chrono::{DateTime, TimeDelta, Utc};
 use tasktable_core::TaskState;
 use tasktable_store::stats::roll_up;
@@ -62,6 +63,12 @@ pub async fn purge<B: Backend>(b: &B, p: &Checked<PurgeParams>) -> StoreResult<P
         .map(|r| required(r.int("id"), "id"))
         .collect::<StoreResult<Vec<i64>>>()?;
     drop(read);
+    if (ids.len() as u64) < u64::from(p.limit) {
+        // The round's last batch: the rate buckets that have filled up go too.
+        let mut tx = b.write().await?;
+        crate::limits::purge_buckets(&mut tx, now).await?;
+        tx.commit().await?;
+    }
     if ids.is_empty() {
         return Ok(Purged { count: 0, cutoff });
     }

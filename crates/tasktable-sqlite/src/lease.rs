@@ -40,10 +40,11 @@ fn with_retry_state(sql: &str) -> String {
     expand(sql, &[(rules::RETRY_STATE, &rules::retry_state(""))])
 }
 
-pub async fn claim(store: &SqliteStore, p: ClaimParams) -> StoreResult<Vec<Task>> {
+pub async fn claim(store: &SqliteStore, p: &ClaimParams) -> StoreResult<Vec<Task>> {
     if p.limit == 0 || p.kinds.is_empty() {
         return Ok(Vec::new());
     }
+    let p = p.clone();
     store
         .write(move |conn| Box::pin(async move { claim_in(conn, p).await }))
         .await

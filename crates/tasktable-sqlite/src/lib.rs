@@ -29,8 +29,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{NewTask, Task};
+use tasktable_sql::limits::LimitedQueues;
 use tasktable_sql::update::Changed;
 use tasktable_sql::{Backend, Commit, Connect};
 use tasktable_store::*;
@@ -79,6 +81,8 @@ pub struct SqliteStore {
     /// What calls may carry; every call's parameters are checked against it first.
     limits: Limits,
     bulk_chunk_rows: u32,
+    /// The queues found limited by a policy, claimed off the hot path; shared by clones.
+    limited: Arc<LimitedQueues>,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -125,6 +129,7 @@ impl SqliteStore {
                 max_payload_bytes: config.max_payload_bytes,
             },
             bulk_chunk_rows: config.bulk_chunk_rows,
+            limited: Arc::default(),
         })
     }
 
@@ -249,7 +254,11 @@ impl Backend for SqliteStore {
         submit::insert(&mut tx.0, tasks, Some(now)).await
     }
 
-    async fn claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
+    fn limited_queues(&self) -> &LimitedQueues {
+        &self.limited
+    }
+
+    async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {
         lease::claim(self, params).await
     }
 

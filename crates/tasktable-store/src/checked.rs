@@ -7,10 +7,10 @@
 
 use crate::params::{
     check_finish, prepare_checkpoint, prepare_submit, prepare_update, validate_change,
-    validate_list, CheckpointParams, CountParams, FinishParams, ListParams, SubmitParams,
-    UpdateParams, DEFAULT_MAX_PAYLOAD_BYTES,
+    validate_list, CheckpointParams, CountParams, FinishParams, ListParams, QueuePolicyParams,
+    SubmitParams, UpdateParams, DEFAULT_MAX_PAYLOAD_BYTES,
 };
-use crate::{StoreResult, UpdateChunkParams};
+use crate::{StoreError, StoreResult, UpdateChunkParams};
 use std::ops::Deref;
 use tasktable_core::schedule::ScheduleSpec;
 use tasktable_core::NewTask;
@@ -59,6 +59,22 @@ impl Limits {
     pub fn tasks(&self, mut tasks: Vec<NewTask>) -> StoreResult<Checked<Vec<NewTask>>> {
         prepare_submit(&mut tasks, self.max_payload_bytes)?;
         Ok(Checked(tasks))
+    }
+
+    /// A queue's policy: the queue a name, the policy within core's bounds.
+    pub fn queue_policy(&self, p: QueuePolicyParams) -> StoreResult<Checked<QueuePolicyParams>> {
+        let name_ok = !p.queue.trim().is_empty()
+            && p.queue.chars().count() <= tasktable_core::task::MAX_NAME_LEN;
+        if !name_ok {
+            return Err(StoreError::InvalidInput(format!(
+                "a queue is 1 to {} characters, not all blank",
+                tasktable_core::task::MAX_NAME_LEN
+            )));
+        }
+        p.policy
+            .validate()
+            .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+        Ok(Checked(p))
     }
 
     pub fn checkpoint(&self, p: CheckpointParams) -> StoreResult<Checked<CheckpointParams>> {

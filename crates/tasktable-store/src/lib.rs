@@ -69,8 +69,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>>;
 
     /// Leases up to `limit` due tasks of one queue, in claim order (priority high to low,
-    /// then `run_at`, then id). Claims nothing from a paused queue. Each claimed task has
-    /// its attempt counted and its lease token increased.
+    /// then `run_at`, then id). Claims nothing from a paused queue, and no more than a
+    /// queue's policy allows. Each claimed task has its attempt counted and its lease
+    /// token increased.
     async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>>;
 
     /// Extends leases; one status per lease, in order.
@@ -109,7 +110,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Pauses or resumes claiming from a queue. Running tasks are not affected.
     async fn queue_set_paused(&self, params: QueuePauseParams) -> StoreResult<()>;
 
-    /// Every queue that has tasks or has been paused, with counts by state.
+    /// Sets what a queue allows its claims: cluster-wide limits on what runs, rates of
+    /// starts, one task per worker, a fair share of long tasks
+    /// ([`tasktable_core::policy`]). The default policy clears it, and the queue's
+    /// claims go back to the hot path.
+    async fn queue_set_policy(&self, params: QueuePolicyParams) -> StoreResult<()>;
+
+    /// Every queue that has tasks, a pause or a policy, with counts by state.
     async fn queue_list(&self) -> StoreResult<Vec<QueueInfo>>;
 
     /// Counts, throughput, success rate and latency percentiles per queue and kind over a

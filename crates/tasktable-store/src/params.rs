@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
+use tasktable_core::policy::QueuePolicy;
 use tasktable_core::stored::{stored_error, stored_value};
 use tasktable_core::{AttemptOutcome, Lease, LeaseCredential, NewTask, Task, TaskId, TaskState};
 
@@ -157,10 +158,20 @@ pub struct QueuePauseParams {
     pub paused: bool,
 }
 
+/// A queue's policy, replacing the one it had (the default policy clears it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuePolicyParams {
+    pub queue: String,
+    pub policy: QueuePolicy,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueInfo {
     pub name: String,
     pub paused: bool,
+    /// What the queue allows its claims (the default: no limits).
+    #[serde(default)]
+    pub policy: QueuePolicy,
     /// Tasks per state; states with none are left out.
     pub counts: Vec<(TaskState, u64)>,
 }
