@@ -34,7 +34,7 @@ pub const MAX_LIMIT: u32 = 1_000_000;
 pub struct Rate {
     pub per_second: f64,
     /// Starts allowed at once; at least 1. Default: one second's worth.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
 }
 
@@ -159,7 +159,8 @@ impl fmt::Display for InvalidPolicy {
             }
             InvalidPolicy::KindName => write!(
                 f,
-                "kind_max_running: a kind is 1 to {MAX_NAME_LEN} characters, not all blank"
+                "kind_max_running: a kind is 1 to {MAX_NAME_LEN} characters, not all blank, \
+                 with no control characters"
             ),
             InvalidPolicy::TooManyKinds => {
                 write!(
@@ -228,7 +229,7 @@ impl QueuePolicy {
             return Err(InvalidPolicy::TooManyKinds);
         }
         for (kind, n) in &self.kind_max_running {
-            if kind.trim().is_empty() || kind.chars().count() > MAX_NAME_LEN {
+            if crate::task::check_name("kind", kind).is_err() {
                 return Err(InvalidPolicy::KindName);
             }
             if *n > MAX_LIMIT {

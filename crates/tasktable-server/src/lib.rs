@@ -32,7 +32,7 @@ mod workers;
 pub use auth::{token_digest, Access, Principal, Role, TokenConfigError, TokenSet};
 pub use error::{ApiError, ApiResult};
 
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use axum::Router;
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,6 +120,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/api/v1/tasks/{id}/{op}", Access::Operate),
     ("GET", "/api/v1/queues", Access::Read),
     ("POST", "/api/v1/queues/{name}/{op}", Access::Operate),
+    ("PUT", "/api/v1/queues/{name}/policy", Access::Operate),
     ("GET", "/api/v1/stats", Access::Read),
     ("GET", "/api/v1/schedules", Access::Read),
     ("POST", "/api/v1/schedules", Access::Operate),
@@ -155,6 +156,7 @@ pub fn router(state: AppState) -> Router {
             ("POST", "/api/v1/tasks/{id}/{op}") => post(tasks::change),
             ("GET", "/api/v1/queues") => get(queues::list),
             ("POST", "/api/v1/queues/{name}/{op}") => post(queues::set_paused),
+            ("PUT", "/api/v1/queues/{name}/policy") => put(queues::set_policy),
             ("GET", "/api/v1/stats") => get(queues::stats),
             ("GET", "/api/v1/schedules") => get(schedules::list),
             ("POST", "/api/v1/schedules") => post(schedules::create),

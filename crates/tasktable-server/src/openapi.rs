@@ -127,6 +127,23 @@ mod tests {
     }
 
     #[test]
+    fn document_states_the_policy_bounds_core_enforces() {
+        use tasktable_core::policy::{MAX_KIND_LIMITS, MAX_LIMIT, MAX_PER_SECOND, MIN_PER_SECOND};
+        let doc = doc();
+        let p = at(&doc, "/components/schemas/QueuePolicy/properties");
+        assert_eq!(p["max_running"]["maximum"], MAX_LIMIT);
+        assert_eq!(p["kind_max_running"]["maxProperties"], MAX_KIND_LIMITS);
+        assert_eq!(
+            p["kind_max_running"]["additionalProperties"]["maximum"],
+            MAX_LIMIT
+        );
+        let r = at(&doc, "/components/schemas/Rate/properties");
+        assert_eq!(r["per_second"]["minimum"].as_f64(), Some(MIN_PER_SECOND));
+        assert_eq!(r["per_second"]["maximum"].as_f64(), Some(MAX_PER_SECOND));
+        assert_eq!(r["burst"]["maximum"], MAX_LIMIT);
+    }
+
+    #[test]
     fn document_states_the_servers_limits() {
         let doc = doc();
         let limits = Limits::default();

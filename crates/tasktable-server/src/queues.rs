@@ -1,4 +1,4 @@
-//! Queues (pause and resume), counts, and maintenance (migrations, retention).
+//! Queues (pause and resume, policies), counts, and maintenance (migrations, retention).
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{NoValues, Path, Query};
@@ -6,9 +6,12 @@ use crate::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use tasktable_core::policy::{QueuePolicy, Rate};
 use tasktable_core::TaskState;
-use tasktable_store::{QueueInfo, QueuePauseParams, StatsParams};
+use tasktable_store::{QueueInfo, QueuePauseParams, QueuePolicyParams, StatsParams};
 
 fn counts(pairs: &[(TaskState, u64)]) -> Value {
     let mut map = Map::new();
@@ -23,7 +26,94 @@ fn counts(pairs: &[(TaskState, u64)]) -> Value {
 }
 
 fn queue_view(q: &QueueInfo) -> Value {
-    json!({"name": q.name, "paused": q.paused, "counts": counts(&q.counts)})
+    json!({
+        "name": q.name,
+        "paused": q.paused,
+        "policy": q.policy,
+        "counts": counts(&q.counts),
+    })
+}
+
+/// A whole number for a map's values (`kind_max_running`).
+#[derive(Debug, Deserialize)]
+struct Whole(#[serde(deserialize_with = "crate::whole::number")] u32);
+
+/// A rate as a request gives it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateBody {
+    per_second: f64,
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    burst: Option<u32>,
+}
+
+impl From<RateBody> for Rate {
+    fn from(r: RateBody) -> Rate {
+        Rate {
+            per_second: r.per_second,
+            burst: r.burst,
+        }
+    }
+}
+
+/// `PUT /api/v1/queues/{name}/policy`: the whole policy (a field left out or null is
+/// not limited; `{}` clears every limit).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyBody {
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    max_running: Option<u32>,
+    #[serde(default)]
+    kind_max_running: BTreeMap<String, Whole>,
+    #[serde(default)]
+    rate: Option<RateBody>,
+    #[serde(default)]
+    key_rate: Option<RateBody>,
+    #[serde(default)]
+    one_per_worker: Option<bool>,
+    #[serde(default)]
+    fair_share: Option<bool>,
+}
+
+impl From<PolicyBody> for QueuePolicy {
+    fn from(b: PolicyBody) -> QueuePolicy {
+        QueuePolicy {
+            max_running: b.max_running,
+            kind_max_running: b
+                .kind_max_running
+                .into_iter()
+                .map(|(k, Whole(n))| (k, n))
+                .collect(),
+            rate: b.rate.map(Rate::from),
+            key_rate: b.key_rate.map(Rate::from),
+            one_per_worker: b.one_per_worker.unwrap_or(false),
+            fair_share: b.fair_share.unwrap_or(false),
+        }
+    }
+}
+
+/// Replaces a queue's policy; answers the policy now in force.
+pub async fn set_policy(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    crate::extract::Body(body): crate::extract::Body<PolicyBody>,
+) -> ApiResult<Response> {
+    crate::leases::check_name("queue name", &name)?;
+    let policy = QueuePolicy::from(body);
+    for kind in policy.kind_max_running.keys() {
+        crate::leases::check_name("kind_max_running: a kind", kind)?;
+    }
+    policy
+        .validate()
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    state
+        .store
+        .queue_set_policy(QueuePolicyParams {
+            queue: name.clone(),
+            policy: policy.clone(),
+        })
+        .await?;
+    Ok(Json(json!({"name": name, "policy": policy})).into_response())
 }
 
 pub async fn list(State(state): State<AppState>) -> ApiResult<Response> {

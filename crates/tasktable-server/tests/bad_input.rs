@@ -12,6 +12,7 @@ on_every_backend!(
     bad_lease_calls_are_refused,
     oversized_bodies_are_refused,
     bad_targets_are_refused_and_change_nothing,
+    bad_policies_are_refused_and_change_nothing,
 );
 
 async fn bad_submits_are_refused_with_a_reason_and_write_nothing(s: Server) {
@@ -511,4 +512,70 @@ async fn bad_targets_are_refused_and_change_nothing(s: Server) {
         )
         .await;
     assert_eq!(cleared["task"]["target"], json!(null));
+}
+
+async fn put(s: &Server, path: &str, body: Value) -> (reqwest::StatusCode, Value) {
+    s.call(Method::PUT, path, Some(body)).await
+}
+
+async fn bad_policies_are_refused_and_change_nothing(s: Server) {
+    let good = json!({"max_running": 4, "rate": {"per_second": 2.5}});
+    let (status, set) = put(&s, "/api/v1/queues/q/policy", good.clone()).await;
+    assert_eq!(status.as_u16(), 200, "{set}");
+    assert_eq!(set["policy"], good);
+    let bodies = [
+        (json!({"max_running": -1}), "max_running"),
+        (json!({"max_running": 2.5}), "max_running"),
+        (json!({"max_running": 1_000_001}), "max_running"),
+        (json!({"max_running": "4"}), "max_running"),
+        (json!({"rate": {"per_second": 0}}), "per_second"),
+        (json!({"rate": {"per_second": 2_000_000}}), "per_second"),
+        (json!({"rate": {}}), "per_second"),
+        (json!({"rate": {"per_second": 1, "burst": 0}}), "burst"),
+        (
+            json!({"key_rate": {"per_second": 1, "every": 2}}),
+            "unknown field",
+        ),
+        (json!({"kind_max_running": {"": 1}}), "kind"),
+        (json!({"kind_max_running": {"k\u{7}": 1}}), "control"),
+        (json!({"kind_max_running": {"k": -2}}), "kind_max_running"),
+        (json!({"kind_max_running": null}), "kind_max_running"),
+        (json!({"one_per_worker": "yes"}), "one_per_worker"),
+        (json!({"max_runing": 3}), "unknown field"),
+    ];
+    for (body, says) in &bodies {
+        let answer = put(&s, "/api/v1/queues/q/policy", body.clone()).await;
+        assert_error(&answer, 422, "invalid_input");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body} -> {message:?}");
+    }
+    let many: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("k{i}"), json!(1))).collect();
+    let answer = put(
+        &s,
+        "/api/v1/queues/q/policy",
+        json!({ "kind_max_running": many }),
+    )
+    .await;
+    assert_error(&answer, 422, "invalid_input");
+    assert_error(
+        &put(&s, "/api/v1/queues/%20/policy", json!({})).await,
+        422,
+        "invalid_input",
+    );
+    assert_error(
+        &put(&s, "/api/v1/queues/q/policy", json!([])).await,
+        422,
+        "invalid_input",
+    );
+    let (_, queues) = s.get("/api/v1/queues").await;
+    assert_eq!(queues["queues"].as_array().unwrap().len(), 1, "{queues}");
+    assert_eq!(
+        queues["queues"][0]["policy"], good,
+        "nothing refused changed it"
+    );
+    // `{}` clears it.
+    let (status, cleared) = put(&s, "/api/v1/queues/q/policy", json!({})).await;
+    assert_eq!(status.as_u16(), 200, "{cleared}");
+    assert_eq!(cleared["policy"], json!({}));
 }

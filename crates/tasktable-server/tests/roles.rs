@@ -64,6 +64,13 @@ fn matrix(id: i64) -> Vec<Row> {
             Some(json!({})),
             operate,
         ),
+        (
+            "PUT",
+            "/api/v1/queues/{name}/policy",
+            "/api/v1/queues/other/policy".into(),
+            Some(json!({"max_running": 4})),
+            operate,
+        ),
         ("GET", "/api/v1/stats", "/api/v1/stats".into(), None, read),
         (
             "GET",
