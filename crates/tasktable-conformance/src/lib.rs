@@ -242,6 +242,7 @@ macro_rules! conformance_suite {
             runtime::outcomes::handler_outcomes_move_tasks_as_documented,
             runtime::outcomes::cancelling_a_running_task_signals_its_handler,
             runtime::queues::concurrency_limits_are_never_exceeded,
+            runtime::queues::a_queue_policy_limits_every_worker_together,
             runtime::queues::paused_queue_stops_workers_and_resume_restarts_them,
             runtime::queues::idle_worker_wakes_on_submit_without_waiting_for_a_poll,
             runtime::refusal::one_refused_result_never_sends_other_tasks_back,

@@ -109,6 +109,21 @@ impl Client {
             .await
     }
 
+    /// Replaces a queue's policy: what may run at once, how fast tasks start, one task
+    /// per worker, fair shares ([`tasktable_core::policy`]). The default clears it.
+    pub async fn set_policy(
+        &self,
+        queue: &str,
+        policy: tasktable_core::policy::QueuePolicy,
+    ) -> StoreResult<()> {
+        self.store
+            .queue_set_policy(QueuePolicyParams {
+                queue: queue.into(),
+                policy,
+            })
+            .await
+    }
+
     pub async fn queues(&self) -> StoreResult<Vec<QueueInfo>> {
         self.store.queue_list().await
     }

@@ -14,8 +14,8 @@ mod client;
 
 pub use client::Client;
 pub use tasktable_core::{
-    outcome, retention, schedule, state, target, worker, Attempt, AttemptOutcome, Backoff, Lease,
-    NewTask, Operation, Task, TaskId, TaskState,
+    outcome, policy, retention, schedule, state, target, worker, Attempt, AttemptOutcome, Backoff,
+    Lease, NewTask, Operation, Task, TaskId, TaskState,
 };
 pub use tasktable_runtime::{
     shutdown_signal, ContextError, Handler, HandlerError, QueueConfig, Rescuer, RescuerConfig,

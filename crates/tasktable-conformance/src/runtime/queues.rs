@@ -1,5 +1,6 @@
 //! Queues under a worker: the concurrency limits of each queue and of the worker hold, a
-//! paused queue is not worked until it is resumed, and an idle worker wakes on a submit.
+//! queue's policy holds across workers, a paused queue is not worked until it is resumed,
+//! and an idle worker wakes on a submit.
 
 use super::outcomes::Scripted;
 use super::{fast, finished, get, start, submit, wait_event, PATIENCE};
@@ -96,6 +97,54 @@ pub async fn concurrency_limits_are_never_exceeded(db: &impl Backend) {
     );
     assert!(g.total_max <= 5, "worker ran {} at once", g.total_max);
     assert!(g.total_max >= 2, "tasks did run side by side");
+}
+
+/// Three workers, each on a store of its own, on a queue whose policy lets two tasks run
+/// anywhere at once: never more than two run, and all of them do.
+pub async fn a_queue_policy_limits_every_worker_together(db: &impl Backend) {
+    let store = db.store().await;
+    store
+        .queue_set_policy(QueuePolicyParams {
+            queue: "shared".into(),
+            policy: tasktable_core::policy::QueuePolicy {
+                max_running: Some(2),
+                ..Default::default()
+            },
+        })
+        .await
+        .unwrap();
+    let tasks = (0..24)
+        .map(|_| NewTask::new("busy", json!(null)).queue("shared"))
+        .collect();
+    store
+        .task_submit(SubmitParams { tasks, now: None })
+        .await
+        .unwrap();
+    let gauges = Arc::new(Mutex::new(Gauges::default()));
+    let all_done = Arc::new(Notify::new());
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let w = fast(db.store().await)
+            .concurrency(4)
+            .queue("shared", 4)
+            .register(Busy {
+                gauges: gauges.clone(),
+                all_done: all_done.clone(),
+                target: 24,
+            })
+            .build()
+            .unwrap();
+        workers.push(start(w));
+    }
+    tokio::time::timeout(PATIENCE, all_done.notified())
+        .await
+        .expect("all ran");
+    for w in workers {
+        w.shutdown().await;
+    }
+    let g = gauges.lock().unwrap();
+    assert_eq!(g.done, 24);
+    assert!(g.max["shared"] <= 2, "{} ran at once", g.max["shared"]);
 }
 
 pub async fn paused_queue_stops_workers_and_resume_restarts_them(db: &impl Backend) {
