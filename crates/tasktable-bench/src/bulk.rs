@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tasktable::store::{
-    CheckpointParams, ClaimParams, ExpiredParams, FinishParams, LeaseStatus, ListParams, QueueInfo,
-    QueuePauseParams, QueuePolicyParams, RenewParams, Stats, StatsParams, SubmitParams, TaskPage,
-    UpdateParams, Wake,
+    AffinityReleaseParams, CheckpointParams, ClaimParams, ExpiredParams, FinishParams, LeaseStatus,
+    ListParams, QueueInfo, QueuePauseParams, QueuePolicyParams, RenewParams, Stats, StatsParams,
+    SubmitParams, TaskPage, UpdateParams, Wake,
 };
 use tasktable::{
     Attempt, Change, NewTask, Store, StoreResult, Submitted, Target, Task, TaskFilter, TaskId,
@@ -85,6 +85,10 @@ impl Store for Watched {
         self.record(&self.claims, started, n);
         out
     }
+    async fn task_release_affinity(&self, p: AffinityReleaseParams) -> StoreResult<u64> {
+        self.inner.task_release_affinity(p).await
+    }
+
     async fn task_renew(&self, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
         self.inner.task_renew(p).await
     }

@@ -491,6 +491,13 @@ impl Store for PollingOnly {
     ) -> tasktable::StoreResult<Vec<tasktable::Task>> {
         self.0.task_claim(p).await
     }
+    async fn task_release_affinity(
+        &self,
+        p: tasktable::store::AffinityReleaseParams,
+    ) -> tasktable::StoreResult<u64> {
+        self.0.task_release_affinity(p).await
+    }
+
     async fn task_renew(
         &self,
         p: RenewParams,

@@ -71,6 +71,10 @@ impl Store for Freezable {
         self.wait_thawed().await;
         self.inner.task_claim(p).await
     }
+    async fn task_release_affinity(&self, p: AffinityReleaseParams) -> StoreResult<u64> {
+        self.inner.task_release_affinity(p).await
+    }
+
     async fn task_renew(&self, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
         self.wait_thawed().await;
         self.inner.task_renew(p).await

@@ -215,6 +215,10 @@ macro_rules! conformance_suite {
             targets::change::a_new_target_takes_a_running_task_only_from_a_worker_it_leaves_out,
             targets::change::a_group_target_takes_a_task_from_a_worker_the_registry_does_not_know,
             targets::change::waiting_and_finished_tasks_take_a_new_target_and_bad_ones_are_refused,
+            targets::affinity::a_retry_waits_for_its_previous_worker_then_goes_to_any,
+            targets::affinity::a_retry_stops_waiting_when_its_worker_is_gone,
+            targets::affinity::a_retry_keeps_its_own_target_through_the_wait,
+            targets::affinity::an_operators_change_ends_the_wait,
         );
         $crate::conformance_suite!(@area $backend, policies, 2;
             policies::limits::a_queue_limit_caps_what_runs_anywhere_and_frees_as_tasks_end,

@@ -366,6 +366,7 @@ impl TaskTemplate {
             timeout: self.timeout,
             held: false,
             target: self.target.clone(),
+            affinity: None,
         }
     }
 

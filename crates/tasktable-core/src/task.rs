@@ -51,6 +51,11 @@ pub struct NewTask {
     /// Who may run it; any worker by default.
     #[serde(default)]
     pub target: Target,
+    /// After a failed attempt, the retry waits this long for the worker that ran it
+    /// (while that worker is live) before any allowed worker may take it. None: no
+    /// preference.
+    #[serde(default)]
+    pub affinity: Option<Duration>,
 }
 
 impl NewTask {
@@ -70,6 +75,7 @@ impl NewTask {
             timeout: None,
             held: false,
             target: Target::Any,
+            affinity: None,
         }
     }
 
@@ -117,6 +123,11 @@ impl NewTask {
         self.target = target;
         self
     }
+    /// Retries prefer the worker of the previous attempt for up to `wait`.
+    pub fn affinity(mut self, wait: Duration) -> Self {
+        self.affinity = Some(wait);
+        self
+    }
 
     /// Checks everything that can be checked without a database.
     pub fn validate(&self) -> Result<(), InvalidTask> {
@@ -142,6 +153,11 @@ impl NewTask {
         if let Some(timeout) = self.timeout {
             if timeout.is_zero() || timeout > MAX_DELAY {
                 return Err(InvalidTask::Timeout(timeout));
+            }
+        }
+        if let Some(wait) = self.affinity {
+            if wait.as_millis() == 0 || wait > MAX_DELAY {
+                return Err(InvalidTask::Affinity(wait));
             }
         }
         self.backoff.validate()?;
@@ -184,6 +200,8 @@ pub enum InvalidTask {
     DelayTooLong(Duration),
     #[error("timeout must be greater than zero and at most 10 years, got {0:?}")]
     Timeout(Duration),
+    #[error("affinity must be at least 1 ms and at most 10 years, got {0:?}")]
+    Affinity(Duration),
     #[error(transparent)]
     Backoff(#[from] InvalidBackoff),
     #[error(transparent)]
@@ -237,6 +255,13 @@ pub struct Task {
     /// Who may run it.
     #[serde(default)]
     pub target: Target,
+    /// How long a retry waits for the worker of the previous attempt.
+    #[serde(default)]
+    pub affinity: Option<Duration>,
+    /// While set, the task waits for its previous worker (`worker_id`) until then, or
+    /// until that worker is gone, whichever comes first; then any allowed worker.
+    #[serde(default)]
+    pub affinity_until: Option<DateTime<Utc>>,
 }
 
 impl Task {

@@ -22,6 +22,9 @@ UPDATE tasktable_tasks SET
     last_error = COALESCE({case}, last_error),
     lease_expires_at = NULL,
     deadline_at = NULL,
-    updated_at = ?
+    updated_at = ?,
+    -- A retry of a task with an affinity waits for this worker (core's rule, rules.rs),
+    -- reading the state and run_at assigned above.
+    {affinity}
 WHERE id IN ({ids}) AND state = 'running'
   AND lease_token = {case} AND lease_credential <=> {case}

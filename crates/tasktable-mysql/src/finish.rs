@@ -24,15 +24,21 @@ use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 use tasktable_core::TaskState;
 use tasktable_sql::hot::expand;
-use tasktable_sql::rules;
+use tasktable_sql::{rules, Dialect};
 use tasktable_store::{FinishParams, FinishRow, StoreError, StoreResult};
 
 const LOCK: &str = include_str!("../queries/task_finish_lock.sql");
-/// The update, with core's retry rule over the unaliased task row.
+/// The update, with core's affinity and retry rules over the unaliased task row.
 static UPDATE: LazyLock<String> = LazyLock::new(|| {
     expand(
         include_str!("../queries/task_finish.sql"),
-        &[(rules::RETRY_STATE, &rules::retry_state(""))],
+        &[
+            (
+                rules::AFFINITY,
+                &rules::affinity(Dialect::MySql, "", "state = 'pending'", "run_at"),
+            ),
+            (rules::RETRY_STATE, &rules::retry_state("")),
+        ],
     )
 });
 const RECORD: &str = include_str!("../queries/attempt_insert.sql");

@@ -68,6 +68,7 @@ pub async fn insert(
             .bind(clock::at(now))
             .bind(clock::at(now))
             .bind(t.target.to_column())
+            .bind(t.affinity.map(|d| d.as_millis() as i64))
             .execute(&mut *conn)
             .await
             .map_err(db);

@@ -28,7 +28,9 @@ WITH clock AS (
         last_error = coalesce(input.error, t.last_error),
         lease_expires_at = NULL,
         deadline_at = NULL,
-        updated_at = clock.now
+        updated_at = clock.now,
+        -- A retry of a task with an affinity waits for this worker (core's rule, rules.rs).
+        {affinity}
     -- `before` is the same row as the statement's snapshot saw it: RETURNING reads the
     -- time the task was due from it (run_at may change here).
     FROM input, clock, tasktable_tasks before

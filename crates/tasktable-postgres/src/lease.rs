@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 use tasktable_core::{Lease, Target, Task, TaskId};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
-use tasktable_sql::rules;
+use tasktable_sql::{rules, Dialect};
 use tasktable_store::*;
 
 /// The claim, with the sub-selects that choose its tasks (task_claim_select.sql) and test
@@ -30,12 +30,24 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
 const RENEW: &str = include_str!("../queries/task_renew.sql");
 const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
-/// The finish, with core's retry rule over the row aliased `t`, the history insert
+/// The finish, with core's affinity and retry rules over the row aliased `t`, the history insert
 /// (attempt_insert.sql) and the closing SELECT (queues_to_wake.sql) in their places.
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     expand(
         include_str!("../queries/task_finish.sql"),
         &[
+            (
+                rules::AFFINITY,
+                &rules::affinity(
+                    Dialect::Postgres,
+                    "t.",
+                    &format!(
+                        "coalesce(input.new_state, {{{}}}) = 'pending'",
+                        rules::RETRY_STATE
+                    ),
+                    "clock.now + input.delay_us * interval '1 microsecond'",
+                ),
+            ),
             (rules::RETRY_STATE, &rules::retry_state("t.")),
             (
                 "attempt_insert",

@@ -107,6 +107,12 @@ pub async fn insert(
                 .map(|t| t.target.to_column())
                 .collect::<Vec<_>>(),
         )
+        .bind(
+            tasks
+                .iter()
+                .map(|t| t.affinity.map(|d| d.as_millis() as i64))
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;

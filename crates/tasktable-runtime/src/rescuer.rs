@@ -1,5 +1,6 @@
 //! Takes back running tasks whose lease ran out: the worker died, froze, or lost the
-//! database. Safe to run on every node at once: each take-back is fenced by the lease
+//! database; and ends the waits of retries for their previous worker that are over
+//! ([`tasktable_store::Store::task_release_affinity`]). Safe to run on every node at once: each take-back is fenced by the lease
 //! token and applies only if the lease is still expired, so two rescuers cannot both
 //! apply and a worker that renewed in time keeps its task.
 
@@ -9,7 +10,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
-use tasktable_store::{ExpiredParams, FinishItem, FinishParams, Store, StoreResult};
+use tasktable_store::{
+    AffinityReleaseParams, ExpiredParams, FinishItem, FinishParams, Store, StoreResult,
+    MAX_AFFINITY_BATCH,
+};
 
 /// Settings of the [`Rescuer`].
 #[derive(Debug, Clone)]
@@ -41,7 +45,8 @@ impl Rescuer {
     }
 
     /// One scan: takes back every task expired at `now` (`None`: the database's clock)
-    /// and returns how many it took.
+    /// and returns how many it took; then ends the waits for a previous worker that are
+    /// over.
     ///
     /// The attempt counts. A task whose per-attempt deadline passed is recorded as timed
     /// out, any other as "lease expired"; either goes back to `pending` after its backoff,
@@ -100,6 +105,26 @@ impl Rescuer {
             }
             total += n;
             if !full {
+                break;
+            }
+        }
+        // Then the retries whose wait for their previous worker is over (a rescued task
+        // of a worker that is gone among them) go to any allowed worker.
+        loop {
+            let freed = self
+                .store
+                .task_release_affinity(AffinityReleaseParams {
+                    limit: self.config.batch.clamp(1, MAX_AFFINITY_BATCH),
+                    now,
+                })
+                .await?;
+            if freed > 0 {
+                tracing::info!(
+                    tasks = freed,
+                    "retries stopped waiting for their previous worker"
+                );
+            }
+            if freed < u64::from(self.config.batch.clamp(1, MAX_AFFINITY_BATCH)) {
                 return Ok(total);
             }
         }

@@ -124,7 +124,7 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 pub mod __private {
     pub use crate::limits::{self, LimitedClaim};
     pub use crate::stats::SqlStats;
-    pub use crate::{query, retention, schedules, workers, Backend, Connect};
+    pub use crate::{affinity, query, retention, schedules, workers, Backend, Connect};
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Utc};
     pub use tasktable_core::worker::WorkerInfo;
@@ -188,6 +188,13 @@ macro_rules! impl_store {
                         LimitedClaim::Claimed(tasks) => Ok(tasks),
                         LimitedClaim::NotLimited => Ok(Vec::new()),
                     }
+                }
+
+                async fn task_release_affinity(
+                    &self,
+                    params: AffinityReleaseParams,
+                ) -> StoreResult<u64> {
+                    affinity::release(self, &self.limits().affinity_release(params)?).await
                 }
 
                 async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {

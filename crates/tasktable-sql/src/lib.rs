@@ -20,6 +20,7 @@
 //! decide inside its statements, whether a retried attempt goes back to `pending` or
 //! fails for good, is rendered as SQL once, in [`rules`], from core's definition.
 
+pub mod affinity;
 pub mod backend;
 mod dialect;
 mod exec;

@@ -19,7 +19,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 9] = [
+pub const MIGRATIONS: [(i64, &str); 10] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -29,6 +29,7 @@ pub const MIGRATIONS: [(i64, &str); 9] = [
     (7, "workers"),
     (8, "targets"),
     (9, "queue_policies"),
+    (10, "affinity"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -87,6 +88,11 @@ macro_rules! backend_migrations {
                 sql: ::std::borrow::Cow::Borrowed(include_str!(
                     "../migrations/0009_queue_policies.sql"
                 )),
+            },
+            $crate::migrate::Migration {
+                version: 10,
+                name: "affinity",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0010_affinity.sql")),
             },
         ]
     };

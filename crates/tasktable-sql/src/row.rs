@@ -12,7 +12,8 @@ pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpo
     task_key, idempotency_key, priority, run_at, attempt, max_attempts, backoff_initial_ms, \
     backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
     lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
-    started_at, finished_at, schedule_id, slot_at, target";
+    started_at, finished_at, schedule_id, slot_at, target, affinity_ms, affinity_until, \
+    affinity_target";
 
 /// Every column of `tasktable_attempts` that [`attempt_from_row`] reads.
 pub const ATTEMPT_COLUMNS: &str =
@@ -54,6 +55,7 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
     let int = |c: &str| required(row.int(c), c);
     let text = |c: &str| required(row.text(c), c);
     let time = |c: &str| required(row.time(c), c);
+    let affinity_until = row.time("affinity_until")?;
     Ok(Task {
         id: int("id")?,
         kind: text("kind")?,
@@ -89,8 +91,24 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
         finished_at: row.time("finished_at")?,
         schedule_id: row.int("schedule_id")?,
         slot_at: row.time("slot_at")?,
-        target: target(row.text("target")?.as_deref())?,
+        target: target(
+            row.text(target_column(affinity_until.is_some()))?
+                .as_deref(),
+        )?,
+        affinity: row.int("affinity_ms")?.map(millis),
+        affinity_until,
     })
+}
+
+/// Where a task's own target is: while a retry waits for its previous worker, `target`
+/// names that worker (so that claims need nothing else) and `affinity_target` keeps the
+/// task's own.
+fn target_column(waiting_for_its_worker: bool) -> &'static str {
+    if waiting_for_its_worker {
+        "affinity_target"
+    } else {
+        "target"
+    }
 }
 
 pub fn attempt_from_row(row: &impl Cells) -> StoreResult<Attempt> {

@@ -234,8 +234,18 @@ fn assign(d: Dialect, effect: &ChangeEffect, ids: &[TaskId], now: DateTime<Utc>)
         sql.push(", attempt = attempt - 1");
     }
     if let Some(t) = &effect.target {
+        // The operator's target replaces the task's own, and ends any wait for a worker.
         sql.push(", target = ")
-            .bind(crate::Arg::Text(t.to_column()));
+            .bind(crate::Arg::Text(t.to_column()))
+            .push(", affinity_until = NULL");
+    } else if effect.state.is_some() || effect.run_at.is_some() {
+        // A task an operator moves stops waiting for its previous worker; its own target
+        // applies again (`target` is read before `affinity_until` is cleared, which MySQL,
+        // applying SET items left to right, needs).
+        sql.push(
+            ", target = CASE WHEN affinity_until IS NULL THEN target ELSE affinity_target END, \
+             affinity_until = NULL",
+        );
     }
     if let Some(t) = effect.run_at {
         sql.push(", run_at = ").bind(t);

@@ -18,6 +18,8 @@ UPDATE tasktable_tasks SET
     last_error = coalesce(?5, last_error),
     lease_expires_at = NULL,
     deadline_at = NULL,
-    updated_at = ?6
+    updated_at = ?6,
+    -- A retry of a task with an affinity waits for this worker (core's rule, rules.rs).
+    {affinity}
 WHERE id = ?7 AND lease_token = ?8 AND state = 'running' AND lease_credential IS ?10
   AND (?9 = 0 OR lease_expires_at <= ?6)

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use tasktable_core::{Lease, Target, Task, TaskState};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{task_from_row, TASK_COLUMNS};
-use tasktable_sql::rules;
+use tasktable_sql::{rules, Dialect};
 use tasktable_store::*;
 
 static CLAIM_SELECT: LazyLock<String> = LazyLock::new(|| {
@@ -25,8 +25,19 @@ const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
 static ATTEMPT_INSERT: LazyLock<String> =
     LazyLock::new(|| with_retry_state(include_str!("../queries/attempt_insert.sql")));
-static FINISH: LazyLock<String> =
-    LazyLock::new(|| with_retry_state(include_str!("../queries/task_finish.sql")));
+/// The finish, with core's affinity rule (which names the retry rule) and retry rule.
+static FINISH: LazyLock<String> = LazyLock::new(|| {
+    let affinity = rules::affinity(
+        Dialect::Sqlite,
+        "",
+        &format!("coalesce(?1, {{{}}}) = 'pending'", rules::RETRY_STATE),
+        "?2",
+    );
+    with_retry_state(&expand(
+        include_str!("../queries/task_finish.sql"),
+        &[(rules::AFFINITY, &affinity)],
+    ))
+});
 const QUEUES_TO_WAKE: &str = include_str!("../queries/queues_to_wake.sql");
 static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
     expand(

@@ -45,6 +45,7 @@ pub async fn insert(
             .bind(t.timeout.map(|d| d.as_millis() as i64))
             .bind(&now_text)
             .bind(t.target.to_column())
+            .bind(t.affinity.map(|d| d.as_millis() as i64))
             .fetch_optional(&mut *conn)
             .await
             .map_err(db)?;

@@ -7,8 +7,8 @@
 
 use crate::params::{
     check_finish, prepare_checkpoint, prepare_submit, prepare_update, validate_change,
-    validate_list, CheckpointParams, CountParams, FinishParams, ListParams, QueuePolicyParams,
-    SubmitParams, UpdateParams, DEFAULT_MAX_PAYLOAD_BYTES,
+    validate_list, AffinityReleaseParams, CheckpointParams, CountParams, FinishParams, ListParams,
+    QueuePolicyParams, SubmitParams, UpdateParams, DEFAULT_MAX_PAYLOAD_BYTES,
 };
 use crate::{StoreError, StoreResult, UpdateChunkParams};
 use std::ops::Deref;
@@ -59,6 +59,20 @@ impl Limits {
     pub fn tasks(&self, mut tasks: Vec<NewTask>) -> StoreResult<Checked<Vec<NewTask>>> {
         prepare_submit(&mut tasks, self.max_payload_bytes)?;
         Ok(Checked(tasks))
+    }
+
+    /// A batch of affinity releases: 1 to [`crate::params::MAX_AFFINITY_BATCH`] tasks.
+    pub fn affinity_release(
+        &self,
+        p: AffinityReleaseParams,
+    ) -> StoreResult<Checked<AffinityReleaseParams>> {
+        if p.limit == 0 || p.limit > crate::params::MAX_AFFINITY_BATCH {
+            return Err(StoreError::InvalidInput(format!(
+                "limit must be from 1 to {}",
+                crate::params::MAX_AFFINITY_BATCH
+            )));
+        }
+        Ok(Checked(p))
     }
 
     /// A queue's policy: the queue a name, the policy within core's bounds.

@@ -74,6 +74,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// token increased.
     async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>>;
 
+    /// Ends the waits of retries for their previous workers that are over: the wait
+    /// passed, or the worker is gone from the registry. The task's own target applies
+    /// again and its queue's workers are woken. How many tasks it freed (at most
+    /// `limit`: call again while it returns `limit`).
+    async fn task_release_affinity(&self, params: AffinityReleaseParams) -> StoreResult<u64>;
+
     /// Extends leases; one status per lease, in order.
     async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>>;
 

@@ -96,6 +96,18 @@ pub struct ExpiredParams {
     pub now: Option<DateTime<Utc>>,
 }
 
+/// Ending the waits of retries for their previous workers that are over (the wait passed,
+/// or the worker is gone): the rescuer's second step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AffinityReleaseParams {
+    /// Tasks per call at the most (1 to [`MAX_AFFINITY_BATCH`]).
+    pub limit: u32,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// Most tasks one [`AffinityReleaseParams`] call frees.
+pub const MAX_AFFINITY_BATCH: u32 = 1000;
+
 /// Most tasks one page may hold.
 pub const MAX_PAGE_SIZE: u32 = 1000;
 
