@@ -68,6 +68,11 @@ impl Api {
             .await
     }
 
+    pub async fn put(&self, segments: &[&str], body: &Value) -> Result<Value, CliError> {
+        self.send(self.http.put(self.url(segments)).json(body))
+            .await
+    }
+
     pub async fn patch(&self, segments: &[&str], body: &Value) -> Result<Value, CliError> {
         self.send(self.http.patch(self.url(segments)).json(body))
             .await

@@ -3,8 +3,8 @@
 //! Owns: the command line (its commands, options, exit codes and output for people and
 //! for scripts); wiring a store chosen by URL to the HTTP API, the dashboard, the rescuer
 //! and a worker with the built-in handlers (`serve`, `worker`, `migrate`); and the HTTP client of the
-//! operator commands (`submit`, `ls`, `show`, changes, queues, `stats`, schedules,
-//! workers), which
+//! operator commands (`submit`, `ls`, `show`, changes, queues and their policies,
+//! `stats`, schedules, workers), which
 //! talk to a running server and never to a database.
 //!
 //! Must not know: SQL or any backend's types (stores are opened with
@@ -109,6 +109,14 @@ enum Command {
     Pause { queue: String },
     /// Resume a paused queue.
     Resume { queue: String },
+    /// Set what a queue allows its claims, or show it: limits on what runs, rates of
+    /// starts, one task per worker, fair shares.
+    ///
+    /// The flags replace the whole policy: a limit not given is removed, and --clear
+    /// removes them all. Without a flag, shows the policy in force. Running tasks are not
+    /// affected; every claim from the next on obeys the new policy.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Policy(commands::policy::PolicyArgs),
     /// Count tasks by queue and state, and show how each queue and kind did lately.
     ///
     /// The second table covers the last --window: tasks submitted per minute, attempts
@@ -206,6 +214,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Resume { queue } => {
             commands::queue::set_paused(&api()?, &queue, false, json).await
         }
+        Command::Policy(args) => commands::policy::run(&api()?, &args, json).await,
         Command::Stats(args) => commands::queue::stats(&api()?, &args, json).await,
         Command::Purge(args) => commands::purge::run(&api()?, &args, json).await,
         Command::Schedule { command } => commands::schedule::run(&api()?, &command, json).await,

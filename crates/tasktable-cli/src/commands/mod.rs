@@ -3,6 +3,7 @@
 
 pub mod change;
 pub mod list;
+pub mod policy;
 pub mod purge;
 pub mod queue;
 pub mod schedule;

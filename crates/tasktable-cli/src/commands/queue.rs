@@ -1,6 +1,8 @@
-//! `tasktable pause`, `resume` and `stats`: queues, the counts of their tasks, and how
-//! each queue and kind has done over a recent window.
+//! `tasktable pause`, `resume` and `stats`: queues, the counts of their tasks (with
+//! each queue's pause and policy), and how each queue and kind has done over a recent
+//! window.
 
+use super::policy::{self, Policy};
 use crate::client::{field, Api};
 use crate::error::CliError;
 use crate::output::{self, Table};
@@ -58,6 +60,9 @@ impl StatsArgs {
 struct Queue {
     name: String,
     paused: bool,
+    /// Absent from a server older than policies: none.
+    #[serde(default)]
+    policy: Policy,
     counts: BTreeMap<String, u64>,
 }
 
@@ -109,7 +114,8 @@ pub async fn stats(api: &Api, args: &StatsArgs, json: bool) -> Result<(), CliErr
     output::emit(&text)
 }
 
-/// Tasks now in each state, per queue and over all queues.
+/// Tasks now in each state, per queue and over all queues; and, when a queue has a
+/// policy, a last column that says what each queue's policy holds back.
 fn counts_table(queues: &[Queue], totals: &BTreeMap<String, u64>) -> Table {
     let row = |name: String, counts: &BTreeMap<String, u64>| {
         let mut cells = vec![name];
@@ -125,14 +131,24 @@ fn counts_table(queues: &[Queue], totals: &BTreeMap<String, u64>) -> Table {
     let mut headers = vec!["QUEUE".to_owned()];
     headers.extend(TaskState::ALL.map(|s| s.as_str().to_uppercase()));
     headers.push("TOTAL".into());
+    let policies: Vec<Option<String>> =
+        queues.iter().map(|q| policy::describe(&q.policy)).collect();
+    let any_policy = policies.iter().any(Option::is_some);
+    if any_policy {
+        headers.push("POLICY".into());
+    }
     let mut table = Table::new(headers);
-    for q in queues {
+    for (q, policy) in queues.iter().zip(policies) {
         let name = if q.paused {
             format!("{} (paused)", q.name)
         } else {
             q.name.clone()
         };
-        table.row(row(name, &q.counts));
+        let mut cells = row(name, &q.counts);
+        if any_policy {
+            cells.push(policy.unwrap_or_else(|| "-".into()));
+        }
+        table.row(cells);
     }
     table.row(row("all queues".into(), totals));
     table
@@ -252,6 +268,7 @@ fn seconds(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn durations_read_in_the_largest_sensible_unit() {
@@ -289,6 +306,34 @@ mod tests {
         assert_eq!(per_minute(42.25), "42.2");
         assert_eq!(percent(0.975), "97.5 %");
         assert_eq!(percent(1.0), "100.0 %");
+    }
+
+    #[test]
+    fn the_counts_table_has_a_policy_column_only_when_a_queue_has_a_policy() {
+        let queue = |name: &str, policy: serde_json::Value| Queue {
+            name: name.into(),
+            paused: name == "b",
+            policy: serde_json::from_value(policy).unwrap(),
+            counts: BTreeMap::from([("pending".to_owned(), 1)]),
+        };
+        let totals = BTreeMap::from([("pending".to_owned(), 2)]);
+        let plain = [queue("a", json!({})), queue("b", json!({}))];
+        let text = counts_table(&plain, &totals).render();
+        assert!(text.lines().next().unwrap().ends_with("TOTAL"), "{text}");
+
+        let limited = [queue("a", json!({})), queue("b", json!({"max_running": 2}))];
+        let text = counts_table(&limited, &totals).render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("TOTAL  POLICY"), "{text}");
+        assert!(
+            lines[1].starts_with("a ") && lines[1].ends_with("  -"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("b (paused)") && lines[2].ends_with("  at most 2 running"),
+            "{text}"
+        );
+        assert!(lines[3].ends_with("  2"), "{text}");
     }
 
     #[test]

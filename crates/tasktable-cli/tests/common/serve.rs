@@ -98,12 +98,16 @@ impl Server {
         Server::start_with(&["--workers", "0"])
     }
 
-    /// `tasktable serve` with `args` after its listen address and database.
+    /// `tasktable serve` with `args` after its listen address and database (a SQLite
+    /// file in the server's directory unless `args` name a `--database-url`).
     pub fn start_with(args: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = format!("sqlite://{}", dir.path().join("tasktable.db").display());
         let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
-        let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--database-url", &db];
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        if !args.contains(&"--database-url") {
+            all.extend(["--database-url", db.as_str()]);
+        }
         all.extend_from_slice(args);
         let mut child = command(&all)
             .env("TASKTABLE_TOKENS", format!("admin:{ADMIN},reader:{READER}"))
