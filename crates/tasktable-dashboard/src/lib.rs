@@ -1,9 +1,10 @@
 //! tasktable's web dashboard.
 //!
 //! Owns: server-rendered pages under `/ui` (overview with counts, windowed statistics per
-//! queue and kind with inline-SVG charts, and queues; tasks with filters and bulk actions,
-//! one task with its payload, result, checkpoint and attempts, the worker registry with
-//! what each worker runs and its drain and release buttons,
+//! queue and kind with inline-SVG charts, and queues with their policies in brief; a
+//! queue's policy page with the form that sets or clears it; tasks with filters and bulk
+//! actions, one task with its payload, result, checkpoint and attempts, the worker
+//! registry with what each worker runs and its drain and release buttons,
 //! schedules with their next fire times and one schedule with its template and the tasks
 //! it fired, and the forms that enable, disable and fire a schedule),
 //! sign-in with an API token and its throttling, sessions, CSRF protection, the headers
@@ -24,6 +25,7 @@ mod headers;
 mod layout;
 mod links;
 mod overview;
+mod policy;
 mod scan;
 mod schedule_actions;
 mod schedules;
@@ -126,6 +128,11 @@ pub fn router_with(app: AppState, config: DashConfig) -> Router {
         )
         .route("/ui/tasks/{id}", get(tasks::task))
         .route("/ui/tasks/{id}/{op}", post(actions::task_action))
+        // A fixed segment wins over `{op}`: `policy` is never taken for a pause or resume.
+        .route(
+            "/ui/queues/policy",
+            get(policy::policy_page).post(policy::set_policy),
+        )
         .route("/ui/queues/{op}", post(actions::queue_action))
         .route("/ui/workers", get(workers::workers))
         .route("/ui/workers/{op}", post(workers::worker_action))

@@ -1,8 +1,9 @@
 //! The overview: counts by state, windowed statistics with charts, and the queues with
-//! their pause and resume forms.
+//! their policies in brief and their pause and resume forms.
 
 use crate::layout::{action_form, flash, page};
 use crate::links;
+use crate::policy;
 use crate::session::Session;
 use crate::DashState;
 use axum::extract::{Query, State};
@@ -19,6 +20,9 @@ pub struct OverviewQuery {
     error: Option<String>,
     window: Option<String>,
 }
+
+/// Kind limits a queue's row names; its policy page names every one.
+const KINDS_SHOWN: usize = 3;
 
 /// The windows the overview offers.
 const WINDOWS: [&str; 5] = ["15m", "1h", "6h", "24h", "7d"];
@@ -75,7 +79,7 @@ pub async fn overview(
         h2 { "Queues" }
         table {
             thead { tr {
-                th { "Queue" } th { "State" }
+                th { "Queue" } th { "State" } th { "Policy" }
                 @for s in TaskState::ALL { th.num { (s.as_str()) } }
                 th { "" }
             } }
@@ -84,6 +88,14 @@ pub async fn overview(
                     tr {
                         td { a href=(links::tasks(&[("queue", q.name.as_str())])) { (q.name) } }
                         td { @if q.paused { span.state.s-held { "paused" } } @else { span.state.s-succeeded { "active" } } }
+                        td.policy {
+                            @if q.policy.is_limited() { (policy::summary(&q.policy, KINDS_SHOWN)) } @else { span.muted { "—" } }
+                            @if session.can_act() {
+                                " " a href=(policy::link(&q.name)) { "edit" }
+                            } @else if q.policy.is_limited() {
+                                " " a href=(policy::link(&q.name)) { "details" }
+                            }
+                        }
                         @for s in TaskState::ALL { td.num { (count(q, s)) } }
                         td {
                             @if session.can_act() {
@@ -95,7 +107,7 @@ pub async fn overview(
                         }
                     }
                 }
-                @if queues.is_empty() { tr { td colspan="9" .muted { "No tasks yet." } } }
+                @if queues.is_empty() { tr { td colspan="10" .muted { "No tasks yet." } } }
             }
         }
     };

@@ -1,7 +1,7 @@
 //! The dashboard in a real headless Chromium, driven through chromedriver: sign-in, the
 //! overview's counts, the task filter, a task's page, and the forms that cancel, retry and
-//! pause, and a schedule's disable, enable and fire-now buttons, each checked on the page
-//! and in the store. The last test saves screenshots of the main pages.
+//! pause, set and clear a queue's policy, and a schedule's disable, enable and fire-now
+//! buttons, each checked on the page and in the store. The last test saves screenshots of the main pages.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
 //! other paths through TASKTABLE_TEST_CHROME and TASKTABLE_TEST_CHROMEDRIVER). Without
@@ -344,6 +344,84 @@ async fn pausing_and_resuming_a_queue_from_the_overview() {
 }
 
 #[tokio::test]
+async fn setting_and_clearing_a_queue_policy_from_its_page() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    app.submit(NewTask::new("email.send", json!({})).queue("email"))
+        .await;
+    app.submit(NewTask::new("report.render", json!({})).queue("reports"))
+        .await;
+    let cell = "//tr[td/a[@href='/ui/tasks?queue=email']]/td[contains(@class, 'policy')]";
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    assert_eq!(b.find(XPath(cell)).await.text().await.unwrap(), "— edit");
+    b.find(XPath(&format!("{cell}/a[text()='edit']")))
+        .await
+        .click()
+        .await
+        .unwrap();
+    b.css("#policy-form").await;
+    assert_eq!(b.path().await, "/ui/queues/policy");
+    assert_eq!(b.text("#policy").await, "—");
+
+    b.fill("max_running", "4").await;
+    b.fill("kind_max_running", "email.send=2").await;
+    b.fill("rate", "2.5").await;
+    b.fill("rate_burst", "5").await;
+    b.click("#policy-form input[name=one_per_worker]").await;
+    b.click("#policy-form button[type=submit]").await;
+    let brief = "≤ 4 running · email.send ≤ 2 · 2.5/s (burst 5) · one per worker";
+    b.flash("flash", &format!("queue email: policy set: {brief}"))
+        .await;
+    assert_eq!(b.text("#policy").await, brief);
+    let policy = app.queue("email").await.policy;
+    assert_eq!(policy.max_running, Some(4));
+    assert_eq!(policy.kind_max_running.get("email.send"), Some(&2));
+    assert_eq!(
+        policy.rate.map(|r| (r.per_second, r.burst)),
+        Some((2.5, Some(5)))
+    );
+    assert!(policy.one_per_worker && !policy.fair_share && policy.key_rate.is_none());
+    assert!(
+        !app.queue("reports").await.policy.is_limited(),
+        "only the one queue"
+    );
+
+    // A mistake is refused with its reason; what was typed stays in the form.
+    b.fill("kind_max_running", "email.send:3").await;
+    b.click("#policy-form button[type=submit]").await;
+    b.flash("error", "is not kind=N").await;
+    assert_eq!(
+        b.css("input[name=kind_max_running]")
+            .await
+            .prop("value")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("email.send:3")
+    );
+    assert_eq!(app.queue("email").await.policy, policy, "nothing changed");
+
+    b.click("header a[href='/ui']").await;
+    assert_eq!(
+        b.find(XPath(cell)).await.text().await.unwrap(),
+        format!("{brief} edit")
+    );
+    b.find(XPath(&format!("{cell}/a[text()='edit']")))
+        .await
+        .click()
+        .await
+        .unwrap();
+    b.click("form:has(input[name=clear]) button").await;
+    b.flash("flash", "queue email: policy cleared").await;
+    assert_eq!(b.text("#policy").await, "—");
+    assert!(!app.queue("email").await.policy.is_limited());
+    b.close().await;
+}
+
+#[tokio::test]
 async fn disabling_enabling_and_firing_a_schedule_from_its_page() {
     let Some(b) = Browser::start().await else {
         return;
@@ -545,7 +623,24 @@ async fn screenshots_of_the_main_pages() {
         b.text("a.card[href='/ui/tasks?state=pending'] .n").await,
         pending.to_string()
     );
+    let policy = "//tr[td/a[@href='/ui/tasks?queue=reports']]/td[contains(@class, 'policy')]";
+    assert_eq!(
+        b.find(XPath(policy)).await.text().await.unwrap(),
+        "≤ 2 running · report.render ≤ 1 · 30/min · one per worker edit"
+    );
     keep("overview", b.screenshot(true).await, true);
+
+    b.find(XPath(&format!("{policy}/a[text()='edit']")))
+        .await
+        .click()
+        .await
+        .unwrap();
+    b.css("#policy-form").await;
+    assert_eq!(
+        b.text("#policy").await,
+        "≤ 2 running · report.render ≤ 1 · 30/min · one per worker"
+    );
+    keep("queue-policy", b.screenshot(false).await, false);
 
     b.goto(&app.url("/ui/tasks")).await;
     b.css("#tasks").await;

@@ -5,7 +5,9 @@ mod common;
 
 use common::{csrf, Ui, OPERATOR, READER, WORKER};
 use reqwest::StatusCode;
+use tasktable_core::policy::{QueuePolicy, Rate};
 use tasktable_core::{NewTask, TaskState};
+use tasktable_store::QueuePolicyParams;
 
 on_every_backend!(
     an_operator_cancels_and_retries_from_the_task_page,
@@ -16,6 +18,9 @@ on_every_backend!(
     a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_widening_it,
     readers_see_secret_payload_fields_redacted,
     an_operator_sets_and_clears_a_target_and_a_bad_one_changes_nothing,
+    an_operator_sets_a_queue_policy_from_its_page_and_clears_it,
+    a_bad_queue_policy_is_refused_with_its_reason_and_changes_nothing,
+    readers_see_a_queue_policy_but_cannot_set_one,
 );
 
 async fn readers_see_secret_payload_fields_redacted(backend: &str) {
@@ -325,4 +330,370 @@ async fn an_operator_sets_and_clears_a_target_and_a_bad_one_changes_nothing(back
     );
     post("any", "").await;
     assert_eq!(target(&ui).await, Target::Any);
+}
+
+/// The policy the store holds for `queue` (the default when it lists no such queue).
+async fn policy_of(ui: &Ui, queue: &str) -> QueuePolicy {
+    ui.store
+        .queue_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|q| q.name == queue)
+        .map(|q| q.policy)
+        .unwrap_or_default()
+}
+
+/// The text of the overview's policy cell on `queue`'s row, tags left out.
+fn policy_cell(html: &str, queue: &str) -> String {
+    // The queues table, after the statistics, whose rows link their queues the same way.
+    let html = &html[html.find("<h2>Queues</h2>").expect("the queues table")..];
+    let row = format!("<td><a href=\"/ui/tasks?queue={queue}\">{queue}</a></td>");
+    let at = html
+        .find(&row)
+        .unwrap_or_else(|| panic!("a row for {queue}"));
+    let cell = &html[at..];
+    let start = cell.find("<td class=\"policy\">").expect("a policy cell");
+    let cell = &cell[start..];
+    let cell = &cell[..cell.find("</td>").unwrap()];
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in cell.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text.trim().to_owned()
+}
+
+/// Posts the policy form of `queue` with `fields`; answers where it redirects to.
+async fn post_policy(
+    ui: &Ui,
+    client: &reqwest::Client,
+    token: &str,
+    queue: &str,
+    fields: &[(&str, &str)],
+) -> String {
+    let mut form = vec![("csrf", token), ("queue", queue)];
+    form.extend_from_slice(fields);
+    let resp = client
+        .post(ui.url("/ui/queues/policy"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER, "{fields:?}");
+    resp.headers()["location"].to_str().unwrap().to_owned()
+}
+
+/// A redirect's query value `name`, decoded.
+fn query_value(location: &str, name: &str) -> Option<String> {
+    let query = location.split_once('?')?.1;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+async fn an_operator_sets_a_queue_policy_from_its_page_and_clears_it(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    ui.submit(NewTask::new("send", serde_json::json!(1)).queue("email"))
+        .await;
+    ui.submit(NewTask::new("render", serde_json::json!(1)).queue("reports"))
+        .await;
+    let (client, _) = ui.sign_in(OPERATOR).await;
+    let html = ui.page(&client, "/ui").await;
+    assert_eq!(policy_cell(&html, "email"), "— edit");
+    let link = "/ui/queues/policy?queue=email";
+    assert!(html.contains(&format!("href=\"{link}\"")), "{html}");
+
+    let page = ui.page(&client, link).await;
+    assert!(page.contains("action=\"/ui/queues/policy\""), "{page}");
+    assert!(page.contains("Clear policy"), "{page}");
+    let token = csrf(&page);
+    let to = post_policy(
+        &ui,
+        &client,
+        &token,
+        "email",
+        &[
+            ("max_running", "4"),
+            ("kind_max_running", "send=2, digest=1"),
+            ("rate", "2.5"),
+            ("rate_burst", "5"),
+            ("key_rate", "0.5"),
+            ("key_rate_burst", ""),
+            ("one_per_worker", "on"),
+            ("fair_share", "on"),
+        ],
+    )
+    .await;
+    let done = query_value(&to, "done").unwrap_or_else(|| panic!("done: {to}"));
+    let brief = "≤ 4 running · digest ≤ 1, send ≤ 2 · 2.5/s (burst 5) · 30/min per key · \
+                 one per worker · fair share";
+    assert_eq!(done, format!("queue email: policy set: {brief}"));
+    assert_eq!(query_value(&to, "queue").as_deref(), Some("email"));
+    let want = QueuePolicy {
+        max_running: Some(4),
+        kind_max_running: [("send".to_owned(), 2), ("digest".to_owned(), 1)].into(),
+        rate: Some(Rate::per_second(2.5).with_burst(5)),
+        key_rate: Some(Rate::per_second(0.5)),
+        one_per_worker: true,
+        fair_share: true,
+    };
+    assert_eq!(policy_of(&ui, "email").await, want);
+    assert_eq!(policy_of(&ui, "reports").await, QueuePolicy::default());
+
+    // The page it comes back to says so, shows it, and fills the form in with it.
+    let page = ui.page(&client, &to).await;
+    assert!(
+        page.contains(&format!("<div class=\"flash\">{done}</div>")),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("<strong id=\"policy\">{brief}</strong>")),
+        "{page}"
+    );
+    for field in [
+        "name=\"max_running\" min=\"0\" max=\"1000000\" class=\"narrow\" value=\"4\"",
+        "value=\"digest=1, send=2\"",
+        "name=\"rate\" step=\"any\"",
+        "value=\"2.5\"",
+        "value=\"0.5\"",
+        "name=\"one_per_worker\" checked",
+        "name=\"fair_share\" checked",
+    ] {
+        assert!(page.contains(field), "{field}: {page}");
+    }
+    let html = ui.page(&client, "/ui").await;
+    assert_eq!(policy_cell(&html, "email"), format!("{brief} edit"));
+    assert_eq!(policy_cell(&html, "reports"), "— edit");
+
+    // Saving with fields emptied limits only what is left.
+    let to = post_policy(&ui, &client, &token, "email", &[("max_running", "1")]).await;
+    assert_eq!(
+        query_value(&to, "done").as_deref(),
+        Some("queue email: policy set: ≤ 1 running")
+    );
+    let only_one = QueuePolicy {
+        max_running: Some(1),
+        ..QueuePolicy::default()
+    };
+    assert_eq!(policy_of(&ui, "email").await, only_one);
+
+    // The clear button.
+    let to = post_policy(&ui, &client, &token, "email", &[("clear", "1")]).await;
+    assert_eq!(
+        query_value(&to, "done").as_deref(),
+        Some("queue email: policy cleared")
+    );
+    assert_eq!(policy_of(&ui, "email").await, QueuePolicy::default());
+    assert!(!policy_of(&ui, "email").await.is_limited());
+    let html = ui.page(&client, "/ui").await;
+    assert_eq!(policy_cell(&html, "email"), "— edit");
+
+    // A queue with no tasks yet can be given a policy from its page; it is then listed.
+    let page = ui.page(&client, "/ui/queues/policy?queue=later").await;
+    assert!(page.contains("no tasks yet"), "{page}");
+    post_policy(&ui, &client, &token, "later", &[("rate", "10")]).await;
+    assert_eq!(
+        policy_of(&ui, "later").await.rate,
+        Some(Rate::per_second(10.0))
+    );
+    let html = ui.page(&client, "/ui").await;
+    assert_eq!(policy_cell(&html, "later"), "10/s edit");
+}
+
+async fn a_bad_queue_policy_is_refused_with_its_reason_and_changes_nothing(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    ui.submit(NewTask::new("send", serde_json::json!(1)).queue("email"))
+        .await;
+    let (client, _) = ui.sign_in(OPERATOR).await;
+    let token = csrf(&ui.page(&client, "/ui/queues/policy?queue=email").await);
+    post_policy(
+        &ui,
+        &client,
+        &token,
+        "email",
+        &[("max_running", "3"), ("one_per_worker", "on")],
+    )
+    .await;
+    let before = policy_of(&ui, "email").await;
+    assert_eq!(before.max_running, Some(3));
+
+    for (fields, reason) in [
+        (
+            vec![("max_running", "four")],
+            "max running must be a whole number from 0 to 1000000, not \"four\"",
+        ),
+        (
+            vec![("max_running", "-1")],
+            "max running must be a whole number",
+        ),
+        (
+            vec![("max_running", "5000000")],
+            "max running must be a whole number",
+        ),
+        (
+            vec![("kind_max_running", "send:2")],
+            "per-kind limits: \"send:2\" is not kind=N",
+        ),
+        (
+            vec![("kind_max_running", "send=2, send=3")],
+            "kind \"send\" is limited twice",
+        ),
+        (
+            vec![("kind_max_running", "send=lots")],
+            "the limit of kind \"send\" must be a whole number",
+        ),
+        (
+            vec![("rate", "fast")],
+            "the rate must be a number of starts per second",
+        ),
+        (vec![("rate", "0")], "one a day"),
+        (
+            vec![("rate", "1"), ("rate_burst", "0")],
+            "the burst of the rate must be a whole number from 1",
+        ),
+        (
+            vec![("key_rate_burst", "4")],
+            "a burst needs a rate per key",
+        ),
+        (
+            vec![("key_rate", "1e9")],
+            "the rate per key must be a number",
+        ),
+    ] {
+        let mut typed = fields.clone();
+        typed.push(("fair_share", "on"));
+        let to = post_policy(&ui, &client, &token, "email", &typed).await;
+        let error = query_value(&to, "error").unwrap_or_else(|| panic!("{fields:?}: {to}"));
+        assert!(
+            error.starts_with("queue email: nothing changed: "),
+            "{error}"
+        );
+        assert!(error.contains(reason), "{fields:?}: {error}");
+        assert_eq!(policy_of(&ui, "email").await, before, "{fields:?}");
+        // Back on the page: the reason, the policy in force, and what was typed.
+        let page = ui.page(&client, &to).await;
+        assert!(page.contains("class=\"flash error\""), "{page}");
+        assert!(
+            page.contains("<strong id=\"policy\">≤ 3 running · one per worker</strong>"),
+            "{page}"
+        );
+        let (name, value) = fields[0];
+        assert!(
+            page.contains(&format!("name=\"{name}\""))
+                && page.contains(&format!("value=\"{value}\"")),
+            "{name}={value} refilled: {page}"
+        );
+        assert!(page.contains("name=\"fair_share\" checked"), "{page}");
+        assert!(
+            !page.contains("name=\"one_per_worker\" checked"),
+            "as typed: {page}"
+        );
+    }
+    // A name the store refuses is reported the same way.
+    let long = "q".repeat(300);
+    let to = post_policy(&ui, &client, &token, &long, &[("max_running", "1")]).await;
+    let error = query_value(&to, "error").unwrap_or_else(|| panic!("{to}"));
+    assert!(error.contains("a queue is 1 to 255 characters"), "{error}");
+    // No queue at all is no form of this page.
+    let resp = client
+        .post(ui.url("/ui/queues/policy"))
+        .form(&[("csrf", token.as_str()), ("max_running", "1")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let resp = client
+        .get(ui.url("/ui/queues/policy"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(policy_of(&ui, "email").await, before);
+    assert_eq!(
+        ui.store.queue_list().await.unwrap().len(),
+        1,
+        "no queue made"
+    );
+}
+
+async fn readers_see_a_queue_policy_but_cannot_set_one(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    ui.submit(NewTask::new("send", serde_json::json!(1)).queue("email"))
+        .await;
+    ui.submit(NewTask::new("render", serde_json::json!(1)).queue("reports"))
+        .await;
+    let set = QueuePolicy {
+        max_running: Some(2),
+        rate: Some(Rate::per_second(1.0 / 600.0)),
+        ..QueuePolicy::default()
+    };
+    ui.store
+        .queue_set_policy(QueuePolicyParams {
+            queue: "email".into(),
+            policy: set.clone(),
+        })
+        .await
+        .unwrap();
+    let (reader, _) = ui.sign_in(READER).await;
+    let html = ui.page(&reader, "/ui").await;
+    assert_eq!(policy_cell(&html, "email"), "≤ 2 running · 6/h details");
+    assert_eq!(
+        policy_cell(&html, "reports"),
+        "—",
+        "no link to an empty policy"
+    );
+    let page = ui.page(&reader, "/ui/queues/policy?queue=email").await;
+    assert!(
+        page.contains("<strong id=\"policy\">≤ 2 running · 6/h</strong>"),
+        "{page}"
+    );
+    for form in [
+        "action=\"/ui/queues/policy\"",
+        "name=\"max_running\"",
+        "Clear policy",
+    ] {
+        assert!(!page.contains(form), "a reader sees {form}: {page}");
+    }
+    let token = csrf(&page); // the sign-out form's
+    for fields in [vec![("max_running", "9")], vec![("clear", "1")]] {
+        let mut form = vec![("csrf", token.as_str()), ("queue", "email")];
+        form.extend(fields);
+        let resp = reader
+            .post(ui.url("/ui/queues/policy"))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+        assert!(resp.text().await.unwrap().contains("may not change"));
+        assert_eq!(policy_of(&ui, "email").await, set);
+    }
+    // An operator's post without the session's CSRF token is refused too.
+    let (operator, _) = ui.sign_in(OPERATOR).await;
+    for form in [vec![], vec![("csrf", "0".repeat(64))]] {
+        let mut form: Vec<(&str, String)> = form;
+        form.push(("queue", "email".into()));
+        form.push(("clear", "1".into()));
+        let resp = operator
+            .post(ui.url("/ui/queues/policy"))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+        assert!(resp.text().await.unwrap().contains("CSRF"));
+    }
+    assert_eq!(policy_of(&ui, "email").await, set);
 }

@@ -1,4 +1,5 @@
-//! The dashboard's defences over real HTTP on a real database: names that look like paths,
+//! The dashboard's defences over real HTTP on a real database: names that look like paths
+//! (in the pause and the policy forms),
 //! the headers every response carries, cross-site posts, the session cookie over HTTPS,
 //! the bounded session store, slowed-down failed sign-ins, database failures kept off the
 //! page, the caps on rows a page reads, and the Host rule of a server without tokens.
@@ -93,6 +94,47 @@ async fn a_queue_named_like_a_path_is_paused_by_its_own_button_and_nothing_else_
     assert_eq!(ui.state(7).await, TaskState::Pending, "nothing cancelled");
     assert!(!ui.paused("default").await);
 
+    // Each queue's policy page, linked from its row, sets that queue's policy only.
+    for (i, name) in odd.into_iter().enumerate() {
+        let link = format!(
+            "/ui/queues/policy?{}",
+            form_urlencoded::Serializer::new(String::new())
+                .append_pair("queue", name)
+                .finish()
+        );
+        assert!(
+            html.contains(&format!("href=\"{}\"", escaped(&link))),
+            "{name}: {html}"
+        );
+        let page = ui.page(&client, &link).await;
+        let action = queue_form_action(&page, name);
+        assert_eq!(action, "/ui/queues/policy", "{name}: no name in the path");
+        let max = (i + 1).to_string();
+        let resp = client
+            .post(ui.url(&action))
+            .form(&[
+                ("csrf", token.as_str()),
+                ("queue", name),
+                ("max_running", max.as_str()),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::SEE_OTHER, "{name}");
+        let to = resp.headers()[LOCATION].to_str().unwrap().to_owned();
+        assert!(to.starts_with("/ui/queues/policy?queue="), "{to}");
+        assert!(ui.page(&client, &to).await.contains("policy set"), "{name}");
+    }
+    for (i, name) in odd.into_iter().enumerate() {
+        let q = ui.store.queue_list().await.unwrap();
+        let q = q.iter().find(|q| q.name == name).unwrap();
+        assert_eq!(q.policy.max_running, Some(i as u32 + 1), "{name}");
+    }
+    let queues = ui.store.queue_list().await.unwrap();
+    let default = queues.iter().find(|q| q.name == "default").unwrap();
+    assert!(!default.policy.is_limited(), "no other queue has a policy");
+    assert_eq!(queues.len(), odd.len() + 1, "no queue made");
+
     // Each queue's link lists that queue's tasks, the name decoded back intact.
     let html = ui.page(&client, "/ui").await;
     let href = "/ui/tasks?queue=..%2Ftasks%2F7%2Fcancel%3F";
@@ -158,6 +200,7 @@ async fn every_dashboard_response_forbids_scripts_frames_and_referrers() {
         "/ui/tasks/bulk?op=hold&queue=default".to_owned(),
         "/ui/schedules".to_owned(),
         format!("/ui/schedules/{schedule}"),
+        "/ui/queues/policy?queue=default".to_owned(),
     ] {
         let resp = client.get(ui.url(&path)).send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK, "{path}");
@@ -206,6 +249,19 @@ async fn a_post_from_another_site_is_refused_even_with_the_session_and_its_csrf_
         assert_eq!(resp.status(), StatusCode::FORBIDDEN, "{site}");
         assert!(resp.text().await.unwrap().contains("another site"));
         let resp = client
+            .post(ui.url("/ui/queues/policy"))
+            .header("sec-fetch-site", site)
+            .form(&[
+                ("csrf", token.as_str()),
+                ("queue", "default"),
+                ("max_running", "0"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN, "{site}: no policy");
+        assert!(resp.text().await.unwrap().contains("another site"));
+        let resp = client
             .post(ui.url("/ui/login"))
             .header("sec-fetch-site", site)
             .form(&[("token", ADMIN)])
@@ -216,6 +272,8 @@ async fn a_post_from_another_site_is_refused_even_with_the_session_and_its_csrf_
         assert!(resp.headers().get(SET_COOKIE).is_none());
     }
     assert_eq!(ui.state(id).await, TaskState::Pending);
+    let queues = ui.store.queue_list().await.unwrap();
+    assert!(!queues[0].policy.is_limited(), "no policy set");
     let resp = client
         .post(ui.url(&format!("/ui/tasks/{id}/cancel")))
         .header("sec-fetch-site", "same-origin")
@@ -558,6 +616,7 @@ async fn without_tokens_the_dashboard_answers_only_loopback_host_names() {
         ("GET", "/ui/login"),
         ("GET", "/ui"),
         ("POST", "/ui/queues/pause"),
+        ("POST", "/ui/queues/policy"),
     ] {
         let req = match method {
             "GET" => browser.get(ui.url(path)),
@@ -593,4 +652,17 @@ async fn without_tokens_the_dashboard_answers_only_loopback_host_names() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::MISDIRECTED_REQUEST);
     assert!(!ui.paused("default").await);
+    let resp = browser
+        .post(ui.url("/ui/queues/policy"))
+        .header(HOST, "evil.example")
+        .form(&[
+            ("csrf", csrf(&html).as_str()),
+            ("queue", "default"),
+            ("max_running", "0"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::MISDIRECTED_REQUEST);
+    assert!(!ui.store.queue_list().await.unwrap()[0].policy.is_limited());
 }

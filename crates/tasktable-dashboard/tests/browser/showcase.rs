@@ -22,8 +22,8 @@ fn ago(now: DateTime<Utc>, minutes: i64) -> DateTime<Utc> {
     now - Span::minutes(minutes)
 }
 
-/// Fills four queues with tasks in every state, spread over the last hour and a half, and
-/// adds three schedules.
+/// Fills four queues with tasks in every state, spread over the last hour and a half, gives
+/// one a policy, and adds three schedules.
 pub async fn seed(app: &App) -> Showcase {
     let now = Utc::now();
     let recipients = [
@@ -246,6 +246,20 @@ pub async fn seed(app: &App) -> Showcase {
         "enabled": false,
     }))
     .await;
+    // A policy on the reports queue, set last so that it limits none of the claims above.
+    app.store
+        .queue_set_policy(tasktable_store::QueuePolicyParams {
+            queue: "reports".into(),
+            policy: tasktable_core::policy::QueuePolicy {
+                max_running: Some(2),
+                kind_max_running: [("report.render".to_owned(), 1)].into(),
+                rate: Some(tasktable_core::policy::Rate::per_second(0.5)),
+                one_per_worker: true,
+                ..Default::default()
+            },
+        })
+        .await
+        .unwrap();
     Showcase {
         report,
         webhook: failing,
