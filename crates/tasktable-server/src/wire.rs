@@ -38,6 +38,9 @@ pub struct SubmitTask {
     /// Who may run it; any worker when absent or null.
     #[serde(default)]
     pub target: Option<TargetSpec>,
+    /// How long a retry waits for the worker of the previous attempt.
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    pub affinity_ms: Option<u64>,
 }
 
 /// Who may run a task, as the API writes it: `{"workers": [...]}` or `{"groups": [...]}`
@@ -145,6 +148,7 @@ impl SubmitTask {
         task.backoff = self.backoff.map(Backoff::from).unwrap_or(task.backoff);
         task.timeout = self.timeout_ms.map(Duration::from_millis);
         task.held = self.held.unwrap_or(false);
+        task.affinity = self.affinity_ms.map(Duration::from_millis);
         task
     }
 }
@@ -197,6 +201,10 @@ pub struct TaskView {
     pub slot_at: Option<DateTime<Utc>>,
     /// Who may run it; null for any worker.
     pub target: Option<TargetSpec>,
+    /// How long a retry waits for the worker of the previous attempt (`worker_id`).
+    pub affinity_ms: Option<u64>,
+    /// While set, the task waits for that worker until then (or until it is gone).
+    pub affinity_until: Option<DateTime<Utc>>,
 }
 
 impl From<Task> for TaskView {
@@ -231,6 +239,8 @@ impl From<Task> for TaskView {
             schedule_id: t.schedule_id,
             slot_at: t.slot_at,
             target: TargetSpec::view(t.target),
+            affinity_ms: t.affinity.map(millis),
+            affinity_until: t.affinity_until,
         }
     }
 }

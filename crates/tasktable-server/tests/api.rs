@@ -44,7 +44,7 @@ async fn submit_applies_defaults_and_options(s: Server) {
                 "kind": "report", "queue": "slow", "payload": [1, 2], "key": "user-7",
                 "priority": -3, "delay_ms": 60_000, "max_attempts": 9, "timeout_ms": 1500,
                 "backoff": {"initial_ms": 10, "multiplier": 3.0, "max_ms": 1000, "jitter": 0.0},
-                "held": true
+                "held": true, "affinity_ms": 45_000
             }),
         )
         .await;
@@ -60,6 +60,10 @@ async fn submit_applies_defaults_and_options(s: Server) {
         (Some(-3), Some(9))
     );
     assert_eq!(task["timeout_ms"], 1500);
+    assert_eq!(
+        (&task["affinity_ms"], &task["affinity_until"]),
+        (&json!(45_000), &json!(null))
+    );
     assert_eq!(task["backoff"]["initial_ms"], 10);
     let created: chrono::DateTime<chrono::Utc> =
         serde_json::from_value(task["created_at"].clone()).unwrap();

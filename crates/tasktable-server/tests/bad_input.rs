@@ -54,6 +54,24 @@ async fn bad_submits_are_refused_with_a_reason_and_write_nothing(s: Server) {
             "timeout",
         ),
         (
+            json!({"kind": "k", "affinity_ms": 0}),
+            422,
+            "invalid_input",
+            "affinity",
+        ),
+        (
+            json!({"kind": "k", "affinity_ms": 315_360_000_001u64}),
+            422,
+            "invalid_input",
+            "affinity",
+        ),
+        (
+            json!({"kind": "k", "affinity_ms": 2.5}),
+            422,
+            "invalid_input",
+            "affinity_ms",
+        ),
+        (
             json!({"kind": "k", "delay_ms": 5, "run_at": "2030-01-01T00:00:00Z"}),
             422,
             "invalid_input",
