@@ -255,6 +255,8 @@ macro_rules! conformance_suite {
             runtime::workers::a_worker_taking_every_queue_runs_tasks_of_queues_it_was_never_told_of,
             runtime::targets::targeted_tasks_run_only_on_the_workers_they_allow,
             runtime::targets::a_new_target_stops_the_running_handler_without_spending_an_attempt,
+            runtime::targets::a_retry_runs_again_on_the_worker_that_ran_it,
+            runtime::targets::a_retry_goes_elsewhere_once_its_worker_is_gone,
         );
     };
     (@area $backend:ty, $module:ident, $threads:tt;

@@ -62,7 +62,7 @@ impl Rescuer {
                 })
                 .await?;
             if expired.is_empty() {
-                return Ok(total);
+                break;
             }
             let full = expired.len() as u32 >= self.config.batch;
             let items: Vec<FinishItem> = expired
