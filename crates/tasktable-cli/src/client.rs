@@ -200,6 +200,12 @@ pub struct Task {
     /// Who may run it; null or absent for any worker.
     #[serde(default)]
     pub target: Option<tasktable_server::wire::TargetSpec>,
+    /// How long a retry waits for the worker of its previous attempt (`worker_id`).
+    #[serde(default)]
+    pub affinity_ms: Option<u64>,
+    /// While set, the task waits for that worker until then (or until it is gone).
+    #[serde(default)]
+    pub affinity_until: Option<DateTime<Utc>>,
 }
 
 /// One ended attempt of a task.

@@ -50,6 +50,22 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(total_ms))
 }
 
+/// How long a retry waits for the worker of its previous attempt (`submit --affinity`): a
+/// [`duration`] that core's validation of tasks accepts, at least 1ms and at most 10 years.
+pub fn affinity(text: &str) -> Result<Duration, String> {
+    let wait = duration(text)?;
+    let task = tasktable::NewTask::new("affinity", Value::Null).affinity(wait);
+    if task.validate().is_ok() {
+        return Ok(wait);
+    }
+    let text = text.trim();
+    Err(if wait.is_zero() {
+        format!("{text:?} is no wait: an affinity is at least 1ms (leave --affinity out for none)")
+    } else {
+        format!("{text:?} is too long: an affinity is at most 10 years (3650d)")
+    })
+}
+
 /// An RFC 3339 time such as `2030-01-02T03:04:05Z` or `2030-01-02T04:04:05+01:00`.
 pub fn time(text: &str) -> Result<DateTime<Utc>, String> {
     DateTime::parse_from_rfc3339(text.trim())
@@ -119,6 +135,20 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn an_affinity_is_a_duration_from_1ms_to_10_years() {
+        let ms = |t| affinity(t).map(|d| d.as_millis());
+        assert_eq!(ms("45s"), Ok(45_000));
+        assert_eq!(ms("1"), Ok(1));
+        assert_eq!(ms("3650d"), Ok(315_360_000_000));
+        assert!(affinity("0s").unwrap_err().contains("at least 1ms"));
+        assert!(affinity("0").unwrap_err().contains("at least 1ms"));
+        assert!(affinity("3651d").unwrap_err().contains("at most 10 years"));
+        assert!(affinity("nonsense")
+            .unwrap_err()
+            .contains("\"nonsense\" is not a duration"));
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub fn recurrence(r: &Recurrence) -> String {
 }
 
 /// An interval in its units, largest first: `1m`, `1h30m`, `2d`, `1s500ms`.
-fn interval(ms: u64) -> String {
+pub(crate) fn interval(ms: u64) -> String {
     let units = [
         (86_400_000, "d"),
         (3_600_000, "h"),

@@ -252,6 +252,22 @@ pub async fn task(
             dt { "Idempotency key" } dd { (task.idempotency_key.as_deref().unwrap_or("—")) }
             dt { "Priority" } dd { (task.priority) }
             dt { "Target" } dd id="target" { (task.target) }
+            dt { "Affinity" } dd id="affinity" {
+                @match task.affinity {
+                    Some(wait) => { (crate::schedules::interval(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))) }
+                    None => { "—" }
+                }
+                @if let Some(until) = task.affinity_until {
+                    br;
+                    span id="affinity-wait" {
+                        "waits for " @match task.worker_id.as_deref() {
+                            Some(worker) => { "worker " (worker) }
+                            None => { "its previous worker" }
+                        }
+                        " until " (time(Some(until)))
+                    }
+                }
+            }
             dt { "Attempt" } dd { (task.attempt) " of " (task.max_attempts) }
             dt { "Run at" } dd { (time(Some(task.run_at))) }
             dt { "Worker" } dd { (task.worker_id.as_deref().unwrap_or("—")) " on " (task.worker_host.as_deref().unwrap_or("—")) }

@@ -18,6 +18,7 @@ on_every_backend!(
     a_filter_value_that_does_not_parse_refuses_the_bulk_action_instead_of_widening_it,
     readers_see_secret_payload_fields_redacted,
     an_operator_sets_and_clears_a_target_and_a_bad_one_changes_nothing,
+    the_task_page_shows_the_affinity_and_whom_a_retry_waits_for,
     an_operator_sets_a_queue_policy_from_its_page_and_clears_it,
     a_bad_queue_policy_is_refused_with_its_reason_and_changes_nothing,
     readers_see_a_queue_policy_but_cannot_set_one,
@@ -330,6 +331,93 @@ async fn an_operator_sets_and_clears_a_target_and_a_bad_one_changes_nothing(back
     );
     post("any", "").await;
     assert_eq!(target(&ui).await, Target::Any);
+}
+
+async fn the_task_page_shows_the_affinity_and_whom_a_retry_waits_for(backend: &str) {
+    use std::time::Duration;
+    use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
+    use tasktable_core::worker::{Protocol, Queues, WorkerFacts};
+    use tasktable_store::{ClaimParams, FinishItem, FinishParams, WorkerBeatParams};
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    // A worker id with markup in it, to see it escaped.
+    let worker = "w<b>1</b>";
+    let id = ui
+        .submit(NewTask::new("render", serde_json::json!(1)).affinity(Duration::from_secs(3600)))
+        .await;
+    let plain = ui.submit(NewTask::new("other", serde_json::json!(2))).await;
+    let (client, _) = ui.sign_in(READER).await;
+    let html = ui.page(&client, &format!("/ui/tasks/{id}")).await;
+    assert!(html.contains("<dd id=\"affinity\">1h</dd>"), "{html}");
+    assert!(!html.contains("waits for"), "no attempt failed yet: {html}");
+    let html = ui.page(&client, &format!("/ui/tasks/{plain}")).await;
+    assert!(html.contains("<dd id=\"affinity\">—</dd>"), "{html}");
+
+    // The worker is registered, so live; its attempt fails and the retry waits for it.
+    ui.store
+        .worker_beat(WorkerBeatParams {
+            facts: WorkerFacts {
+                id: worker.into(),
+                host: "h".into(),
+                pid: None,
+                version: "test".into(),
+                groups: Vec::new(),
+                queues: Queues::All,
+                capacity: 1,
+                protocol: Protocol::Process,
+            },
+            address: None,
+            starting: true,
+            now: None,
+        })
+        .await
+        .unwrap();
+    let claimed = ui
+        .store
+        .task_claim(ClaimParams {
+            queue: "default".into(),
+            kinds: vec!["render".into()],
+            limit: 1,
+            worker_id: worker.into(),
+            worker_host: "h".into(),
+            worker_groups: Vec::new(),
+            lease_for: Duration::from_secs(30),
+            now: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), vec![id]);
+    let failed = HandlerOutcome::Error {
+        message: "try again".into(),
+        retry_after: None,
+    };
+    let t = &claimed[0];
+    let applied = ui
+        .store
+        .task_finish(FinishParams {
+            items: vec![FinishItem {
+                lease: t.lease(),
+                plan: FinishPlan::for_handler(failed, t.attempt, &t.backoff, 0.5),
+            }],
+            only_if_expired: false,
+            now: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![true]);
+    let task = ui.store.task_get(id).await.unwrap().unwrap();
+    let until = task.affinity_until.expect("the retry waits for its worker");
+    assert_eq!(task.state, TaskState::Pending);
+
+    let html = ui.page(&client, &format!("/ui/tasks/{id}")).await;
+    let wait = format!(
+        "<dd id=\"affinity\">1h<br><span id=\"affinity-wait\">waits for worker \
+         w&lt;b&gt;1&lt;/b&gt; until <time datetime=\"{}\">",
+        until.to_rfc3339()
+    );
+    assert!(html.contains(&wait), "{wait} in {html}");
+    assert!(!html.contains("<b>1</b>"), "the worker id is escaped");
 }
 
 /// The policy the store holds for `queue` (the default when it lists no such queue).

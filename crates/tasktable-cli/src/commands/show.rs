@@ -42,6 +42,7 @@ fn render(task: &Task, attempts: &[Attempt]) -> String {
     optional("idempotency", task.idempotency_key.clone());
     optional("timeout", task.timeout_ms.map(output::millis));
     optional("target", task.target.as_ref().map(|t| t.0.to_string()));
+    optional("affinity", affinity(task));
     optional(
         "worker",
         worker(task.worker_host.as_deref(), task.worker_id.as_deref()),
@@ -85,6 +86,23 @@ pub fn field_lines(fields: &[(&str, String)]) -> String {
     text
 }
 
+/// How long a retry waits for the worker of its previous attempt and, while it waits, a
+/// second line with that worker and the end of the wait.
+fn affinity(task: &Task) -> Option<String> {
+    let wait = task.affinity_ms.map(output::millis);
+    let until = task.affinity_until.map(|until| {
+        let whom = match task.worker_id.as_deref() {
+            Some(id) => format!("worker {id}"),
+            None => "its previous worker".to_owned(),
+        };
+        format!("waits for {whom} until {}", output::time(until))
+    });
+    match (wait, until) {
+        (Some(wait), Some(until)) => Some(format!("{wait}\n{until}")),
+        (wait, until) => wait.or(until),
+    }
+}
+
 fn worker(host: Option<&str>, id: Option<&str>) -> Option<String> {
     match (host, id) {
         (Some(host), Some(id)) => Some(format!("{id} on {host}")),
@@ -101,5 +119,53 @@ pub fn pretty(value: &Value) -> String {
         compact
     } else {
         serde_json::to_string_pretty(value).expect("a JSON value serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task(fields: Value) -> Task {
+        let mut task = json!({
+            "id": 7, "kind": "k", "queue": "default", "state": "pending", "payload": null,
+            "result": null, "checkpoint": null, "progress": null, "key": null,
+            "idempotency_key": null, "priority": 0, "run_at": "2030-01-01T00:00:12Z",
+            "attempt": 1, "max_attempts": 5, "timeout_ms": null, "worker_id": "w1",
+            "worker_host": "h", "last_error": "try again",
+            "created_at": "2030-01-01T00:00:00Z", "updated_at": "2030-01-01T00:00:02Z",
+            "started_at": "2030-01-01T00:00:01Z", "finished_at": null,
+        });
+        let object = task.as_object_mut().unwrap();
+        object.extend(fields.as_object().unwrap().clone());
+        serde_json::from_value(task).unwrap()
+    }
+
+    #[test]
+    fn the_affinity_shows_with_the_worker_it_waits_for_while_it_waits() {
+        let waiting = task(json!({
+            "affinity_ms": 60_000, "affinity_until": "2030-01-01T00:01:12Z",
+        }));
+        assert_eq!(
+            affinity(&waiting).as_deref(),
+            Some("1m\nwaits for worker w1 until 2030-01-01 00:01:12Z")
+        );
+        let text = render(&waiting, &[]);
+        assert!(
+            text.contains(
+                "  affinity    1m\n              waits for worker w1 until 2030-01-01 00:01:12Z\n"
+            ),
+            "{text}"
+        );
+
+        let not_waiting = task(json!({"affinity_ms": 30_000, "affinity_until": null}));
+        assert_eq!(affinity(&not_waiting).as_deref(), Some("30s"));
+        assert!(render(&not_waiting, &[]).contains("  affinity    30s\n"));
+
+        // An older server sends neither field; a task without an affinity shows no line.
+        let none = task(json!({}));
+        assert_eq!(affinity(&none), None);
+        assert!(!render(&none, &[]).contains("affinity"));
     }
 }

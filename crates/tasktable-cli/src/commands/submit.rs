@@ -66,6 +66,10 @@ pub struct SubmitArgs {
     /// Only members of this group may run the task (repeat for several).
     #[arg(long = "target-group", value_name = "GROUP")]
     target_group: Vec<String>,
+    /// After a failed attempt, the retry waits up to this long (45s, 5m, ...) for the worker
+    /// that ran it, while that worker is live, before any other allowed worker may take it.
+    #[arg(long, value_name = "DURATION", value_parser = input::affinity)]
+    affinity: Option<Duration>,
 }
 
 impl SubmitArgs {
@@ -93,6 +97,10 @@ impl SubmitArgs {
         put(
             "target",
             input::target(&self.target_worker, &self.target_group).map(|t| json!(t)),
+        );
+        put(
+            "affinity_ms",
+            self.affinity.map(|d| json!(input::millis(d))),
         );
         fields
     }
