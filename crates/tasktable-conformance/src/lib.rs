@@ -230,6 +230,7 @@ macro_rules! conformance_suite {
             policies::rates::a_key_rate_holds_back_only_the_key_that_spent_its_tokens,
             policies::shares::ten_long_tasks_over_three_workers_come_out_at_most_four_each_and_rebalance,
             policies::concurrent::limits_and_rates_hold_under_many_concurrent_claimers,
+            policies::concurrent::one_per_worker_holds_under_concurrent_claims_of_one_worker,
         );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,

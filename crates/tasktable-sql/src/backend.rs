@@ -168,7 +168,8 @@ macro_rules! impl_store {
                 }
 
                 /// The hot path, unless the queue is known to be limited; a hot-path claim
-                /// that finds nothing asks whether the queue has become limited.
+                /// that finds nothing asks whether the queue has become limited (at most
+                /// once per `limits::RECHECK`).
                 async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
                     let limited = self.limited_queues();
                     if limited.contains(&params.queue) {
@@ -178,9 +179,11 @@ macro_rules! impl_store {
                         }
                     }
                     let tasks = Backend::claim(self, &params).await?;
-                    if !tasks.is_empty()
-                        || !limits::is_limited(&mut self.read().await?, &params.queue).await?
-                    {
+                    if !tasks.is_empty() || !limited.due_for_check(&params.queue) {
+                        return Ok(tasks);
+                    }
+                    if !limits::is_limited(&mut self.read().await?, &params.queue).await? {
+                        limited.found_free(&params.queue);
                         return Ok(tasks);
                     }
                     limited.remember(&params.queue);

@@ -13,8 +13,9 @@
 //! A store remembers which queues it found limited ([`LimitedQueues`]) and sends their
 //! claims here directly; a claim here that finds the policy gone forgets the queue and
 //! goes back to the hot path. A hot-path claim that finds nothing asks whether its queue
-//! is limited, so a policy set while a worker believed the queue free is obeyed from that
-//! worker's next claim.
+//! is limited (at most once per [`RECHECK`] per queue), so a policy set while a worker
+//! believed the queue free sends that worker's claims here within a second; until then
+//! they find nothing, because the hot path refuses a limited queue.
 
 use crate::exec::{count, required};
 use crate::{query, Arg, Backend, Cells, Commit, Dialect, Exec, Sql};
@@ -22,6 +23,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use tasktable_core::policy::{Candidate, Load, QueuePolicy, Share};
 use tasktable_core::worker::Queues;
 use tasktable_core::{Target, Task, TaskId};
@@ -32,24 +34,53 @@ use tasktable_store::{
 /// Most candidates one limited claim reads per lane.
 const MAX_WINDOW: u32 = 1000;
 
-/// The queues a store found limited, so that their claims skip the hot path.
+/// How long a store trusts that a queue it found without a policy still has none, when a
+/// hot-path claim from it finds nothing: at most this long after a policy is set, that
+/// store's claims find nothing (the hot path refuses a limited queue) before they go to
+/// [`claim`]. Never longer, and a limit is never exceeded meanwhile.
+pub const RECHECK: Duration = Duration::from_secs(1);
+
+/// The queues a store found limited, so that their claims skip the hot path, and when it
+/// last found each of the others free of a policy.
 #[derive(Debug, Default)]
-pub struct LimitedQueues(Mutex<HashSet<String>>);
+pub struct LimitedQueues {
+    limited: Mutex<HashSet<String>>,
+    free_at: Mutex<HashMap<String, Instant>>,
+}
 
 impl LimitedQueues {
     pub fn contains(&self, queue: &str) -> bool {
-        self.0.lock().expect("not poisoned").contains(queue)
+        self.limited.lock().expect("not poisoned").contains(queue)
     }
 
     pub fn remember(&self, queue: &str) {
-        self.0
+        self.limited
             .lock()
             .expect("not poisoned")
             .insert(queue.to_owned());
     }
 
     pub fn forget(&self, queue: &str) {
-        self.0.lock().expect("not poisoned").remove(queue);
+        self.limited.lock().expect("not poisoned").remove(queue);
+    }
+
+    /// After a hot-path claim from `queue` found nothing: whether to ask the database if
+    /// the queue has become limited (not when it was found free within [`RECHECK`]).
+    /// A drain's empty claims, many a second, then cost one read a second at most.
+    pub fn due_for_check(&self, queue: &str) -> bool {
+        let free_at = self.free_at.lock().expect("not poisoned");
+        free_at.get(queue).is_none_or(|at| at.elapsed() >= RECHECK)
+    }
+
+    /// `queue` was found free of a policy just now.
+    pub fn found_free(&self, queue: &str) {
+        let mut free_at = self.free_at.lock().expect("not poisoned");
+        match free_at.get_mut(queue) {
+            Some(at) => *at = Instant::now(),
+            None => {
+                free_at.insert(queue.to_owned(), Instant::now());
+            }
+        }
     }
 }
 
@@ -158,7 +189,11 @@ async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<LimitedCla
     if allowance.total == 0 {
         return Ok(LimitedClaim::Claimed(Vec::new()));
     }
-    let window = (allowance.total.saturating_mul(4) + 32).min(MAX_WINDOW);
+    let window = allowance
+        .total
+        .saturating_mul(4)
+        .saturating_add(32)
+        .min(MAX_WINDOW);
     let mut rows = lane(e, p, &allowance.kinds, &policy, now, false, window).await?;
     rows.extend(lane(e, p, &allowance.kinds, &policy, now, true, window).await?);
     rows.sort_by(|a, b| {

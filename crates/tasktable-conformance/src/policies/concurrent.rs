@@ -129,3 +129,94 @@ pub async fn limits_and_rates_hold_under_many_concurrent_claimers(db: &impl Back
         }
     }
 }
+
+/// One worker claiming from several connections at once (a pull worker with parallel
+/// claims, say) under `one_per_worker`: it never holds two of the queue's tasks, and
+/// another worker's task runs beside its own.
+pub async fn one_per_worker_holds_under_concurrent_claims_of_one_worker(db: &impl Backend) {
+    let s = db.store().await;
+    let tasks = (0..16).map(|_| NewTask::new("a", json!(null))).collect();
+    let ids: Vec<i64> = s
+        .task_submit(SubmitParams { tasks, now: None })
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    set(
+        &*s,
+        "default",
+        QueuePolicy {
+            one_per_worker: true,
+            ..QueuePolicy::default()
+        },
+    )
+    .await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut claimers = Vec::new();
+    for i in 0..4 {
+        let store = db.store().await;
+        // Two connections for each of two workers.
+        let worker = format!("w{}", i % 2);
+        claimers.push(tokio::spawn(solo(store, worker, 16, done.clone())));
+    }
+    for c in claimers {
+        c.await.expect("claimer");
+    }
+    let mut spans: Vec<(DateTime<Utc>, DateTime<Utc>, String)> = Vec::new();
+    for id in ids {
+        let t = get(&*s, id).await;
+        assert_eq!(t.state, TaskState::Succeeded, "task {id}");
+        spans.push((
+            t.started_at.unwrap(),
+            t.finished_at.unwrap(),
+            t.worker_id.unwrap(),
+        ));
+    }
+    for (start, _, worker) in &spans {
+        let held = spans
+            .iter()
+            .filter(|(s, f, w)| w == worker && s <= start && f > start)
+            .count();
+        assert_eq!(held, 1, "{worker} held {held} at {start}");
+    }
+    let workers: std::collections::HashSet<&str> =
+        spans.iter().map(|(_, _, w)| w.as_str()).collect();
+    assert_eq!(workers.len(), 2, "both workers ran tasks");
+}
+
+async fn solo(s: Arc<dyn Store>, worker: String, total: usize, done: Arc<AtomicUsize>) {
+    while done.load(Ordering::SeqCst) < total {
+        let tasks = s
+            .task_claim(ClaimParams {
+                worker_id: worker.clone(),
+                now: None,
+                ..claim_params("default", &["a"], 4, t0())
+            })
+            .await
+            .expect("claim");
+        assert!(
+            tasks.len() <= 1,
+            "{worker} was handed {} at once",
+            tasks.len()
+        );
+        let Some(t) = tasks.first() else {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            continue;
+        };
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let applied = s
+            .task_finish(FinishParams {
+                items: vec![FinishItem {
+                    lease: t.lease(),
+                    plan: FinishPlan::for_handler(ok(), t.attempt, &no_jitter(), 0.5),
+                }],
+                only_if_expired: false,
+                now: None,
+            })
+            .await
+            .expect("finish");
+        assert_eq!(applied, vec![true]);
+        done.fetch_add(1, Ordering::SeqCst);
+    }
+}
