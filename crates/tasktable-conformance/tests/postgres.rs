@@ -126,6 +126,73 @@ async fn bulk_chunk_never_waits_for_a_row_that_left_its_states() {
     assert_eq!(get(&*s, ids[3]).await.state, TaskState::Held);
 }
 
+/// The claim as the store sends it for a claim of `limit` tasks.
+fn claim_statement(limit: u32) -> String {
+    let select = tasktable_sql::hot::expand(
+        include_str!("../../tasktable-postgres/queries/task_claim_select.sql"),
+        &[(
+            "queue_paused",
+            include_str!("../../tasktable-postgres/queries/queue_paused.sql"),
+        )],
+    );
+    tasktable_sql::hot::expand(
+        include_str!("../../tasktable-postgres/queries/task_claim.sql"),
+        &[("task_claim_select", &select)],
+    )
+    .replace("{lane_limit}", &limit.to_string())
+}
+
+/// The claim keeps PostgreSQL's generic plan once it has run a few times, rather than
+/// being planned anew at every call (which cost more than running it): its lanes' limit
+/// is in its text (task_claim_select.sql says why).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_is_planned_once_not_at_every_call() {
+    let Some(db) = Postgres::fresh().await else {
+        return;
+    };
+    let s = db.store().await;
+    // A backlog as a drain sees it: with few rows every plan is cheap, and PostgreSQL
+    // settles on the generic one whatever the statement.
+    for chunk in 0..4 {
+        let tasks = (0..5000)
+            .map(|i| NewTask::new("k", json!(chunk * 5000 + i)))
+            .collect();
+        submit_at(&*s, tasks, t0()).await;
+    }
+    let mut conn = PgConnection::connect(db.0.url()).await.unwrap();
+    conn.execute("ANALYZE tasktable_tasks").await.unwrap();
+    let claim = claim_statement(4);
+    for _ in 0..8 {
+        let mut tx = conn.begin().await.unwrap();
+        let rows = sqlx::query(&claim)
+            .bind("default")
+            .bind(Some(at(1)))
+            .bind(vec!["k".to_string()])
+            .bind(4_i64)
+            .bind(30_000_000_i64)
+            .bind("w1")
+            .bind("host-a")
+            .bind(vec!["0".repeat(32); 4])
+            .bind(vec!["|w:w1|".to_string()])
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 4);
+        tx.rollback().await.unwrap();
+    }
+    let (generic, custom): (i64, i64) = sqlx::query_as(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
+         WHERE statement LIKE '%untargeted AS MATERIALIZED%'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(
+        generic >= 2 && custom <= 5,
+        "generic plans {generic}, custom plans {custom}"
+    );
+}
+
 /// The claim's plan: each lane reads its own partial index in claim order; tasks aimed at
 /// a worker that is away are read only by the targeted lane, and only by a claimer that
 /// finds too few of its own ahead of them.
@@ -166,17 +233,7 @@ async fn each_lane_of_the_claim_reads_its_own_index_and_away_tasks_cost_only_the
     let mut conn = PgConnection::connect(db.0.url()).await.unwrap();
     conn.execute("ANALYZE tasktable_tasks").await.unwrap();
 
-    let select = tasktable_sql::hot::expand(
-        include_str!("../../tasktable-postgres/queries/task_claim_select.sql"),
-        &[(
-            "queue_paused",
-            include_str!("../../tasktable-postgres/queries/queue_paused.sql"),
-        )],
-    );
-    let claim = tasktable_sql::hot::expand(
-        include_str!("../../tasktable-postgres/queries/task_claim.sql"),
-        &[("task_claim_select", &select)],
-    );
+    let claim = claim_statement(10);
     // Runs the claim under EXPLAIN ANALYZE in a transaction that is rolled back: the plan,
     // and how many rows each lane's index scan read.
     let explain = |worker: &'static str| {

@@ -11,6 +11,12 @@
 -- may not stand in a UNION, hence a CTE per lane; `picked` keeps the first $4 of both in
 -- claim order, tasks aimed at the claimer first among equal priority (lane 0). Rows a
 -- lane locked and `picked` left out stay pending and are unlocked at commit.
+--
+-- {lane_limit} is $4 written into the text, once per limit a claim asks (each its own
+-- prepared statement). With every LIMIT a parameter, PostgreSQL never trusts a generic
+-- plan of this statement (it cannot tell how many rows a lane reads) and plans it anew at
+-- every call, which costs more than running it; with the lanes' limits in the text, it
+-- keeps the generic plan from the sixth call on.
 untargeted AS MATERIALIZED (
     SELECT t.id, t.priority, t.run_at, 1 AS lane
     FROM tasktable_tasks t, clock
@@ -19,7 +25,7 @@ untargeted AS MATERIALIZED (
       AND t.kind = ANY($3::text[])
       AND NOT EXISTS ({queue_paused})
     ORDER BY t.priority DESC, t.run_at, t.id
-    LIMIT $4
+    LIMIT {lane_limit}
     FOR UPDATE OF t SKIP LOCKED
 ), targeted AS MATERIALIZED (
     SELECT t.id, t.priority, t.run_at, 0 AS lane
@@ -31,7 +37,7 @@ untargeted AS MATERIALIZED (
                   WHERE strpos(t.target, n.needle) > 0)
       AND NOT EXISTS ({queue_paused})
     ORDER BY t.priority DESC, t.run_at, t.id
-    LIMIT $4
+    LIMIT {lane_limit}
     FOR UPDATE OF t SKIP LOCKED
 ), picked AS (
     SELECT id FROM (SELECT * FROM untargeted UNION ALL SELECT * FROM targeted) c

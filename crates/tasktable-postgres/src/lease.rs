@@ -16,7 +16,7 @@ use tasktable_sql::{rules, Dialect};
 use tasktable_store::*;
 
 /// The claim, with the sub-selects that choose its tasks (task_claim_select.sql) and test
-/// the queue (queue_paused.sql) in their places.
+/// the queue (queue_paused.sql) in their places; `{lane_limit}` is filled in per call.
 static CLAIM: LazyLock<String> = LazyLock::new(|| {
     let select = expand(
         include_str!("../queries/task_claim_select.sql"),
@@ -71,7 +71,9 @@ pub async fn claim(pool: &PgPool, p: &ClaimParams) -> StoreResult<Vec<Task>> {
     if p.limit == 0 || p.kinds.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = sqlx::query(&CLAIM)
+    // The lanes' limit is written into the text (task_claim_select.sql says why).
+    let sql = CLAIM.replace("{lane_limit}", &p.limit.to_string());
+    let rows = sqlx::query(&sql)
         .bind(&p.queue)
         .bind(p.now)
         .bind(&p.kinds)
