@@ -212,6 +212,7 @@ macro_rules! conformance_suite {
             targets::claim::a_worker_takes_its_own_tasks_before_untargeted_ones_of_equal_priority,
             targets::claim::a_worker_takes_its_own_tasks_first_one_claim_at_a_time,
             targets::claim::tasks_waiting_for_an_absent_worker_keep_nothing_from_others,
+            targets::claim::a_targeted_task_from_another_store_is_claimed_by_a_polling_worker,
             targets::change::a_new_target_takes_a_running_task_only_from_a_worker_it_leaves_out,
             targets::change::a_group_target_takes_a_task_from_a_worker_the_registry_does_not_know,
             targets::change::waiting_and_finished_tasks_take_a_new_target_and_bad_ones_are_refused,

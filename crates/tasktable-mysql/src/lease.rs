@@ -34,7 +34,11 @@ static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Claims inside the caller's transaction: choose and lock, then update, then read back.
-pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<Vec<Task>> {
+pub async fn claim(
+    conn: &mut MySqlConnection,
+    p: &ClaimParams,
+    untargeted: &UntargetedQueues,
+) -> StoreResult<Vec<Task>> {
     let closed: Option<i64> = sqlx::query_scalar(QUEUE_PAUSED)
         .bind(&p.queue)
         .fetch_optional(&mut *conn)
@@ -44,7 +48,11 @@ pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<V
         return Ok(Vec::new());
     }
     let now = clock::now(conn, p.now).await?;
-    let needles = Target::needles(&p.worker_id, &p.worker_groups);
+    let needles = if needs_targeted_lane(conn, &p.queue, untargeted).await? {
+        Target::needles(&p.worker_id, &p.worker_groups)
+    } else {
+        Vec::new()
+    };
     let select = CLAIM_SELECT
         .replace("{kinds}", &marks(p.kinds.len()))
         .replace("{needles}", &needle_tests(needles.len()));
@@ -98,8 +106,74 @@ pub async fn claim(conn: &mut MySqlConnection, p: &ClaimParams) -> StoreResult<V
 }
 
 /// `INSTR(target, ?) > 0` once per needle, joined by OR.
+/// The targeted lane's test of the claimer's names; with none, `FALSE`, which the
+/// optimizer finds impossible, so the lane reads nothing.
 fn needle_tests(n: usize) -> String {
+    if n == 0 {
+        return "FALSE".to_owned();
+    }
     vec!["INSTR(target, ?) > 0"; n].join(" OR ")
+}
+
+/// Whether queue ? has a targeted task waiting: one probe of the claim index's targeted
+/// range (`targeted = 1`), which holds only waiting targeted tasks at its head.
+const TARGETED_WAITING: &str = "SELECT 1 FROM tasktable_tasks FORCE INDEX (tasktable_tasks_claim) \
+    WHERE state = 'pending' AND queue = ? AND targeted = 1 LIMIT 1";
+
+/// The queues a store found with no targeted task waiting, and when. MySQL optimizes a
+/// statement anew at every call, and the claim's two lanes cost more to optimize than
+/// one: a claim from a queue found without targeted tasks within [`UNTARGETED_FOR`]
+/// leaves the targeted lane out (its test is `FALSE`). A targeted task another process
+/// submits then waits at most that long more for its first claim, as it waits for the
+/// poll anyway (MySQL wakes only the workers of the process that submitted); this
+/// store's own targeted submits and operator changes forget the queue at once.
+#[derive(Debug, Default)]
+pub struct UntargetedQueues(std::sync::Mutex<HashMap<String, std::time::Instant>>);
+
+/// How long a claim trusts that a queue has no targeted task waiting.
+pub const UNTARGETED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl UntargetedQueues {
+    fn fresh(&self, queue: &str) -> bool {
+        let seen = self.0.lock().expect("not poisoned");
+        seen.get(queue)
+            .is_some_and(|at| at.elapsed() < UNTARGETED_FOR)
+    }
+
+    fn found_untargeted(&self, queue: &str) {
+        let mut seen = self.0.lock().expect("not poisoned");
+        seen.insert(queue.to_owned(), std::time::Instant::now());
+    }
+
+    /// A targeted task may now wait in `queue`.
+    pub fn forget(&self, queue: &str) {
+        self.0.lock().expect("not poisoned").remove(queue);
+    }
+
+    /// Targeted tasks may now wait anywhere.
+    pub fn forget_all(&self) {
+        self.0.lock().expect("not poisoned").clear();
+    }
+}
+
+/// Whether this claim needs its targeted lane.
+async fn needs_targeted_lane(
+    conn: &mut MySqlConnection,
+    queue: &str,
+    untargeted: &UntargetedQueues,
+) -> StoreResult<bool> {
+    if untargeted.fresh(queue) {
+        return Ok(false);
+    }
+    let waiting: Option<i64> = sqlx::query_scalar(TARGETED_WAITING)
+        .bind(queue)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    if waiting.is_none() {
+        untargeted.found_untargeted(queue);
+    }
+    Ok(waiting.is_some())
 }
 
 /// The lease columns and expiry of the given tasks, read on `conn`.

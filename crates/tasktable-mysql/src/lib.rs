@@ -41,7 +41,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::{NewTask, Task, TaskId};
+use tasktable_core::{FinishAction, NewTask, Task, TaskId};
 use tasktable_sql::limits::{self, LimitedClaim, LimitedQueues};
 use tasktable_sql::update::{self, Changed};
 use tasktable_sql::{query, Backend, Commit, Connect};
@@ -104,6 +104,8 @@ pub struct MySqlStore {
     bulk_chunk_rows: u32,
     /// The queues found limited by a policy, claimed off the hot path; shared by clones.
     limited: Arc<LimitedQueues>,
+    /// The queues found with no targeted task waiting (`lease::UntargetedQueues`).
+    untargeted: Arc<lease::UntargetedQueues>,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -159,6 +161,7 @@ impl MySqlStore {
             retries: Arc::new(AtomicU64::new(0)),
             bulk_chunk_rows: config.bulk_chunk_rows,
             limited: Arc::default(),
+            untargeted: Arc::default(),
         })
     }
 
@@ -286,6 +289,9 @@ impl Backend for MySqlStore {
 
     async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
         let p = &params;
+        for t in p.tasks.iter().filter(|t| !t.target.is_any()) {
+            self.untargeted.forget(&t.queue);
+        }
         let out = self
             .retrying("submit", || async move {
                 let mut tx = self.begin().await?;
@@ -304,6 +310,9 @@ impl Backend for MySqlStore {
         tasks: &Checked<Vec<NewTask>>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Submitted>> {
+        for t in tasks.iter().filter(|t| !t.target.is_any()) {
+            self.untargeted.forget(&t.queue);
+        }
         Ok(submit::insert(&mut tx.0, tasks, Some(now)).await?.submitted)
     }
 
@@ -318,7 +327,7 @@ impl Backend for MySqlStore {
         let p = params;
         self.retrying("claim", || async move {
             let mut tx = self.begin().await?;
-            let tasks = lease::claim(&mut tx, p).await?;
+            let tasks = lease::claim(&mut tx, p, &self.untargeted).await?;
             tx.commit().await.map_err(db)?;
             Ok(tasks)
         })
@@ -363,6 +372,14 @@ impl Backend for MySqlStore {
             })
             .await?;
         self.wake_local(due_queues.iter().map(String::as_str));
+        // A retry of a task with an affinity now waits, targeted, for its worker.
+        if params
+            .items
+            .iter()
+            .any(|i| matches!(i.plan.action, FinishAction::Retry { .. }))
+        {
+            self.untargeted.forget_all();
+        }
         Ok(applied)
     }
 
@@ -377,8 +394,10 @@ impl Backend for MySqlStore {
         Ok(changed.count)
     }
 
-    /// A change InnoDB aborts (deadlock, lock wait timeout) is run again whole.
+    /// A change InnoDB aborts (deadlock, lock wait timeout) is run again whole. A new
+    /// target may make a task wait for a worker: claims look for targeted tasks again.
     async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
+        self.untargeted.forget_all();
         self.retrying("update", || async move {
             let mut tx = Connect::write(self).await?;
             let changed = update::one(&mut tx, id, params).await?;
@@ -389,6 +408,7 @@ impl Backend for MySqlStore {
 
     /// A chunk InnoDB aborts is run again on its own; the chunks before it stay committed.
     async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
+        self.untargeted.forget_all();
         self.retrying("update_chunk", || async move {
             let mut tx = Connect::write(self).await?;
             let changed = update::chunk(&mut tx, params).await?;
