@@ -22,6 +22,17 @@ use tasktable_store::*;
 
 const QUEUE_PAUSED: &str = include_str!("../queries/queue_paused.sql");
 const CLAIM_SELECT: &str = include_str!("../queries/task_claim_select.sql");
+/// The untargeted lane of task_claim_select.sql on its own, for a claim from a queue with
+/// no targeted task waiting: the same text, so the two cannot drift apart. Binds queue,
+/// now, each kind, limit.
+static UNTARGETED_SELECT: LazyLock<String> = LazyLock::new(|| {
+    let start = CLAIM_SELECT.find("(SELECT").expect("the first lane") + 1;
+    let end = start
+        + CLAIM_SELECT[start..]
+            .find(")\n    UNION ALL")
+            .expect("the second lane after it");
+    CLAIM_SELECT[start..end].to_owned()
+});
 const CLAIM: &str = include_str!("../queries/task_claim.sql");
 const RENEW: &str = include_str!("../queries/task_renew.sql");
 const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
@@ -48,34 +59,37 @@ pub async fn claim(
         return Ok(Vec::new());
     }
     let now = clock::now(conn, p.now).await?;
-    let needles = if needs_targeted_lane(conn, &p.queue, untargeted).await? {
-        Target::needles(&p.worker_id, &p.worker_groups)
-    } else {
-        Vec::new()
-    };
-    let select = CLAIM_SELECT
-        .replace("{kinds}", &marks(p.kinds.len()))
-        .replace("{needles}", &needle_tests(needles.len()));
     let limit = i64::from(p.limit);
-    let mut q = sqlx::query_scalar(&select)
-        .bind(&p.queue)
-        .bind(clock::at(now));
-    for kind in &p.kinds {
-        q = q.bind(kind);
+    let mut ids: Vec<TaskId> = if needs_targeted_lane(conn, &p.queue, untargeted).await? {
+        let needles = Target::needles(&p.worker_id, &p.worker_groups);
+        let select = CLAIM_SELECT
+            .replace("{kinds}", &marks(p.kinds.len()))
+            .replace("{needles}", &needle_tests(needles.len()));
+        let mut q = sqlx::query_scalar(&select)
+            .bind(&p.queue)
+            .bind(clock::at(now));
+        for kind in &p.kinds {
+            q = q.bind(kind);
+        }
+        q = q.bind(limit).bind(&p.queue).bind(clock::at(now));
+        for kind in &p.kinds {
+            q = q.bind(kind);
+        }
+        for needle in &needles {
+            q = q.bind(needle);
+        }
+        q.bind(limit).bind(limit).fetch_all(&mut *conn).await
+    } else {
+        let select = UNTARGETED_SELECT.replace("{kinds}", &marks(p.kinds.len()));
+        let mut q = sqlx::query_scalar(&select)
+            .bind(&p.queue)
+            .bind(clock::at(now));
+        for kind in &p.kinds {
+            q = q.bind(kind);
+        }
+        q.bind(limit).fetch_all(&mut *conn).await
     }
-    q = q.bind(limit).bind(&p.queue).bind(clock::at(now));
-    for kind in &p.kinds {
-        q = q.bind(kind);
-    }
-    for needle in &needles {
-        q = q.bind(needle);
-    }
-    let mut ids: Vec<TaskId> = q
-        .bind(limit)
-        .bind(limit)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?;
+    .map_err(db)?;
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -106,12 +120,7 @@ pub async fn claim(
 }
 
 /// `INSTR(target, ?) > 0` once per needle, joined by OR.
-/// The targeted lane's test of the claimer's names; with none, `FALSE`, which the
-/// optimizer finds impossible, so the lane reads nothing.
 fn needle_tests(n: usize) -> String {
-    if n == 0 {
-        return "FALSE".to_owned();
-    }
     vec!["INSTR(target, ?) > 0"; n].join(" OR ")
 }
 
@@ -123,7 +132,7 @@ const TARGETED_WAITING: &str = "SELECT 1 FROM tasktable_tasks FORCE INDEX (taskt
 /// The queues a store found with no targeted task waiting, and when. MySQL optimizes a
 /// statement anew at every call, and the claim's two lanes cost more to optimize than
 /// one: a claim from a queue found without targeted tasks within [`UNTARGETED_FOR`]
-/// leaves the targeted lane out (its test is `FALSE`). A targeted task another process
+/// reads the untargeted lane alone ([`UNTARGETED_SELECT`]). A targeted task another process
 /// submits then waits at most that long more for its first claim, as it waits for the
 /// poll anyway (MySQL wakes only the workers of the process that submitted); this
 /// store's own targeted submits and operator changes forget the queue at once.
@@ -296,4 +305,23 @@ pub async fn list_expired(pool: &MySqlPool, p: ExpiredParams) -> StoreResult<Vec
         .await
         .map_err(db)?;
     rows.into_iter().map(|r| task_from_row(&Row(r))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_untargeted_lane_alone_is_a_whole_locking_read_of_its_lane() {
+        let lane = UNTARGETED_SELECT.trim();
+        assert!(lane.starts_with("SELECT id"), "{lane}");
+        assert!(lane.ends_with("FOR UPDATE SKIP LOCKED"), "{lane}");
+        assert!(lane.contains("targeted = 0") && !lane.contains("targeted = 1"));
+        assert!(!lane.contains("UNION") && !lane.contains("{needles}"));
+        assert_eq!(
+            lane.matches('?').count(),
+            3,
+            "queue, now, limit (and {{kinds}})"
+        );
+    }
 }
