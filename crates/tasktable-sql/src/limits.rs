@@ -34,6 +34,9 @@ use tasktable_store::{
 /// Most candidates one limited claim reads per lane.
 const MAX_WINDOW: u32 = 1000;
 
+/// Longest lease a claim writes: 100 years, far inside every backend's range of times.
+const MAX_LEASE: TimeDelta = TimeDelta::days(100 * 366);
+
 /// How long a store trusts that a queue it found without a policy still has none, when a
 /// hot-path claim from it finds nothing: at most this long after a policy is set, that
 /// store's claims find nothing (the hot path refuses a limited queue) before they go to
@@ -209,7 +212,10 @@ async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<LimitedCla
         return Ok(LimitedClaim::Claimed(Vec::new()));
     }
     let credentials = new_lease_credentials(picked.len());
-    let lease = TimeDelta::from_std(p.lease_for).unwrap_or(TimeDelta::MAX);
+    // Capped as the hot claims cap it, so that `now + lease` cannot overflow.
+    let lease = TimeDelta::from_std(p.lease_for)
+        .unwrap_or(MAX_LEASE)
+        .min(MAX_LEASE);
     let mut ids = Vec::with_capacity(picked.len());
     for (i, credential) in picked.iter().zip(credentials) {
         let row = &rows[*i];

@@ -35,9 +35,21 @@ pub async fn a_queue_limit_caps_what_runs_anywhere_and_frees_as_tasks_end(db: &i
     assert!(finish(&*s1, first[0].lease(), ok(), 1, at(2)).await);
     let next = claim_as(&*s2, "w2", &["k"], 10, at(3)).await;
     assert_eq!(next.len(), 1, "one slot freed, one task started");
+    // A lease of any length is capped, as the hot claims cap it.
+    assert!(finish(&*s1, first[1].lease(), ok(), 1, at(3)).await);
+    let long = s2
+        .task_claim(ClaimParams {
+            worker_id: "w2".into(),
+            lease_for: std::time::Duration::MAX,
+            ..claim_params("default", &["k"], 10, at(3))
+        })
+        .await
+        .expect("claim");
+    assert_eq!(long.len(), 1);
+    assert!(long[0].lease_expires_at.unwrap() > at(3) + chrono::Duration::days(365 * 99));
     // Cleared, the queue goes back to the hot path for both stores.
     set(&*s2, "default", QueuePolicy::default()).await;
-    assert_eq!(claim_as(&*s1, "w1", &["k"], 10, at(4)).await.len(), 6);
+    assert_eq!(claim_as(&*s1, "w1", &["k"], 10, at(4)).await.len(), 5);
     let queues = s1.queue_list().await.unwrap();
     let q = queues.iter().find(|q| q.name == "default").unwrap();
     assert!(!q.policy.is_limited());
