@@ -64,20 +64,30 @@ impl Rate {
         TimeDelta::microseconds(micros)
     }
 
+    /// Where the bucket stands at `now`: its time, or `now` for a full one.
+    fn base(&self, tat: Option<DateTime<Utc>>, now: DateTime<Utc>) -> DateTime<Utc> {
+        tat.map_or(now, |tat| tat.max(now))
+    }
+
     /// How many tasks may start at `now` from a bucket at `tat` (none: full).
     pub fn available(&self, tat: Option<DateTime<Utc>>, now: DateTime<Utc>) -> u32 {
         let t = self.interval();
-        let base = tat.map_or(now, |tat| tat.max(now));
-        let room = now + t * self.burst() as i32 - base;
+        let room = now + t * self.burst() as i32 - self.base(tat, now);
         let n = room.num_microseconds().unwrap_or(0) / t.num_microseconds().unwrap_or(1);
         n.clamp(0, i64::from(self.burst())) as u32
     }
 
-    /// The bucket after `n` starts at `now`: rounded up to the millisecond, the finest
-    /// time every backend keeps, so that storing it never gives a token back.
+    /// The bucket after `n` starts at `now`. Store it through [`Rate::stored`].
     pub fn take(&self, tat: Option<DateTime<Utc>>, now: DateTime<Utc>, n: u32) -> DateTime<Utc> {
-        let base = tat.map_or(now, |tat| tat.max(now));
-        ceil_millis(base + self.interval() * n as i32)
+        self.base(tat, now) + self.interval() * n as i32
+    }
+
+    /// A bucket's time as stored: rounded up to the millisecond, the finest time every
+    /// backend keeps, so that storing it never gives a token back. Rounded once, when
+    /// written, so that a claim taking many tokens of a fast rate is not charged a
+    /// millisecond for each.
+    pub fn stored(tat: DateTime<Utc>) -> DateTime<Utc> {
+        ceil_millis(tat)
     }
 
     /// A bucket whose `tat` is after this has no token at `now`.

@@ -137,31 +137,54 @@ const TARGETED_WAITING: &str = "SELECT 1 FROM tasktable_tasks FORCE INDEX (taskt
 /// poll anyway (MySQL wakes only the workers of the process that submitted); this
 /// store's own targeted submits and operator changes forget the queue at once.
 #[derive(Debug, Default)]
-pub struct UntargetedQueues(std::sync::Mutex<HashMap<String, std::time::Instant>>);
+pub struct UntargetedQueues {
+    seen: std::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// Grows at every forget: a probe that began before one records nothing, since a
+    /// targeted task may have been committed after it looked.
+    forgets: std::sync::atomic::AtomicU64,
+}
 
 /// How long a claim trusts that a queue has no targeted task waiting.
 pub const UNTARGETED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl UntargetedQueues {
     fn fresh(&self, queue: &str) -> bool {
-        let seen = self.0.lock().expect("not poisoned");
+        let seen = self.seen.lock().expect("not poisoned");
         seen.get(queue)
             .is_some_and(|at| at.elapsed() < UNTARGETED_FOR)
     }
 
-    fn found_untargeted(&self, queue: &str) {
-        let mut seen = self.0.lock().expect("not poisoned");
+    fn forgets(&self) -> u64 {
+        self.forgets.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Records a probe that began when [`Self::forgets`] read `forgets`.
+    fn found_untargeted(&self, queue: &str, forgets: u64) {
+        let mut seen = self.seen.lock().expect("not poisoned");
+        if self.forgets() != forgets {
+            return;
+        }
+        // Entries of queues no longer claimed go, so that the map stays small.
+        if seen.len() >= 1024 {
+            seen.retain(|_, at| at.elapsed() < UNTARGETED_FOR);
+        }
         seen.insert(queue.to_owned(), std::time::Instant::now());
     }
 
-    /// A targeted task may now wait in `queue`.
+    /// A targeted task may now wait in `queue` (called once it is committed).
     pub fn forget(&self, queue: &str) {
-        self.0.lock().expect("not poisoned").remove(queue);
+        let mut seen = self.seen.lock().expect("not poisoned");
+        self.forgets
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        seen.remove(queue);
     }
 
     /// Targeted tasks may now wait anywhere.
     pub fn forget_all(&self) {
-        self.0.lock().expect("not poisoned").clear();
+        let mut seen = self.seen.lock().expect("not poisoned");
+        self.forgets
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        seen.clear();
     }
 }
 
@@ -174,13 +197,14 @@ async fn needs_targeted_lane(
     if untargeted.fresh(queue) {
         return Ok(false);
     }
+    let forgets = untargeted.forgets();
     let waiting: Option<i64> = sqlx::query_scalar(TARGETED_WAITING)
         .bind(queue)
         .fetch_optional(&mut *conn)
         .await
         .map_err(db)?;
     if waiting.is_none() {
-        untargeted.found_untargeted(queue);
+        untargeted.found_untargeted(queue, forgets);
     }
     Ok(waiting.is_some())
 }

@@ -289,9 +289,6 @@ impl Backend for MySqlStore {
 
     async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
         let p = &params;
-        for t in p.tasks.iter().filter(|t| !t.target.is_any()) {
-            self.untargeted.forget(&t.queue);
-        }
         let out = self
             .retrying("submit", || async move {
                 let mut tx = self.begin().await?;
@@ -300,6 +297,10 @@ impl Backend for MySqlStore {
                 Ok(out)
             })
             .await?;
+        // Committed: claims look for targeted tasks again before anyone is woken.
+        for t in p.tasks.iter().filter(|t| !t.target.is_any()) {
+            self.untargeted.forget(&t.queue);
+        }
         self.wake_local(out.due_queues.iter().map(String::as_str));
         Ok(out.submitted)
     }
@@ -310,9 +311,7 @@ impl Backend for MySqlStore {
         tasks: &Checked<Vec<NewTask>>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Submitted>> {
-        for t in tasks.iter().filter(|t| !t.target.is_any()) {
-            self.untargeted.forget(&t.queue);
-        }
+        // Committed with the caller's transaction, whose commit_change forgets.
         Ok(submit::insert(&mut tx.0, tasks, Some(now)).await?.submitted)
     }
 
@@ -371,15 +370,16 @@ impl Backend for MySqlStore {
                 Ok(out)
             })
             .await?;
-        self.wake_local(due_queues.iter().map(String::as_str));
-        // A retry of a task with an affinity now waits, targeted, for its worker.
-        if params
-            .items
-            .iter()
-            .any(|i| matches!(i.plan.action, FinishAction::Retry { .. }))
-        {
+        // A task with an affinity back in pending now waits, targeted, for its worker.
+        if params.items.iter().any(|i| {
+            matches!(
+                i.plan.action,
+                FinishAction::Retry { .. } | FinishAction::Requeue { .. }
+            )
+        }) {
             self.untargeted.forget_all();
         }
+        self.wake_local(due_queues.iter().map(String::as_str));
         Ok(applied)
     }
 
@@ -387,17 +387,18 @@ impl Backend for MySqlStore {
         lease::list_expired(&self.pool, params).await
     }
 
-    /// Commits, then wakes this process's workers.
+    /// Commits, then wakes this process's workers. A change may have made a task wait
+    /// for a worker (a new target, the end of an affinity's wait): claims look for
+    /// targeted tasks again first.
     async fn commit_change(&self, tx: Self::Write, changed: Changed) -> StoreResult<u64> {
         tx.commit().await?;
+        self.untargeted.forget_all();
         self.wake_local(changed.wake.iter().map(String::as_str));
         Ok(changed.count)
     }
 
-    /// A change InnoDB aborts (deadlock, lock wait timeout) is run again whole. A new
-    /// target may make a task wait for a worker: claims look for targeted tasks again.
+    /// A change InnoDB aborts (deadlock, lock wait timeout) is run again whole.
     async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
-        self.untargeted.forget_all();
         self.retrying("update", || async move {
             let mut tx = Connect::write(self).await?;
             let changed = update::one(&mut tx, id, params).await?;
@@ -408,7 +409,6 @@ impl Backend for MySqlStore {
 
     /// A chunk InnoDB aborts is run again on its own; the chunks before it stay committed.
     async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
-        self.untargeted.forget_all();
         self.retrying("update_chunk", || async move {
             let mut tx = Connect::write(self).await?;
             let changed = update::chunk(&mut tx, params).await?;

@@ -111,6 +111,10 @@ pub async fn claim(
         )));
     }
     check_name("worker_id", &req.worker_id)?;
+    // A worker's id goes into targets (`|w:<id>|`), whose separator it may not hold.
+    if !valid_member(&req.worker_id) {
+        return Err(ApiError::invalid("worker_id must not contain '|'"));
+    }
     if req.kinds.is_empty() {
         return Err(ApiError::invalid(
             "kinds must name at least one task kind the worker runs",

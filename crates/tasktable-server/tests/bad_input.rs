@@ -307,6 +307,7 @@ async fn bad_lease_calls_are_refused(s: Server) {
         (json!({"worker_id": "w"}), "kinds"),
         (json!({"kinds": [], "worker_id": "w"}), "at least one"),
         (json!({"kinds": ["k"]}), "worker_id"),
+        (json!({"kinds": ["k"], "worker_id": "x|g:gpu"}), "'|'"),
         (
             json!({"kinds": ["k"], "worker_id": "w", "limit": 0}),
             "limit",

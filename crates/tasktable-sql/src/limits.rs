@@ -24,7 +24,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tasktable_core::policy::{Candidate, Load, QueuePolicy, Share};
+use tasktable_core::policy::{Candidate, Load, QueuePolicy, Rate, Share};
 use tasktable_core::worker::Queues;
 use tasktable_core::{Target, Task, TaskId};
 use tasktable_store::{
@@ -40,7 +40,7 @@ const MAX_LEASE: TimeDelta = TimeDelta::days(100 * 366);
 /// How long a store trusts that a queue it found without a policy still has none, when a
 /// hot-path claim from it finds nothing: at most this long after a policy is set, that
 /// store's claims find nothing (the hot path refuses a limited queue) before they go to
-/// [`claim`]. Never longer, and a limit is never exceeded meanwhile.
+/// [`claim`].
 pub const RECHECK: Duration = Duration::from_secs(1);
 
 /// The queues a store found limited, so that their claims skip the hot path, and when it
@@ -78,6 +78,10 @@ impl LimitedQueues {
     /// `queue` was found free of a policy just now.
     pub fn found_free(&self, queue: &str) {
         let mut free_at = self.free_at.lock().expect("not poisoned");
+        // Entries of queues no longer claimed go, so that the map stays small.
+        if free_at.len() >= 1024 {
+            free_at.retain(|_, at| at.elapsed() < RECHECK);
+        }
         match free_at.get_mut(queue) {
             Some(at) => *at = Instant::now(),
             None => {
@@ -110,7 +114,29 @@ pub async fn is_limited<E: Exec>(e: &mut E, queue: &str) -> StoreResult<bool> {
 }
 
 /// Sets a queue's policy (the default clears it), creating the queue's row if need be.
+/// A rate that changes starts with a full bucket: a debt run up at the old rate (a day's
+/// worth of a rate of one a day, say) would otherwise hold the new one back.
 pub async fn set_policy<E: Exec>(e: &mut E, p: &QueuePolicyParams) -> StoreResult<()> {
+    let d = e.dialect();
+    let mut old = Sql::new(d, "SELECT policy FROM tasktable_queues WHERE name = ");
+    old.bind(p.queue.as_str()).push(d.lock_rows());
+    let old = match e.fetch(old).await?.first() {
+        Some(row) => policy_from_row(row)?,
+        None => QueuePolicy::default(),
+    };
+    if old.rate != p.policy.rate {
+        let mut sql = Sql::new(
+            d,
+            "UPDATE tasktable_queues SET rate_tat = NULL WHERE name = ",
+        );
+        sql.bind(p.queue.as_str());
+        e.execute(sql).await?;
+    }
+    if old.key_rate != p.policy.key_rate {
+        let mut sql = Sql::new(d, "DELETE FROM tasktable_key_buckets WHERE queue = ");
+        sql.bind(p.queue.as_str());
+        e.execute(sql).await?;
+    }
     let now = e.now(None).await?;
     let policy =
         serde_json::to_value(&p.policy).map_err(|err| StoreError::InvalidInput(err.to_string()))?;
@@ -247,7 +273,7 @@ async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<LimitedCla
     }
     if let Some(rate) = &policy.rate {
         let mut sql = Sql::new(d, "UPDATE tasktable_queues SET rate_tat = ");
-        sql.bind(rate.take(tat, now, picked.len() as u32))
+        sql.bind(Rate::stored(rate.take(tat, now, picked.len() as u32)))
             .push(" WHERE name = ")
             .bind(p.queue.as_str());
         e.execute(sql).await?;
@@ -264,7 +290,7 @@ async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<LimitedCla
             .push(", ")
             .bind(key.as_str())
             .push(", ")
-            .bind(*tat)
+            .bind(Rate::stored(*tat))
             .push(")");
         sql.push(&d.upsert(&["queue", "task_key"], &["tat"]));
         e.execute(sql).await?;
@@ -468,11 +494,24 @@ async fn key_buckets<E: Exec>(
 }
 
 /// Deletes the key buckets that are full by `now` (a full bucket and no row are alike).
+/// On PostgreSQL it passes over rows a limited claim holds, so that it never waits for
+/// one while holding another the claim wants (a deadlock); MySQL runs an aborted claim
+/// again, and SQLite has one writer.
 pub async fn purge_buckets<E: Exec>(e: &mut E, now: DateTime<Utc>) -> StoreResult<()> {
-    let mut sql = Sql::new(
-        e.dialect(),
-        "DELETE FROM tasktable_key_buckets WHERE tat < ",
-    );
+    let d = e.dialect();
+    let mut sql = match d {
+        Dialect::Postgres => Sql::new(
+            d,
+            "DELETE FROM tasktable_key_buckets b USING (SELECT queue, task_key \
+             FROM tasktable_key_buckets WHERE tat < ",
+        ),
+        Dialect::Sqlite | Dialect::MySql => {
+            Sql::new(d, "DELETE FROM tasktable_key_buckets WHERE tat < ")
+        }
+    };
     sql.bind(now);
+    if d == Dialect::Postgres {
+        sql.push(" FOR UPDATE SKIP LOCKED) s WHERE b.queue = s.queue AND b.task_key = s.task_key");
+    }
     e.execute(sql).await
 }

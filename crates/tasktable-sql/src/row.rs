@@ -56,11 +56,12 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
     let text = |c: &str| required(row.text(c), c);
     let time = |c: &str| required(row.time(c), c);
     let affinity_until = row.time("affinity_until")?;
+    let state = state(&text("state")?)?;
     Ok(Task {
         id: int("id")?,
         kind: text("kind")?,
         queue: text("queue")?,
-        state: state(&text("state")?)?,
+        state,
         payload: row.json("payload")?.unwrap_or(Value::Null),
         result: row.json("result")?,
         checkpoint: row.json("checkpoint")?,
@@ -96,7 +97,9 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
                 .as_deref(),
         )?,
         affinity: row.int("affinity_ms")?.map(millis),
-        affinity_until,
+        // A task its worker claimed during the wait no longer waits (the columns are
+        // reset when the attempt ends).
+        affinity_until: affinity_until.filter(|_| state != TaskState::Running),
     })
 }
 

@@ -32,6 +32,28 @@ pub async fn a_queue_rate_starts_its_burst_then_one_per_interval(db: &impl Backe
     assert_eq!(claim_as(&*s, "w1", &["k"], 10, ms(750)).await.len(), 2);
     // A quiet spell fills the bucket to its burst, no further.
     assert_eq!(claim_as(&*s, "w1", &["k"], 10, ms(60_000)).await.len(), 3);
+    // A new rate starts with a full bucket, whatever debt the old one ran up.
+    set(
+        &*s,
+        "default",
+        QueuePolicy {
+            rate: Some(Rate::per_second(1.0 / 86_400.0).with_burst(2)),
+            ..QueuePolicy::default()
+        },
+    )
+    .await;
+    assert_eq!(claim_as(&*s, "w1", &["k"], 10, ms(61_000)).await.len(), 2);
+    assert!(claim_as(&*s, "w1", &["k"], 10, ms(62_000)).await.is_empty());
+    set(
+        &*s,
+        "default",
+        QueuePolicy {
+            rate: Some(Rate::per_second(100.0).with_burst(4)),
+            ..QueuePolicy::default()
+        },
+    )
+    .await;
+    assert_eq!(claim_as(&*s, "w1", &["k"], 10, ms(62_000)).await.len(), 4);
 }
 
 pub async fn a_key_rate_holds_back_only_the_key_that_spent_its_tokens(db: &impl Backend) {

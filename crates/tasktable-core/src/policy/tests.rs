@@ -159,7 +159,7 @@ fn a_fair_share_is_the_ceiling_of_wanting_over_live_workers() {
 fn a_full_bucket_gives_its_burst_and_then_one_per_interval() {
     let r = Rate::per_second(10.0).with_burst(3);
     assert_eq!(r.available(None, t0()), 3);
-    let tat = r.take(None, t0(), 3);
+    let tat = Rate::stored(r.take(None, t0(), 3));
     assert_eq!(tat, t0() + ms(300));
     assert_eq!(r.available(Some(tat), t0()), 0);
     assert_eq!(r.available(Some(tat), t0() + ms(99)), 0);
@@ -189,9 +189,29 @@ fn empty_after_agrees_with_available() {
 #[test]
 fn stored_times_are_rounded_up_to_the_millisecond() {
     let r = Rate::per_second(3.0).with_burst(1);
-    let tat = r.take(None, t0(), 1);
+    let tat = Rate::stored(r.take(None, t0(), 1));
     assert_eq!(tat, t0() + ms(334));
     assert_eq!(tat.timestamp_subsec_nanos() % 1_000_000, 0);
+}
+
+#[test]
+fn a_fast_rate_is_not_charged_a_millisecond_a_token() {
+    let r = Rate::per_second(10_000.0).with_burst(10_000);
+    let p = QueuePolicy {
+        key_rate: Some(r),
+        ..QueuePolicy::default()
+    };
+    let a = p.allowance(10_000, &kinds(&["k"]), &Load::default(), None, t0());
+    let c: Vec<Candidate> = (0..5000)
+        .map(|_| Candidate {
+            kind: "k".into(),
+            key: Some("acme".into()),
+        })
+        .collect();
+    let mut keys = HashMap::new();
+    let (picked, _) = p.pick(&a, &c, &mut keys, t0());
+    assert_eq!(picked.len(), 5000);
+    assert_eq!(keys["acme"], Some(t0() + ms(500)));
 }
 
 /// Whatever the claims ask and whenever they come, no stretch of time `w` sees more than
@@ -215,7 +235,7 @@ fn no_window_ever_holds_more_than_the_burst_and_the_rate() {
             let want = (next() % 8) as u32;
             let n = r.available(tat, now).min(want);
             if n > 0 {
-                tat = Some(r.take(tat, now, n));
+                tat = Some(Rate::stored(r.take(tat, now, n)));
                 starts.extend(std::iter::repeat_n(now, n as usize));
             }
         }
