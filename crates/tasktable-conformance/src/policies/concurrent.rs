@@ -41,24 +41,39 @@ async fn work(s: Arc<dyn Store>, worker: String, done: Arc<AtomicUsize>) {
         }
         // Hold the tasks a moment, so that claims overlap them.
         tokio::time::sleep(Duration::from_millis(4)).await;
-        let items = tasks
-            .iter()
-            .map(|t| FinishItem {
-                lease: t.lease(),
-                plan: FinishPlan::for_handler(ok(), t.attempt, &no_jitter(), 0.5),
-            })
-            .collect();
-        let applied = s
-            .task_finish(FinishParams {
-                items,
-                only_if_expired: false,
-                now: None,
-            })
-            .await
-            .expect("finish");
-        assert!(applied.iter().all(|a| *a));
+        complete(&*s, &tasks).await;
         done.fetch_add(tasks.len(), Ordering::SeqCst);
     }
+}
+
+/// Submits on the database's clock (these cases run on it, not on a pinned one).
+async fn submit_now(s: &dyn Store, tasks: Vec<NewTask>) -> Vec<i64> {
+    s.task_submit(SubmitParams { tasks, now: None })
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.id)
+        .collect()
+}
+
+/// Completes `tasks`, each under its own lease, on the database's clock.
+async fn complete(s: &dyn Store, tasks: &[tasktable_core::Task]) {
+    let items = tasks
+        .iter()
+        .map(|t| FinishItem {
+            lease: t.lease(),
+            plan: FinishPlan::for_handler(ok(), t.attempt, &no_jitter(), 0.5),
+        })
+        .collect();
+    let applied = s
+        .task_finish(FinishParams {
+            items,
+            only_if_expired: false,
+            now: None,
+        })
+        .await
+        .expect("finish");
+    assert!(applied.iter().all(|a| *a), "every lease held");
 }
 
 pub async fn limits_and_rates_hold_under_many_concurrent_claimers(db: &impl Backend) {
@@ -66,13 +81,7 @@ pub async fn limits_and_rates_hold_under_many_concurrent_claimers(db: &impl Back
     let tasks = (0..TASKS)
         .map(|i| NewTask::new(if i % 3 == 0 { "b" } else { "a" }, json!(null)))
         .collect();
-    let ids: Vec<i64> = s
-        .task_submit(SubmitParams { tasks, now: None })
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.id)
-        .collect();
+    let ids = submit_now(&*s, tasks).await;
     set(
         &*s,
         "default",
@@ -136,13 +145,7 @@ pub async fn limits_and_rates_hold_under_many_concurrent_claimers(db: &impl Back
 pub async fn one_per_worker_holds_under_concurrent_claims_of_one_worker(db: &impl Backend) {
     let s = db.store().await;
     let tasks = (0..16).map(|_| NewTask::new("a", json!(null))).collect();
-    let ids: Vec<i64> = s
-        .task_submit(SubmitParams { tasks, now: None })
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.id)
-        .collect();
+    let ids = submit_now(&*s, tasks).await;
     set(
         &*s,
         "default",
@@ -204,19 +207,9 @@ async fn solo(s: Arc<dyn Store>, worker: String, total: usize, done: Arc<AtomicU
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;
         };
+        // Held a moment, so that this worker's other connections claim meanwhile.
         tokio::time::sleep(Duration::from_millis(3)).await;
-        let applied = s
-            .task_finish(FinishParams {
-                items: vec![FinishItem {
-                    lease: t.lease(),
-                    plan: FinishPlan::for_handler(ok(), t.attempt, &no_jitter(), 0.5),
-                }],
-                only_if_expired: false,
-                now: None,
-            })
-            .await
-            .expect("finish");
-        assert_eq!(applied, vec![true]);
+        complete(&*s, std::slice::from_ref(t)).await;
         done.fetch_add(1, Ordering::SeqCst);
     }
 }
