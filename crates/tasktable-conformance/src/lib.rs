@@ -29,6 +29,8 @@
 //!   queue and task key, one task per worker, fair shares of long tasks;
 //! - [`targets`] — who may run a task: claims that honour a target and put a worker's own
 //!   tasks first, new targets that take a running task from a worker they leave out;
+//! - [`runs`] — multi-run tasks: runs by distinct workers, `at_once`, repeats, failures,
+//!   each run's lease fenced, rescued and taken over, operators' changes reaching runs;
 //! - [`runtime`] — the real worker on top of the store;
 //! - [`schema`] — migrations.
 //!
@@ -49,6 +51,7 @@ pub mod query;
 #[cfg(test)]
 mod registration;
 pub mod retention;
+pub mod runs;
 pub mod runtime;
 pub mod schedule;
 pub mod schema;
@@ -233,6 +236,18 @@ macro_rules! conformance_suite {
             policies::concurrent::limits_and_rates_hold_under_many_concurrent_claimers,
             policies::concurrent::one_per_worker_holds_under_concurrent_claims_of_one_worker,
         );
+        $crate::conformance_suite!(@area $backend, runs, 2;
+            runs::claim::copies_go_to_that_many_distinct_workers_and_the_nth_success_ends_the_task,
+            runs::claim::at_once_caps_the_runs_going_and_a_slot_frees_as_one_ends,
+            runs::claim::with_repeat_a_worker_that_finished_takes_it_again,
+            runs::claim::failed_runs_past_the_allowance_fail_the_task_and_end_the_runs_going,
+            runs::claim::bad_multi_run_requests_are_refused_and_store_nothing,
+            runs::leases::writes_under_a_stale_or_forged_run_lease_change_nothing,
+            runs::leases::an_expired_run_is_rescued_and_taken_over_from_its_checkpoint_while_others_go_on,
+            runs::operator::a_cancel_ends_every_run_going_and_their_workers_hear_it,
+            runs::operator::a_retry_of_a_failed_task_clears_its_failed_runs_and_keeps_its_successes,
+            runs::operator::a_new_target_applies_to_runs_not_yet_started,
+        );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,
         );
@@ -252,6 +267,7 @@ macro_rules! conformance_suite {
             runtime::queues::paused_queue_stops_workers_and_resume_restarts_them,
             runtime::queues::idle_worker_wakes_on_submit_without_waiting_for_a_poll,
             runtime::refusal::one_refused_result_never_sends_other_tasks_back,
+            runtime::runs::six_copies_run_on_six_members_of_the_group_never_more_than_three_at_once,
             runtime::schedules::workers_save_declared_schedules_and_fire_each_slot_once,
             runtime::workers::a_drained_worker_claims_nothing_new_even_after_a_restart_until_released,
             runtime::workers::a_worker_taking_every_queue_runs_tasks_of_queues_it_was_never_told_of,

@@ -6,7 +6,8 @@
 //! sends a failed attempt back to `pending` or ends the task: [`outcome::attempts_left`]),
 //! the retry/backoff maths ([`Backoff`]), when a recurring schedule's slots fall and which
 //! to fire after a pause ([`schedule`]), who a worker is and what its registry state
-//! means ([`worker`]), who may run a task ([`target`]), what a queue's policy lets a claim take ([`policy`]), and what becomes of text a worker writes on its
+//! means ([`worker`]), who may run a task ([`target`]), what a queue's policy lets a claim take ([`policy`]), how a task that wants several runs
+//! counts them ([`runs`]), and what becomes of text a worker writes on its
 //! way into a row ([`stored`]).
 //!
 //! Must not know: SQL, any database, tokio, or the time of day. Every function here is
@@ -18,6 +19,7 @@ pub mod change;
 pub mod outcome;
 pub mod policy;
 pub mod retention;
+pub mod runs;
 pub mod schedule;
 pub mod state;
 pub mod stored;

@@ -3,6 +3,7 @@
 
 use crate::backoff::{Backoff, InvalidBackoff};
 use crate::outcome::AttemptOutcome;
+use crate::runs::{InvalidRuns, RunCounts, Runs};
 use crate::state::TaskState;
 use crate::target::{InvalidTarget, Target};
 use chrono::{DateTime, Utc};
@@ -56,6 +57,9 @@ pub struct NewTask {
     /// preference.
     #[serde(default)]
     pub affinity: Option<Duration>,
+    /// Run it several times, by several workers ([`crate::runs`]); `None`: once.
+    #[serde(default)]
+    pub runs: Option<Runs>,
 }
 
 impl NewTask {
@@ -76,6 +80,7 @@ impl NewTask {
             held: false,
             target: Target::Any,
             affinity: None,
+            runs: None,
         }
     }
 
@@ -123,6 +128,11 @@ impl NewTask {
         self.target = target;
         self
     }
+    /// Wants several runs ([`crate::runs`]).
+    pub fn runs(mut self, runs: Runs) -> Self {
+        self.runs = Some(runs);
+        self
+    }
     /// Retries prefer the worker of the previous attempt for up to `wait`.
     pub fn affinity(mut self, wait: Duration) -> Self {
         self.affinity = Some(wait);
@@ -158,6 +168,12 @@ impl NewTask {
         if let Some(wait) = self.affinity {
             if wait.as_millis() == 0 || wait > MAX_DELAY {
                 return Err(InvalidTask::Affinity(wait));
+            }
+        }
+        if let Some(runs) = &self.runs {
+            runs.validate()?;
+            if self.affinity.is_some() {
+                return Err(InvalidRuns::Affinity.into());
             }
         }
         self.backoff.validate()?;
@@ -206,6 +222,8 @@ pub enum InvalidTask {
     Backoff(#[from] InvalidBackoff),
     #[error(transparent)]
     Target(#[from] InvalidTarget),
+    #[error(transparent)]
+    Runs(#[from] InvalidRuns),
     #[error("{0} contains a NUL character (\\u0000), which PostgreSQL cannot store; tasktable refuses it on every backend")]
     Nul(&'static str),
 }
@@ -262,6 +280,17 @@ pub struct Task {
     /// until that worker is gone, whichever comes first; then any allowed worker.
     #[serde(default)]
     pub affinity_until: Option<DateTime<Utc>>,
+    /// What a multi-run task asks for (its `max_failed` resolved); `None` for a task
+    /// that runs once.
+    #[serde(default)]
+    pub runs: Option<Runs>,
+    /// A multi-run task's counters.
+    #[serde(default)]
+    pub run_counts: Option<RunCounts>,
+    /// Set on what a claim returns for a run of a multi-run task: the run's number. The
+    /// lease, worker, times, checkpoint and attempt are then the run's.
+    #[serde(default)]
+    pub run: Option<u32>,
 }
 
 impl Task {
@@ -271,6 +300,7 @@ impl Task {
             task_id: self.id,
             token: self.lease_token,
             credential: self.lease_credential,
+            run: self.run,
         }
     }
 
@@ -299,6 +329,9 @@ pub struct Lease {
     pub token: i64,
     /// `None` only for a task claimed before credentials existed (schema version 4).
     pub credential: Option<LeaseCredential>,
+    /// The run of a multi-run task this lease is for; `None` for a task that runs once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
 }
 
 /// A claim's secret: 128 random bits, written as 32 lowercase hex digits. `Debug` hides it,

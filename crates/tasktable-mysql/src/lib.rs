@@ -43,6 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{FinishAction, NewTask, Task, TaskId};
 use tasktable_sql::limits::{self, LimitedClaim, LimitedQueues};
+use tasktable_sql::runs::OpenRuns;
 use tasktable_sql::update::{self, Changed};
 use tasktable_sql::{query, Backend, Commit, Connect};
 use tasktable_store::*;
@@ -104,6 +105,8 @@ pub struct MySqlStore {
     bulk_chunk_rows: u32,
     /// The queues found limited by a policy, claimed off the hot path; shared by clones.
     limited: Arc<LimitedQueues>,
+    /// What this store knows of open multi-run tasks; shared by clones.
+    open_runs: Arc<OpenRuns>,
     /// The queues found with no targeted task waiting (`lease::UntargetedQueues`).
     untargeted: Arc<lease::UntargetedQueues>,
 }
@@ -161,6 +164,7 @@ impl MySqlStore {
             retries: Arc::new(AtomicU64::new(0)),
             bulk_chunk_rows: config.bulk_chunk_rows,
             limited: Arc::default(),
+            open_runs: Arc::default(),
             untargeted: Arc::default(),
         })
     }
@@ -317,6 +321,10 @@ impl Backend for MySqlStore {
 
     fn limited_queues(&self) -> &LimitedQueues {
         &self.limited
+    }
+
+    fn open_runs(&self) -> &OpenRuns {
+        &self.open_runs
     }
 
     async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {

@@ -158,6 +158,7 @@ pub async fn renew(pool: &PgPool, p: RenewParams) -> StoreResult<Vec<LeaseStatus
             task_id: r.try_get("id").map_err(db)?,
             token: r.try_get("lease_token").map_err(db)?,
             credential: credential_from_db(r.try_get("lease_credential").map_err(db)?)?,
+            run: None,
         };
         held.insert(lease, r.try_get("lease_expires_at").map_err(db)?);
     }

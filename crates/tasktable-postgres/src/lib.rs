@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{NewTask, Task};
 use tasktable_sql::limits::LimitedQueues;
+use tasktable_sql::runs::OpenRuns;
 use tasktable_sql::update::Changed;
 use tasktable_sql::{Backend, Commit};
 use tasktable_store::*;
@@ -73,6 +74,8 @@ pub struct PgStore {
     bulk_chunk_rows: u32,
     /// The queues found limited by a policy, claimed off the hot path; shared by clones.
     limited: Arc<LimitedQueues>,
+    /// What this store knows of open multi-run tasks; shared by clones.
+    open_runs: Arc<OpenRuns>,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -107,6 +110,7 @@ impl PgStore {
             },
             bulk_chunk_rows: config.bulk_chunk_rows,
             limited: Arc::default(),
+            open_runs: Arc::default(),
         })
     }
 
@@ -195,6 +199,10 @@ impl Backend for PgStore {
 
     fn limited_queues(&self) -> &LimitedQueues {
         &self.limited
+    }
+
+    fn open_runs(&self) -> &OpenRuns {
+        &self.open_runs
     }
 
     async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {

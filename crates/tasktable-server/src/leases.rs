@@ -18,10 +18,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
+use tasktable_core::runs::RunState;
 use tasktable_core::target::valid_member;
 use tasktable_core::task::{DEFAULT_QUEUE, MAX_DELAY, MAX_NAME_LEN};
 use tasktable_core::worker::{MAX_GROUPS, MAX_NAME_CHARS};
-use tasktable_core::{Lease, LeaseCredential, TaskId, TaskState};
+use tasktable_core::{AttemptOutcome, Lease, LeaseCredential, TaskId, TaskState};
 use tasktable_store::{
     lost_lease_status, CheckpointParams, ClaimParams, FinishItem, FinishParams, LeaseRow,
     LeaseStatus, RenewParams,
@@ -210,6 +211,9 @@ pub struct LeaseRequest {
     #[serde(deserialize_with = "crate::whole::number")]
     token: i64,
     credential: String,
+    /// The run of a multi-run task the lease is for, as the claim said.
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    run: Option<u32>,
     #[serde(default, deserialize_with = "crate::whole::optional")]
     lease_ms: Option<u64>,
     #[serde(default)]
@@ -261,6 +265,22 @@ impl LeaseRequest {
     }
 }
 
+/// Why a write under a run's lease missed: the run was cancelled with its task, or the
+/// lease is lost.
+async fn run_status(state: &AppState, lease: Lease, run: u32) -> ApiResult<LeaseStatus> {
+    let runs = state.store.run_list(lease.task_id).await?;
+    let cancelled = runs.iter().any(|r| {
+        r.run == run
+            && r.lease_token == lease.token
+            && r.state == RunState::Ended(AttemptOutcome::Cancelled)
+    });
+    Ok(if cancelled {
+        LeaseStatus::Cancelled
+    } else {
+        LeaseStatus::Lost
+    })
+}
+
 fn status_error(id: TaskId, status: LeaseStatus) -> ApiError {
     match status {
         LeaseStatus::Cancelled => ApiError::task_cancelled(id),
@@ -292,6 +312,7 @@ pub async fn lease_op(
         task_id: id,
         token: req.token,
         credential: Some(credential),
+        run: req.run,
     };
     match op.as_str() {
         "renew" => {
@@ -364,8 +385,9 @@ pub async fn lease_op(
                 .task_get(id)
                 .await?
                 .ok_or_else(|| ApiError::lease_lost(id))?;
-            let plan =
-                FinishPlan::for_handler(outcome, task.attempt, &task.backoff, rand::random());
+            // A run's number is its attempt, for the backoff.
+            let attempt = lease.run.unwrap_or(task.attempt);
+            let plan = FinishPlan::for_handler(outcome, attempt, &task.backoff, rand::random());
             finish(&state, lease, plan).await
         }
     }
@@ -383,6 +405,12 @@ async fn finish(state: &AppState, lease: Lease, plan: FinishPlan) -> ApiResult<R
         .await?;
     let task = state.store.task_get(lease.task_id).await?;
     if applied.first() != Some(&true) {
+        if let Some(run) = lease.run {
+            return Err(status_error(
+                lease.task_id,
+                run_status(state, lease, run).await?,
+            ));
+        }
         // A pending task's latest attempt tells a lease taken back by a new target.
         let last_outcome = match &task {
             Some(t) if t.state == TaskState::Pending => state

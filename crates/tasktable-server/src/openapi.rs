@@ -118,7 +118,7 @@ mod tests {
                 .keys()
                 .map(String::as_str)
                 .collect();
-            let mut taken = vec!["token", "credential"];
+            let mut taken = vec!["token", "credential", "run"];
             taken.extend_from_slice(fields);
             documented.sort();
             taken.sort();

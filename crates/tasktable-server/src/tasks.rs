@@ -3,7 +3,9 @@
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Path, Query, RawBody};
-use crate::wire::{AttemptView, SubmitBatch, SubmitTask, SubmittedView, TargetSpec, TaskView};
+use crate::wire::{
+    AttemptView, RunView, SubmitBatch, SubmitTask, SubmittedView, TargetSpec, TaskView,
+};
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -25,7 +27,7 @@ pub async fn submit(
     let submitted = state
         .store
         .task_submit(SubmitParams {
-            tasks: vec![task.into_new_task()],
+            tasks: vec![task.into_new_task().map_err(ApiError::invalid)?],
             now: None,
         })
         .await?;
@@ -62,7 +64,8 @@ pub async fn submit_batch(
         .tasks
         .into_iter()
         .map(SubmitTask::into_new_task)
-        .collect();
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::invalid)?;
     let submitted = state
         .store
         .task_submit(SubmitParams { tasks, now: None })
@@ -183,8 +186,15 @@ pub async fn show(
         .into_iter()
         .map(AttemptView::from)
         .collect();
+    let runs: Vec<RunView> = state
+        .store
+        .run_list(id)
+        .await?
+        .into_iter()
+        .map(RunView::from)
+        .collect();
     let task = view(&state, &caller, task);
-    Ok(Json(json!({"task": task, "attempts": attempts})).into_response())
+    Ok(Json(json!({"task": task, "attempts": attempts, "runs": runs})).into_response())
 }
 
 /// The operations, by the name they have in paths.

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
+use tasktable_core::runs::{Run, Runs};
 use tasktable_core::{Attempt, Backoff, NewTask, Target, Task, TaskId, TaskState};
 
 /// A task to submit.
@@ -41,6 +42,15 @@ pub struct SubmitTask {
     /// How long a retry waits for the worker of the previous attempt.
     #[serde(default, deserialize_with = "crate::whole::optional")]
     pub affinity_ms: Option<u64>,
+    /// Run it this many times, each run by a worker of its own.
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    pub copies: Option<u32>,
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    pub at_once: Option<u32>,
+    #[serde(default)]
+    pub repeat: Option<bool>,
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    pub max_failed_runs: Option<u32>,
 }
 
 /// Who may run a task, as the API writes it: `{"workers": [...]}` or `{"groups": [...]}`
@@ -132,8 +142,21 @@ fn millis(d: Duration) -> u64 {
 
 impl SubmitTask {
     /// The task to store; values are checked by the store's validation, so the API and the
-    /// library refuse exactly the same things.
-    pub fn into_new_task(self) -> NewTask {
+    /// library refuse exactly the same things. The one thing refused here: options of a
+    /// multi-run task without `copies`.
+    pub fn into_new_task(self) -> Result<NewTask, String> {
+        let runs = match (self.copies, self.at_once, self.repeat, self.max_failed_runs) {
+            (Some(copies), at_once, repeat, max_failed) => Some(Runs {
+                copies,
+                at_once: at_once.unwrap_or(copies),
+                repeat: repeat.unwrap_or(false),
+                max_failed,
+            }),
+            (None, None, None, None) => None,
+            (None, ..) => {
+                return Err("at_once, repeat and max_failed_runs need copies".to_owned());
+            }
+        };
         let target = TargetSpec::into_target(self.target);
         let mut task = NewTask::new(self.kind, self.payload).target(target);
         if let Some(queue) = self.queue {
@@ -149,7 +172,8 @@ impl SubmitTask {
         task.timeout = self.timeout_ms.map(Duration::from_millis);
         task.held = self.held.unwrap_or(false);
         task.affinity = self.affinity_ms.map(Duration::from_millis);
-        task
+        task.runs = runs;
+        Ok(task)
     }
 }
 
@@ -205,6 +229,14 @@ pub struct TaskView {
     pub affinity_ms: Option<u64>,
     /// While set, the task waits for that worker until then (or until it is gone).
     pub affinity_until: Option<DateTime<Utc>>,
+    /// A multi-run task's request and counters; null for a task that runs once.
+    pub copies: Option<u32>,
+    pub at_once: Option<u32>,
+    pub repeat: Option<bool>,
+    pub max_failed_runs: Option<u32>,
+    pub runs_active: Option<u32>,
+    pub runs_succeeded: Option<u32>,
+    pub runs_failed: Option<u32>,
 }
 
 impl From<Task> for TaskView {
@@ -241,6 +273,53 @@ impl From<Task> for TaskView {
             target: TargetSpec::view(t.target),
             affinity_ms: t.affinity.map(millis),
             affinity_until: t.affinity_until,
+            copies: t.runs.map(|r| r.copies),
+            at_once: t.runs.map(|r| r.at_once),
+            repeat: t.runs.map(|r| r.repeat),
+            max_failed_runs: t.runs.and_then(|r| r.max_failed),
+            runs_active: t.run_counts.map(|c| c.active),
+            runs_succeeded: t.run_counts.map(|c| c.succeeded),
+            runs_failed: t.run_counts.map(|c| c.failed),
+        }
+    }
+}
+
+/// One run of a multi-run task.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunView {
+    pub run: u32,
+    pub worker_id: String,
+    pub worker_host: Option<String>,
+    pub state: String,
+    pub lease_token: i64,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub deadline_at: Option<DateTime<Utc>>,
+    pub checkpoint: Option<Value>,
+    pub progress: Option<Value>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub resumed_from: Option<u32>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<Run> for RunView {
+    fn from(r: Run) -> Self {
+        RunView {
+            run: r.run,
+            worker_id: r.worker_id,
+            worker_host: r.worker_host,
+            state: r.state.as_str().to_owned(),
+            lease_token: r.lease_token,
+            lease_expires_at: r.lease_expires_at,
+            deadline_at: r.deadline_at,
+            checkpoint: r.checkpoint,
+            progress: r.progress,
+            result: r.result,
+            error: r.error,
+            resumed_from: r.resumed_from,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
         }
     }
 }
@@ -290,6 +369,9 @@ pub struct ClaimedTask {
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// When the attempt times out, if the task has a timeout.
     pub deadline_at: Option<DateTime<Utc>>,
+    /// For a run of a multi-run task, the run's number: send it with every lease call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
 }
 
 impl From<Task> for ClaimedTask {
@@ -306,6 +388,7 @@ impl From<Task> for ClaimedTask {
             max_attempts: t.max_attempts,
             lease_expires_at: t.lease_expires_at,
             deadline_at: t.deadline_at,
+            run: t.run,
         }
     }
 }

@@ -11,14 +11,17 @@
 //! [`Checked`] values.
 
 use crate::limits::{self, LimitedClaim, LimitedQueues};
+use crate::runs::{self, Ended, OpenRuns};
 use crate::update::{self, Changed};
-use crate::{query, Connect};
+use crate::{query, Commit, Connect};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tasktable_core::Lease;
 use tasktable_core::{NewTask, Task, TaskId};
 use tasktable_store::{
-    Checked, CheckpointParams, ClaimParams, ExpiredParams, FinishParams, LeaseStatus, Limits,
-    QueuePauseParams, QueuePolicyParams, RenewParams, StoreResult, SubmitParams, Submitted,
+    Checked, CheckpointParams, ClaimParams, ExpiredParams, FinishItem, FinishParams, LeaseStatus,
+    Limits, QueuePauseParams, QueuePolicyParams, RenewParams, StoreResult, SubmitParams, Submitted,
     UpdateChunkParams, UpdateParams, Wake,
 };
 use tokio::sync::broadcast;
@@ -77,6 +80,75 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
         Ok(())
     }
 
+    /// What this store knows of open multi-run tasks ([`runs::OpenRuns`]).
+    fn open_runs(&self) -> &OpenRuns;
+
+    /// Submits tasks some of which want several runs: inserts them as [`Backend::submit`]
+    /// does, then marks those ([`runs::mark_submitted`]), in one write transaction.
+    async fn submit_runs(&self, params: &Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
+        let mut tx = self.write().await?;
+        let now = crate::Exec::now(&mut tx, params.now).await?;
+        let tasks = self.limits().tasks(params.tasks.clone())?;
+        let submitted = self.insert_tasks(&mut tx, &tasks, now).await?;
+        runs::mark_submitted(&mut tx, &tasks, &submitted).await?;
+        let mut wake: Vec<String> = tasks.iter().map(|t| t.queue.clone()).collect();
+        wake.sort();
+        wake.dedup();
+        let count = submitted.len() as u64;
+        self.commit_change(tx, Changed { count, wake }).await?;
+        Ok(submitted)
+    }
+
+    /// Runs [`runs::claim_in`] in a write transaction of its own.
+    async fn claim_runs(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {
+        let mut tx = self.write().await?;
+        let tasks = runs::claim_in(&mut tx, params).await?;
+        tx.commit().await?;
+        Ok(tasks)
+    }
+
+    /// Runs [`runs::renew_in`] in a write transaction of its own.
+    async fn renew_run(
+        &self,
+        lease: &Lease,
+        run: u32,
+        lease_for: Duration,
+        now: Option<DateTime<Utc>>,
+    ) -> StoreResult<LeaseStatus> {
+        let mut tx = self.write().await?;
+        let status = runs::renew_in(&mut tx, lease, run, lease_for, now).await?;
+        tx.commit().await?;
+        Ok(status)
+    }
+
+    /// Runs [`runs::checkpoint_in`] in a write transaction of its own.
+    async fn checkpoint_run(
+        &self,
+        params: &Checked<CheckpointParams>,
+        run: u32,
+    ) -> StoreResult<LeaseStatus> {
+        let mut tx = self.write().await?;
+        let status = runs::checkpoint_in(&mut tx, params, run).await?;
+        tx.commit().await?;
+        Ok(status)
+    }
+
+    /// Runs [`runs::finish_in`] in a write transaction of its own; a task that wants
+    /// more runs has its queue's workers woken.
+    async fn finish_run(
+        &self,
+        item: &FinishItem,
+        run: u32,
+        only_if_expired: bool,
+        now: Option<DateTime<Utc>>,
+    ) -> StoreResult<Ended> {
+        let mut tx = self.write().await?;
+        let ended = runs::finish_in(&mut tx, item, run, only_if_expired, now).await?;
+        let wake = ended.wake.iter().cloned().collect();
+        self.commit_change(tx, Changed { count: 1, wake }).await?;
+        Ok(ended)
+    }
+
     async fn renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>>;
 
     async fn checkpoint(&self, params: Checked<CheckpointParams>) -> StoreResult<LeaseStatus>;
@@ -123,12 +195,15 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::limits::{self, LimitedClaim};
+    pub use crate::runs;
     pub use crate::stats::SqlStats;
+    pub use crate::Exec as _;
     pub use crate::{affinity, query, retention, schedules, workers, Backend, Connect};
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Utc};
+    pub use tasktable_core::runs::Run;
     pub use tasktable_core::worker::WorkerInfo;
-    pub use tasktable_core::{Attempt, Task, TaskId};
+    pub use tasktable_core::{Attempt, Lease, Task, TaskId};
     pub use tasktable_store::*;
     pub use tokio::sync::broadcast;
 }
@@ -147,6 +222,32 @@ macro_rules! impl_store {
                 pub fn stats_source(&self) -> SqlStats<'_, Self> {
                     SqlStats(self)
                 }
+
+                /// The claim of tasks that run once: the hot path, unless the queue is
+                /// known to be limited; a hot-path claim that finds nothing asks whether
+                /// the queue has become limited (at most once per `limits::RECHECK`).
+                async fn claim_single(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {
+                    let limited = self.limited_queues();
+                    if limited.contains(&params.queue) {
+                        match Backend::claim_limited(self, params).await? {
+                            LimitedClaim::Claimed(tasks) => return Ok(tasks),
+                            LimitedClaim::NotLimited => limited.forget(&params.queue),
+                        }
+                    }
+                    let tasks = Backend::claim(self, params).await?;
+                    if !tasks.is_empty() || !limited.due_for_check(&params.queue) {
+                        return Ok(tasks);
+                    }
+                    if !limits::is_limited(&mut self.read().await?, &params.queue).await? {
+                        limited.found_free(&params.queue);
+                        return Ok(tasks);
+                    }
+                    limited.remember(&params.queue);
+                    match Backend::claim_limited(self, params).await? {
+                        LimitedClaim::Claimed(tasks) => Ok(tasks),
+                        LimitedClaim::NotLimited => Ok(Vec::new()),
+                    }
+                }
             }
 
             #[async_trait]
@@ -163,34 +264,61 @@ macro_rules! impl_store {
                     Backend::db_now(self).await
                 }
 
+                /// Tasks that want several runs go through the shared layer's submit
+                /// (`runs::mark_submitted`); the rest through the backend's.
                 async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
-                    Backend::submit(self, self.limits().submit(params)?).await
+                    let params = self.limits().submit(params)?;
+                    if params.tasks.iter().all(|t| t.runs.is_none()) {
+                        return Backend::submit(self, params).await;
+                    }
+                    let submitted = Backend::submit_runs(self, &params).await?;
+                    for t in params.tasks.iter().filter(|t| t.runs.is_some()) {
+                        self.open_runs().stir(&t.queue);
+                    }
+                    Ok(submitted)
                 }
 
                 /// The hot path, unless the queue is known to be limited; a hot-path claim
                 /// that finds nothing asks whether the queue has become limited (at most
                 /// once per `limits::RECHECK`).
+                /// Runs of open multi-run tasks fill what the claim of single tasks left
+                /// (when this store may expect some: `runs::OpenRuns`).
                 async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
-                    let limited = self.limited_queues();
-                    if limited.contains(&params.queue) {
-                        match Backend::claim_limited(self, &params).await? {
-                            LimitedClaim::Claimed(tasks) => return Ok(tasks),
-                            LimitedClaim::NotLimited => limited.forget(&params.queue),
-                        }
-                    }
-                    let tasks = Backend::claim(self, &params).await?;
-                    if !tasks.is_empty() || !limited.due_for_check(&params.queue) {
+                    let mut tasks = self.claim_single(&params).await?;
+                    let room = params.limit.saturating_sub(tasks.len() as u32);
+                    let open = self.open_runs();
+                    if room == 0
+                        || !open.due(&params.queue, &params.worker_id, params.now.is_some())
+                    {
                         return Ok(tasks);
                     }
-                    if !limits::is_limited(&mut self.read().await?, &params.queue).await? {
-                        limited.found_free(&params.queue);
+                    let mut read = self.read().await?;
+                    let now = read.now(params.now).await?;
+                    let any = runs::any_open(&mut read, &params.queue, now).await?;
+                    drop(read);
+                    if !any {
+                        open.found_none(&params.queue);
                         return Ok(tasks);
                     }
-                    limited.remember(&params.queue);
-                    match Backend::claim_limited(self, &params).await? {
-                        LimitedClaim::Claimed(tasks) => Ok(tasks),
-                        LimitedClaim::NotLimited => Ok(Vec::new()),
+                    let more = Backend::claim_runs(
+                        self,
+                        &ClaimParams {
+                            limit: room,
+                            ..params.clone()
+                        },
+                    )
+                    .await?;
+                    if more.is_empty() {
+                        open.found_nothing_for(&params.queue, &params.worker_id);
+                        return Ok(tasks);
                     }
+                    tasks.extend(more);
+                    tasks.sort_by(Task::claim_order);
+                    Ok(tasks)
+                }
+
+                async fn run_list(&self, task_id: TaskId) -> StoreResult<Vec<Run>> {
+                    runs::list(&mut self.read().await?, task_id).await
                 }
 
                 async fn task_release_affinity(
@@ -200,23 +328,106 @@ macro_rules! impl_store {
                     affinity::release(self, &self.limits().affinity_release(params)?).await
                 }
 
+                /// Leases of runs are renewed one by one on their runs' rows; the rest
+                /// by the backend, in one call.
                 async fn task_renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
-                    Backend::renew(self, params).await
+                    if params.leases.iter().all(|l| l.run.is_none()) {
+                        return Backend::renew(self, params).await;
+                    }
+                    let (of_runs, single): (Vec<(usize, Lease)>, Vec<(usize, Lease)>) = params
+                        .leases
+                        .iter()
+                        .copied()
+                        .enumerate()
+                        .partition(|(_, l)| l.run.is_some());
+                    let mut out = vec![LeaseStatus::Lost; params.leases.len()];
+                    if !single.is_empty() {
+                        let renewed = Backend::renew(
+                            self,
+                            RenewParams {
+                                leases: single.iter().map(|(_, l)| *l).collect(),
+                                ..params.clone()
+                            },
+                        )
+                        .await?;
+                        for ((i, _), status) in single.iter().zip(renewed) {
+                            out[*i] = status;
+                        }
+                    }
+                    for (i, lease) in of_runs {
+                        let run = lease.run.expect("partitioned by run");
+                        out[i] =
+                            Backend::renew_run(self, &lease, run, params.lease_for, params.now)
+                                .await?;
+                    }
+                    Ok(out)
                 }
 
                 async fn task_checkpoint(
                     &self,
                     params: CheckpointParams,
                 ) -> StoreResult<LeaseStatus> {
-                    Backend::checkpoint(self, self.limits().checkpoint(params)?).await
+                    let params = self.limits().checkpoint(params)?;
+                    match params.lease.run {
+                        Some(run) => Backend::checkpoint_run(self, &params, run).await,
+                        None => Backend::checkpoint(self, params).await,
+                    }
                 }
 
+                /// Ends of runs go one by one to their runs' rows (`runs::finish_in`);
+                /// the rest to the backend, in one call.
                 async fn task_finish(&self, params: FinishParams) -> StoreResult<Vec<bool>> {
-                    Backend::finish(self, self.limits().finish(params)?).await
+                    let params = self.limits().finish(params)?;
+                    if params.items.iter().all(|i| i.lease.run.is_none()) {
+                        return Backend::finish(self, params).await;
+                    }
+                    let mut out = vec![false; params.items.len()];
+                    let mut single = Vec::new();
+                    let mut at = Vec::new();
+                    for (i, item) in params.items.iter().enumerate() {
+                        match item.lease.run {
+                            Some(run) => {
+                                let ended = Backend::finish_run(
+                                    self,
+                                    item,
+                                    run,
+                                    params.only_if_expired,
+                                    params.now,
+                                )
+                                .await?;
+                                out[i] = ended.applied;
+                                if let Some(queue) = &ended.wake {
+                                    self.open_runs().stir(queue);
+                                }
+                            }
+                            None => {
+                                single.push(item.clone());
+                                at.push(i);
+                            }
+                        }
+                    }
+                    if !single.is_empty() {
+                        let rest = self.limits().finish(FinishParams {
+                            items: single,
+                            only_if_expired: params.only_if_expired,
+                            now: params.now,
+                        })?;
+                        for (i, applied) in at.into_iter().zip(Backend::finish(self, rest).await?) {
+                            out[i] = applied;
+                        }
+                    }
+                    Ok(out)
                 }
 
+                /// Expired tasks and expired runs, oldest expiry first.
                 async fn task_list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
-                    Backend::list_expired(self, params).await
+                    let limit = params.limit;
+                    let now = params.now;
+                    let mut expired = Backend::list_expired(self, params).await?;
+                    expired.extend(runs::list_expired(&mut self.read().await?, limit, now).await?);
+                    expired.sort_by_key(|t| t.lease_expires_at);
+                    expired.truncate(limit as usize);
+                    Ok(expired)
                 }
 
                 async fn task_get(&self, id: TaskId) -> StoreResult<Option<Task>> {

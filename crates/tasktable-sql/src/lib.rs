@@ -31,6 +31,7 @@ pub mod query;
 pub mod retention;
 pub mod row;
 pub mod rules;
+pub mod runs;
 pub mod schedules;
 mod sql;
 pub mod stats;

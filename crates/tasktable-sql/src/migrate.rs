@@ -19,7 +19,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 10] = [
+pub const MIGRATIONS: [(i64, &str); 11] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -30,6 +30,7 @@ pub const MIGRATIONS: [(i64, &str); 10] = [
     (8, "targets"),
     (9, "queue_policies"),
     (10, "affinity"),
+    (11, "runs"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -93,6 +94,11 @@ macro_rules! backend_migrations {
                 version: 10,
                 name: "affinity",
                 sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0010_affinity.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 11,
+                name: "runs",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0011_runs.sql")),
             },
         ]
     };

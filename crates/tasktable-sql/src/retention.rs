@@ -5,8 +5,8 @@
 //! A batch picks its ids with a plain read (no locks), then, in its write transaction,
 //! locks those of them that still qualify by primary key, in id order (a task an operator
 //! retried meanwhile no longer does and is left alone), copies them and their attempts to
-//! the archive if asked, and deletes them; their attempts go with them (`ON DELETE
-//! CASCADE`). Only finished rows are ever locked, which no claim, renewal or finish
+//! the archive if asked (a multi-run task's runs too), and deletes them; their attempts
+//! and runs go with them (`ON DELETE CASCADE`). Only finished rows are ever locked, which no claim, renewal or finish
 //! touches, so retention never stalls workers. The cutoff never passes the statistics'
 //! roll-up watermark: minutes not yet summed into `tasktable_stats` are still read from
 //! the raw rows, so their tasks wait for a later batch.
@@ -24,6 +24,11 @@ use tasktable_store::{Checked, PurgeParams, Purged, StoreResult};
 /// Every column of `tasktable_attempts`, as the archive keeps them.
 const ALL_ATTEMPT_COLUMNS: &str = "id, task_id, attempt, worker_id, worker_host, started_at, \
     finished_at, outcome, error, queue, kind, due_at, task_state";
+
+/// Every column of `tasktable_runs`, as the archive keeps them.
+const ALL_RUN_COLUMNS: &str = "task_id, run, worker_id, worker_host, state, lease_token, \
+    lease_credential, lease_expires_at, deadline_at, checkpoint, progress, result, error, \
+    resumed_from, started_at, finished_at";
 
 /// `AND state = ? AND finished_at < ?`.
 fn push_eligible(sql: &mut Sql, state: TaskState, cutoff: DateTime<Utc>) {
@@ -106,6 +111,15 @@ pub async fn purge<B: Backend>(b: &B, p: &Checked<PurgeParams>) -> StoreResult<P
             );
             attempts.push_in_ids("task_id", &locked);
             tx.execute(attempts).await?;
+            let mut runs = Sql::new(
+                d,
+                format!(
+                    "INSERT INTO tasktable_runs_archive ({ALL_RUN_COLUMNS}) \
+                     SELECT {ALL_RUN_COLUMNS} FROM tasktable_runs WHERE "
+                ),
+            );
+            runs.push_in_ids("task_id", &locked);
+            tx.execute(runs).await?;
         }
         let mut delete = Sql::new(d, "DELETE FROM tasktable_tasks WHERE ");
         delete.push_in_ids("id", &locked);

@@ -4,6 +4,7 @@ use crate::exec::required;
 use crate::{Cells, Dialect};
 use serde_json::Value;
 use std::time::Duration;
+use tasktable_core::runs::{RunCounts, Runs};
 use tasktable_core::{Attempt, Backoff, Target, Task, TaskState};
 use tasktable_store::{credential_from_db, StoreError, StoreResult};
 
@@ -13,7 +14,8 @@ pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpo
     backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
     lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
     started_at, finished_at, schedule_id, slot_at, target, affinity_ms, affinity_until, \
-    affinity_target";
+    affinity_target, copies, at_once, repeat_runs, max_failed_runs, runs_active, runs_succeeded, \
+    runs_failed, run_target";
 
 /// Every column of `tasktable_attempts` that [`attempt_from_row`] reads.
 pub const ATTEMPT_COLUMNS: &str =
@@ -57,6 +59,7 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
     let time = |c: &str| required(row.time(c), c);
     let affinity_until = row.time("affinity_until")?;
     let state = state(&text("state")?)?;
+    let (runs, run_counts) = runs_from_row(row)?;
     Ok(Task {
         id: int("id")?,
         kind: text("kind")?,
@@ -93,21 +96,47 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
         schedule_id: row.int("schedule_id")?,
         slot_at: row.time("slot_at")?,
         target: target(
-            row.text(target_column(affinity_until.is_some()))?
+            row.text(target_column(affinity_until.is_some(), runs.is_some()))?
                 .as_deref(),
         )?,
         affinity: row.int("affinity_ms")?.map(millis),
         // A task its worker claimed during the wait no longer waits (the columns are
         // reset when the attempt ends).
         affinity_until: affinity_until.filter(|_| state != TaskState::Running),
+        runs,
+        run_counts,
+        run: None,
     })
+}
+
+/// A multi-run task's request and counters (`copies` is NULL for a task that runs once).
+fn runs_from_row(row: &impl Cells) -> StoreResult<(Option<Runs>, Option<RunCounts>)> {
+    let Some(copies) = row.int("copies")? else {
+        return Ok((None, None));
+    };
+    let n = |c: &str| -> StoreResult<u32> { Ok(whole(row.int(c)?.unwrap_or(0))) };
+    let runs = Runs {
+        copies: whole(copies),
+        at_once: n("at_once")?,
+        repeat: row.boolean("repeat_runs")?.unwrap_or(false),
+        max_failed: Some(n("max_failed_runs")?),
+    };
+    let counts = RunCounts {
+        active: n("runs_active")?,
+        succeeded: n("runs_succeeded")?,
+        failed: n("runs_failed")?,
+    };
+    Ok((Some(runs), Some(counts)))
 }
 
 /// Where a task's own target is: while a retry waits for its previous worker, `target`
 /// names that worker (so that claims need nothing else) and `affinity_target` keeps the
-/// task's own.
-fn target_column(waiting_for_its_worker: bool) -> &'static str {
-    if waiting_for_its_worker {
+/// task's own; a multi-run task's `target` is always [`crate::runs::MULTI_RUN_TARGET`]
+/// and `run_target` is its own.
+fn target_column(waiting_for_its_worker: bool, multi_run: bool) -> &'static str {
+    if multi_run {
+        "run_target"
+    } else if waiting_for_its_worker {
         "affinity_target"
     } else {
         "target"

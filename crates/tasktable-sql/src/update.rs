@@ -48,9 +48,11 @@ struct Found {
     queue: String,
     /// Who holds it, while it runs.
     worker_id: Option<String>,
+    /// A multi-run task: its runs, not its row, hold the leases.
+    multi_run: bool,
 }
 
-const FOUND_COLUMNS: &str = "id, state, queue, worker_id";
+const FOUND_COLUMNS: &str = "id, state, queue, worker_id, copies";
 
 /// A change to one task: an error when it is missing or in a state the change may not
 /// start from. Reads (and locks, where rows lock) the task first.
@@ -114,6 +116,7 @@ fn read(rows: &[impl Cells]) -> StoreResult<Vec<Found>> {
                 state: state(&required(r.text("state"), "state")?)?,
                 queue: required(r.text("queue"), "queue")?,
                 worker_id: r.text("worker_id")?,
+                multi_run: r.int("copies")?.is_some(),
             })
         })
         .collect()
@@ -132,27 +135,42 @@ async fn write<E: Exec>(
     let pairs: Vec<(TaskId, TaskState)> = found.iter().map(|r| (r.id, r.state)).collect();
     let chosen = select_for_update(target, change.operation(), &pairs)?;
     let runners = runners(e, change, found).await?;
-    let mut groups: Vec<(ChangeEffect, Vec<TaskId>)> = Vec::new();
+    let mut groups: Vec<((ChangeEffect, bool), Vec<TaskId>)> = Vec::new();
     for row in found.iter().filter(|r| chosen.ids.contains(&r.id)) {
-        let runner = row.worker_id.as_deref().map(|id| Runner {
-            id,
-            groups: runners.get(id).map(Vec::as_slice).unwrap_or_default(),
-        });
-        let effect = change
-            .effect_on(row.state, runner, now)
-            .expect("select_for_update keeps only rows the change applies to");
-        match groups.iter_mut().find(|(e, _)| *e == effect) {
+        let effect = if row.multi_run {
+            // A new target applies to runs still to start; those going keep going.
+            change.effect(row.state, now)
+        } else {
+            let runner = row.worker_id.as_deref().map(|id| Runner {
+                id,
+                groups: runners.get(id).map(Vec::as_slice).unwrap_or_default(),
+            });
+            change.effect_on(row.state, runner, now)
+        }
+        .expect("select_for_update keeps only rows the change applies to");
+        let key = (effect, row.multi_run);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, ids)) => ids.push(row.id),
-            None => groups.push((effect, vec![row.id])),
+            None => groups.push((key, vec![row.id])),
         }
     }
-    for (effect, ids) in &groups {
+    for ((effect, multi_run), ids) in &groups {
         for ids in ids.chunks(Sql::MAX_IN_LIST) {
-            if effect.ends_attempt.is_some() {
-                // The running attempt ends here; its worker learns at its next fenced write.
-                e.execute(history(e.dialect(), ids, now, effect)).await?;
+            match (effect.state, *multi_run) {
+                // A multi-run task that leaves `running` ends the runs still going, each
+                // recorded in the history; their workers learn at their next fenced write.
+                (Some(to), true) if to != TaskState::Running => {
+                    crate::runs::end_running(e, ids, now, to).await?;
+                }
+                (Some(_), false) if effect.ends_attempt.is_some() => {
+                    // The running attempt ends here; its worker learns at its next fenced
+                    // write.
+                    e.execute(history(e.dialect(), ids, now, effect)).await?;
+                }
+                _ => {}
             }
-            e.execute(assign(e.dialect(), effect, ids, now)).await?;
+            e.execute(assign(e.dialect(), effect, *multi_run, ids, now))
+                .await?;
         }
     }
     let mut wake = Vec::new();
@@ -220,20 +238,39 @@ fn history(d: Dialect, ids: &[TaskId], now: DateTime<Utc>, effect: &ChangeEffect
     sql
 }
 
-/// `UPDATE ... SET` the effect's columns on `ids`.
-fn assign(d: Dialect, effect: &ChangeEffect, ids: &[TaskId], now: DateTime<Utc>) -> Sql {
+/// `UPDATE ... SET` the effect's columns on `ids`. Multi-run tasks count their runs with
+/// `attempt` (the runs' numbers), so it never goes back: a fresh start clears their failed
+/// runs instead (their successes stand), any runs still going are over, and a new target
+/// is their own (`run_target`), `target` staying the name no worker answers to.
+fn assign(
+    d: Dialect,
+    effect: &ChangeEffect,
+    multi_run: bool,
+    ids: &[TaskId],
+    now: DateTime<Utc>,
+) -> Sql {
     let mut sql = Sql::new(d, "UPDATE tasktable_tasks SET updated_at = ");
     sql.bind(now);
     if let Some(s) = effect.state {
         sql.push(", state = ").bind(s.as_str());
+        if multi_run && s != TaskState::Running {
+            sql.push(", runs_active = 0");
+        }
     }
     if effect.reset_attempts {
-        sql.push(", attempt = 0");
+        sql.push(if multi_run {
+            ", runs_failed = 0"
+        } else {
+            ", attempt = 0"
+        });
     }
-    if effect.give_back_attempt {
+    if effect.give_back_attempt && !multi_run {
         sql.push(", attempt = attempt - 1");
     }
-    if let Some(t) = &effect.target {
+    if let (Some(t), true) = (&effect.target, multi_run) {
+        sql.push(", run_target = ")
+            .bind(crate::Arg::Text(t.to_column()));
+    } else if let Some(t) = &effect.target {
         // The operator's target replaces the task's own, and ends any wait for a worker.
         sql.push(", target = ")
             .bind(crate::Arg::Text(t.to_column()))

@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{NewTask, Task};
 use tasktable_sql::limits::LimitedQueues;
+use tasktable_sql::runs::OpenRuns;
 use tasktable_sql::update::Changed;
 use tasktable_sql::{Backend, Commit, Connect};
 use tasktable_store::*;
@@ -83,6 +84,8 @@ pub struct SqliteStore {
     bulk_chunk_rows: u32,
     /// The queues found limited by a policy, claimed off the hot path; shared by clones.
     limited: Arc<LimitedQueues>,
+    /// What this store knows of open multi-run tasks; shared by clones.
+    open_runs: Arc<OpenRuns>,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
@@ -130,6 +133,7 @@ impl SqliteStore {
             },
             bulk_chunk_rows: config.bulk_chunk_rows,
             limited: Arc::default(),
+            open_runs: Arc::default(),
         })
     }
 
@@ -256,6 +260,10 @@ impl Backend for SqliteStore {
 
     fn limited_queues(&self) -> &LimitedQueues {
         &self.limited
+    }
+
+    fn open_runs(&self) -> &OpenRuns {
+        &self.open_runs
     }
 
     async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {

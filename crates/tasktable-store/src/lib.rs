@@ -42,6 +42,7 @@ pub use worker::{
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use tasktable_core::runs::Run;
 use tasktable_core::worker::WorkerInfo;
 use tasktable_core::{Attempt, Task, TaskId};
 use tokio::sync::broadcast;
@@ -105,6 +106,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// A task's attempt history, oldest first.
     async fn attempt_list(&self, task_id: TaskId) -> StoreResult<Vec<Attempt>>;
+
+    /// A multi-run task's runs, by number (none for a task that runs once).
+    async fn run_list(&self, task_id: TaskId) -> StoreResult<Vec<Run>>;
 
     /// An operator's change to one task or to every task matching a filter. Rows in a
     /// state the change may not start from are left alone. For one task, that is an error

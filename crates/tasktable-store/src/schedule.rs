@@ -123,6 +123,7 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, worker_reap(p: $crate::WorkerReapParams) -> $crate::Reaped);
         $crate::forward_maintenance_calls!(@one $inner, worker_count_live() -> u64);
         $crate::forward_maintenance_calls!(@one $inner, queue_discover() -> Vec<String>);
+        $crate::forward_maintenance_calls!(@one $inner, run_list(id: $crate::__core::TaskId) -> Vec<$crate::__core::runs::Run>);
     };
     (@one $inner:tt, $name:ident($($arg:ident: $ty:ty)?) -> $out:ty) => {
         fn $name<'life0, 'async_trait>(

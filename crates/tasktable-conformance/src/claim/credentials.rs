@@ -15,6 +15,7 @@ use tasktable_store::*;
 fn guessed(lease: Lease) -> Lease {
     Lease {
         credential: new_lease_credentials(1).pop(),
+        run: None,
         ..lease
     }
 }
@@ -67,6 +68,7 @@ pub async fn writes_with_a_wrong_credential_change_nothing(db: &impl Backend) {
     let forged = guessed(t.lease());
     let missing = Lease {
         credential: None,
+        run: None,
         ..t.lease()
     };
     // The other task's credential, from the same claim, opens nothing but that task.

@@ -7,6 +7,7 @@ pub mod leases;
 pub mod outcomes;
 pub mod queues;
 pub mod refusal;
+pub mod runs;
 pub mod schedules;
 pub mod takeover;
 pub mod targets;

@@ -154,6 +154,7 @@ pub async fn frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoin
         task_id: id,
         token: 1,
         credential: None,
+        run: None,
     };
     let plan = tasktable_core::outcome::FinishPlan::for_handler(
         tasktable_core::HandlerOutcome::Succeeded {

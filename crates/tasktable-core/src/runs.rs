@@ -1,0 +1,267 @@
+//! Multi-run tasks: a task that wants `copies` successful runs, each by a worker of its
+//! own (or, with `repeat`, by a worker that already finished one), at most `at_once` at a
+//! time. Each run has its own lease, fencing token, checkpoint and result; the task's
+//! state follows its runs.
+//!
+//! The rules live here as functions of counters: which worker may start a run
+//! ([`Runs::may_start`]) and what the end of a run does to its task
+//! ([`Runs::after_run`]). The stores keep the counters on the task's row, in the same
+//! transaction as the run, and apply these functions to the row they locked.
+
+use crate::outcome::{AttemptOutcome, FinishAction};
+use crate::state::TaskState;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Most copies one task may ask for.
+pub const MAX_COPIES: u32 = 10_000;
+
+/// What a multi-run task asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Runs {
+    /// Successful runs after which the task has succeeded.
+    pub copies: u32,
+    /// Most runs at the same time (1 to `copies`).
+    pub at_once: u32,
+    /// Whether a worker that finished a run may start another while copies remain. By
+    /// default each worker succeeds at most once, so `copies` successes come from that
+    /// many distinct workers.
+    #[serde(default)]
+    pub repeat: bool,
+    /// Failed runs the task survives: one more fails it. `None` when submitted: the
+    /// task's `max_attempts - 1`.
+    #[serde(default)]
+    pub max_failed: Option<u32>,
+}
+
+impl Runs {
+    /// `copies` runs, all at once, each by a distinct worker.
+    pub fn copies(copies: u32) -> Self {
+        Runs {
+            copies,
+            at_once: copies,
+            repeat: false,
+            max_failed: None,
+        }
+    }
+
+    pub fn at_once(mut self, at_once: u32) -> Self {
+        self.at_once = at_once;
+        self
+    }
+
+    pub fn repeat(mut self, repeat: bool) -> Self {
+        self.repeat = repeat;
+        self
+    }
+
+    pub fn max_failed(mut self, max_failed: u32) -> Self {
+        self.max_failed = Some(max_failed);
+        self
+    }
+
+    pub fn validate(&self) -> Result<(), InvalidRuns> {
+        if self.copies == 0 || self.copies > MAX_COPIES {
+            return Err(InvalidRuns::Copies(self.copies));
+        }
+        if self.at_once == 0 || self.at_once > self.copies {
+            return Err(InvalidRuns::AtOnce {
+                at_once: self.at_once,
+                copies: self.copies,
+            });
+        }
+        if self
+            .max_failed
+            .is_some_and(|f| f > crate::task::MAX_ATTEMPTS_LIMIT)
+        {
+            return Err(InvalidRuns::MaxFailed(self.max_failed.unwrap_or_default()));
+        }
+        Ok(())
+    }
+
+    /// The failed runs the task survives, `max_failed` or else `max_attempts - 1`.
+    pub fn failures_allowed(&self, max_attempts: u32) -> u32 {
+        self.max_failed
+            .unwrap_or_else(|| max_attempts.saturating_sub(1))
+    }
+
+    /// Whether a worker may start a run now: a slot is free (`at_once`), a copy is still
+    /// wanted (counting the runs in progress as if they will succeed), the worker runs
+    /// none of it now, and it has not succeeded at it unless the task allows `repeat`.
+    pub fn may_start(&self, counts: RunCounts, worker: WorkerRuns) -> bool {
+        counts.active < self.at_once
+            && counts.active + counts.succeeded < self.copies
+            && !worker.running
+            && (self.repeat || !worker.succeeded)
+    }
+
+    /// What the end of one run does to its task, whose counters were `before` (the
+    /// ended run among `before.active`). `failures_allowed` is
+    /// [`Runs::failures_allowed`] of the task's row as it is now.
+    pub fn after_run(
+        &self,
+        before: RunCounts,
+        outcome: AttemptOutcome,
+        action: &FinishAction,
+        failures_allowed: u32,
+    ) -> RunEnd {
+        let mut counts = RunCounts {
+            active: before.active.saturating_sub(1),
+            ..before
+        };
+        if outcome == AttemptOutcome::Succeeded {
+            counts.succeeded += 1;
+        } else if counts_as_failure(outcome) {
+            counts.failed += 1;
+        }
+        let state = match action {
+            FinishAction::Cancel => TaskState::Cancelled,
+            FinishAction::Fail => TaskState::Failed,
+            _ if counts.failed > failures_allowed => TaskState::Failed,
+            _ if counts.succeeded >= self.copies => TaskState::Succeeded,
+            _ if counts.active > 0 => TaskState::Running,
+            _ => TaskState::Pending,
+        };
+        let next_run_after = match action {
+            FinishAction::Retry { delay } | FinishAction::Requeue { delay }
+                if !state.is_finished() =>
+            {
+                Some(*delay)
+            }
+            _ => None,
+        };
+        if state.is_finished() {
+            // Runs still going are cancelled with the task.
+            counts.active = 0;
+        }
+        RunEnd {
+            counts,
+            state,
+            next_run_after,
+        }
+    }
+}
+
+/// Whether a run that ended this way counts against the task's allowance of failures.
+pub fn counts_as_failure(outcome: AttemptOutcome) -> bool {
+    outcome != AttemptOutcome::Succeeded
+        && outcome != AttemptOutcome::Cancelled
+        && outcome.spends_attempt()
+}
+
+/// Why a multi-run request cannot be stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidRuns {
+    #[error("copies must be between 1 and {MAX_COPIES}, got {0}")]
+    Copies(u32),
+    #[error("at_once must be between 1 and copies ({copies}), got {at_once}")]
+    AtOnce { at_once: u32, copies: u32 },
+    #[error("max_failed_runs must be at most 10000, got {0}")]
+    MaxFailed(u32),
+    #[error("a multi-run task cannot have an affinity: each run is its worker's own")]
+    Affinity,
+}
+
+/// A multi-run task's counters, kept on its row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCounts {
+    /// Runs in progress.
+    pub active: u32,
+    pub succeeded: u32,
+    /// Runs that ended in a way that counts as a failure ([`counts_as_failure`]).
+    pub failed: u32,
+}
+
+/// What one worker has done with a task so far, for [`Runs::may_start`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerRuns {
+    pub running: bool,
+    pub succeeded: bool,
+}
+
+/// What [`Runs::after_run`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunEnd {
+    pub counts: RunCounts,
+    pub state: TaskState,
+    /// The next run may start no earlier than this long from now (a failed run's
+    /// backoff, a snooze); `None` leaves the task's `run_at` as it is.
+    pub next_run_after: Option<Duration>,
+}
+
+/// Where a run is: running, or ended with one of the attempt outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum RunState {
+    Running,
+    Ended(AttemptOutcome),
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Ended(o) => o.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunState {
+    type Err = crate::outcome::UnknownOutcome;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "running" {
+            return Ok(RunState::Running);
+        }
+        s.parse().map(RunState::Ended)
+    }
+}
+
+impl From<RunState> for String {
+    fn from(s: RunState) -> String {
+        s.as_str().to_owned()
+    }
+}
+
+impl TryFrom<String> for RunState {
+    type Error = crate::outcome::UnknownOutcome;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+/// One run of a multi-run task: a row of `tasktable_runs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub task_id: crate::TaskId,
+    /// The run's number among the task's runs, from 1; its lease carries it.
+    pub run: u32,
+    pub worker_id: String,
+    pub worker_host: Option<String>,
+    pub state: RunState,
+    /// The fencing token of the run's lease (the task's counter at its claim).
+    pub lease_token: i64,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub deadline_at: Option<DateTime<Utc>>,
+    pub checkpoint: Option<Value>,
+    pub progress: Option<Value>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    /// The earlier run whose checkpoint this one took over (a run that ended without
+    /// succeeding, its checkpoint saved).
+    pub resumed_from: Option<u32>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+#[cfg(test)]
+mod tests;
