@@ -206,6 +206,47 @@ pub struct Task {
     /// While set, the task waits for that worker until then (or until it is gone).
     #[serde(default)]
     pub affinity_until: Option<DateTime<Utc>>,
+    /// A multi-run task's wanted successes and counters; null for a task that runs once.
+    #[serde(default)]
+    pub copies: Option<u32>,
+    #[serde(default)]
+    pub at_once: Option<u32>,
+    #[serde(default)]
+    pub runs_active: Option<u32>,
+    #[serde(default)]
+    pub runs_succeeded: Option<u32>,
+    #[serde(default)]
+    pub runs_failed: Option<u32>,
+    #[serde(default)]
+    pub max_failed_runs: Option<u32>,
+}
+
+impl Task {
+    /// "4 of 6 done, 2 running, 1 failed" for a multi-run task.
+    pub fn runs_summary(&self) -> Option<String> {
+        let copies = self.copies?;
+        let mut text = format!("{} of {copies} done", self.runs_succeeded.unwrap_or(0));
+        if let Some(n) = self.runs_active.filter(|n| *n > 0) {
+            text.push_str(&format!(", {n} running"));
+        }
+        if let Some(n) = self.runs_failed.filter(|n| *n > 0) {
+            text.push_str(&format!(", {n} failed"));
+        }
+        Some(text)
+    }
+}
+
+/// One run of a multi-run task.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Run {
+    pub run: u32,
+    pub worker_id: String,
+    pub worker_host: Option<String>,
+    pub state: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub error: Option<String>,
+    pub resumed_from: Option<u32>,
 }
 
 /// One ended attempt of a task.

@@ -66,7 +66,11 @@ pub async fn run(api: &Api, args: &ListArgs, json: bool) -> Result<(), CliError>
             task.state,
             task.kind,
             task.queue,
-            format!("{}/{}", task.attempt, task.max_attempts),
+            // A multi-run task shows its copies done of those wanted instead.
+            match task.copies {
+                Some(copies) => format!("{}/{copies} done", task.runs_succeeded.unwrap_or(0)),
+                None => format!("{}/{}", task.attempt, task.max_attempts),
+            },
             output::time(when),
             output::one_line(task.last_error.as_deref().unwrap_or(""), 60),
         ]);

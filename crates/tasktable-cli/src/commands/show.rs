@@ -1,6 +1,6 @@
 //! `tasktable show`: one task, everything about it, and the history of its attempts.
 
-use crate::client::{field, Api, Attempt, Task};
+use crate::client::{field, Api, Attempt, Run, Task};
 use crate::error::CliError;
 use crate::output::{self, Table};
 use serde_json::Value;
@@ -14,10 +14,12 @@ pub async fn run(api: &Api, id: i64, json: bool) -> Result<(), CliError> {
     }
     let task: Task = field(&answer, "task")?;
     let attempts: Vec<Attempt> = field(&answer, "attempts")?;
-    output::emit(&render(&task, &attempts))
+    // Older servers send no runs.
+    let runs: Vec<Run> = field(&answer, "runs").unwrap_or_default();
+    output::emit(&render(&task, &attempts, &runs))
 }
 
-fn render(task: &Task, attempts: &[Attempt]) -> String {
+fn render(task: &Task, attempts: &[Attempt], runs: &[Run]) -> String {
     let mut fields: Vec<(&str, String)> = vec![
         ("state", task.state.clone()),
         ("kind", task.kind.clone()),
@@ -43,6 +45,11 @@ fn render(task: &Task, attempts: &[Attempt]) -> String {
     optional("timeout", task.timeout_ms.map(output::millis));
     optional("target", task.target.as_ref().map(|t| t.0.to_string()));
     optional("affinity", affinity(task));
+    optional("runs", task.runs_summary());
+    optional(
+        "at once",
+        task.copies.and(task.at_once).map(|n| n.to_string()),
+    );
     optional(
         "worker",
         worker(task.worker_host.as_deref(), task.worker_id.as_deref()),
@@ -55,6 +62,26 @@ fn render(task: &Task, attempts: &[Attempt]) -> String {
 
     let mut text = format!("task {}\n", task.id);
     text.push_str(&field_lines(&fields));
+    if !runs.is_empty() {
+        let mut table = Table::new(["RUN", "STATE", "WORKER", "STARTED", "FINISHED", "NOTE"]);
+        for r in runs {
+            let note = match (r.resumed_from, r.error.as_deref()) {
+                (_, Some(error)) => output::one_line(error, 80),
+                (Some(from), None) => format!("took over from run {from}"),
+                (None, None) => String::new(),
+            };
+            table.row(vec![
+                r.run.to_string(),
+                r.state.clone(),
+                worker(r.worker_host.as_deref(), Some(&r.worker_id)).unwrap_or_default(),
+                output::time(r.started_at),
+                output::opt_time(r.finished_at),
+                note,
+            ]);
+        }
+        text.push_str("\nruns\n");
+        text.push_str(&table.render());
+    }
     if attempts.is_empty() {
         text.push_str("\nno attempt has ended yet\n");
         return text;
@@ -151,7 +178,7 @@ mod tests {
             affinity(&waiting).as_deref(),
             Some("1m\nwaits for worker w1 until 2030-01-01 00:01:12Z")
         );
-        let text = render(&waiting, &[]);
+        let text = render(&waiting, &[], &[]);
         assert!(
             text.contains(
                 "  affinity    1m\n              waits for worker w1 until 2030-01-01 00:01:12Z\n"
@@ -161,11 +188,11 @@ mod tests {
 
         let not_waiting = task(json!({"affinity_ms": 30_000, "affinity_until": null}));
         assert_eq!(affinity(&not_waiting).as_deref(), Some("30s"));
-        assert!(render(&not_waiting, &[]).contains("  affinity    30s\n"));
+        assert!(render(&not_waiting, &[], &[]).contains("  affinity    30s\n"));
 
         // An older server sends neither field; a task without an affinity shows no line.
         let none = task(json!({}));
         assert_eq!(affinity(&none), None);
-        assert!(!render(&none, &[]).contains("affinity"));
+        assert!(!render(&none, &[], &[]).contains("affinity"));
     }
 }

@@ -70,6 +70,19 @@ pub struct SubmitArgs {
     /// that ran it, while that worker is live, before any other allowed worker may take it.
     #[arg(long, value_name = "DURATION", value_parser = input::affinity)]
     affinity: Option<Duration>,
+    /// Run the task this many times, each run by a worker of its own; it succeeds at the
+    /// last success (`show` lists the runs).
+    #[arg(long, value_name = "N", conflicts_with = "affinity")]
+    copies: Option<u32>,
+    /// With --copies: at most this many runs at the same time (default: all of them).
+    #[arg(long, value_name = "N", requires = "copies")]
+    at_once: Option<u32>,
+    /// With --copies: a worker that finished a run may take another.
+    #[arg(long, requires = "copies")]
+    repeat: bool,
+    /// With --copies: failed runs the task survives (default: max attempts - 1).
+    #[arg(long, value_name = "N", requires = "copies")]
+    max_failed_runs: Option<u32>,
 }
 
 impl SubmitArgs {
@@ -102,6 +115,10 @@ impl SubmitArgs {
             "affinity_ms",
             self.affinity.map(|d| json!(input::millis(d))),
         );
+        put("copies", self.copies.map(|n| json!(n)));
+        put("at_once", self.at_once.map(|n| json!(n)));
+        put("repeat", self.repeat.then_some(json!(true)));
+        put("max_failed_runs", self.max_failed_runs.map(|n| json!(n)));
         fields
     }
 }
