@@ -163,7 +163,13 @@ pub async fn tasks(
                         td { (t.kind) } td { (t.queue) }
                         td { (t.key.as_deref().unwrap_or("")) }
                         td { @if !t.target.is_any() { (t.target) } }
-                        td.num { (t.attempt) "/" (t.max_attempts) }
+                        td.num {
+                            // A multi-run task: copies done of those wanted.
+                            @match (t.runs, t.run_counts) {
+                                (Some(r), Some(c)) => { span.runs { (c.succeeded) "/" (r.copies) " done" } }
+                                _ => { (t.attempt) "/" (t.max_attempts) }
+                            }
+                        }
                         td { (time(Some(t.run_at))) }
                         td.err { (t.last_error.as_deref().map(|e| e.chars().take(120).collect::<String>()).unwrap_or_default()) }
                     }
@@ -209,6 +215,10 @@ pub async fn task(
     };
     let attempts = match state.app.store.attempt_list(id).await {
         Ok(a) => a,
+        Err(e) => return crate::failure::page_for(e),
+    };
+    let runs = match state.app.store.run_list(id).await {
+        Ok(r) => r,
         Err(e) => return crate::failure::page_for(e),
     };
     task.payload = state
@@ -268,7 +278,18 @@ pub async fn task(
                     }
                 }
             }
-            dt { "Attempt" } dd { (task.attempt) " of " (task.max_attempts) }
+            @match (task.runs, task.run_counts) {
+                (Some(r), Some(c)) => {
+                    dt { "Runs" } dd id="runs-summary" {
+                        (c.succeeded) " of " (r.copies) " done"
+                        @if c.active > 0 { ", " (c.active) " running" }
+                        @if c.failed > 0 { ", " (c.failed) " failed (" (r.max_failed.unwrap_or(0)) " allowed)" }
+                        " · at most " (r.at_once) " at once"
+                        @if r.repeat { " · a worker may run it again" }
+                    }
+                }
+                _ => { dt { "Attempt" } dd { (task.attempt) " of " (task.max_attempts) } }
+            }
             dt { "Run at" } dd { (time(Some(task.run_at))) }
             dt { "Worker" } dd { (task.worker_id.as_deref().unwrap_or("—")) " on " (task.worker_host.as_deref().unwrap_or("—")) }
             dt { "Lease expires" } dd { (time(task.lease_expires_at)) }
@@ -278,6 +299,27 @@ pub async fn task(
             dt { "Last error" } dd.err { (task.last_error.as_deref().unwrap_or("—")) }
             @if let Some(schedule) = task.schedule_id {
                 dt { "Fired by" } dd { a href={ "/ui/schedules/" (schedule) } { "schedule " (schedule) } " for its slot " (time(task.slot_at)) }
+            }
+        }
+        @if task.runs.is_some() {
+            h2 { "Runs" }
+            table id="runs" {
+                thead { tr { th.num { "#" } th { "State" } th { "Worker" } th { "Host" } th { "Started" } th { "Finished" } th { "Lease expires" } th { "Note" } } }
+                tbody {
+                    @for r in &runs {
+                        tr {
+                            td.num { (r.run) } td { (r.state.as_str()) }
+                            td { (r.worker_id) } td { (r.worker_host.as_deref().unwrap_or("—")) }
+                            td { (time(Some(r.started_at))) } td { (time(r.finished_at)) }
+                            td { (time(r.lease_expires_at)) }
+                            td.err {
+                                @if let Some(e) = &r.error { (e) }
+                                @else if let Some(from) = r.resumed_from { "took over from run " (from) }
+                            }
+                        }
+                    }
+                    @if runs.is_empty() { tr { td colspan="8" .muted { "No run has started yet." } } }
+                }
             }
         }
         h2 { "Payload" } div id="payload" { (json(Some(&task.payload))) }
