@@ -217,6 +217,7 @@ pub struct Task {
     pub runs_succeeded: Option<u32>,
     #[serde(default)]
     pub runs_failed: Option<u32>,
+    /// Failed runs the task survives.
     #[serde(default)]
     pub max_failed_runs: Option<u32>,
 }
@@ -231,6 +232,9 @@ impl Task {
         }
         if let Some(n) = self.runs_failed.filter(|n| *n > 0) {
             text.push_str(&format!(", {n} failed"));
+            if let Some(allowed) = self.max_failed_runs {
+                text.push_str(&format!(" ({allowed} allowed)"));
+            }
         }
         Some(text)
     }

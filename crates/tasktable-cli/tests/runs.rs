@@ -102,7 +102,7 @@ async fn copies_are_submitted_and_their_runs_shown(backend: &str) {
     .await;
     let text = server.tt(&["show", &id]).ok().stdout;
     assert!(
-        text.contains("\n  runs        1 of 3 done, 1 failed\n"),
+        text.contains("\n  runs        1 of 3 done, 1 failed (1 allowed)\n"),
         "{text}"
     );
     assert!(text.contains("\n  at once     2\n"), "{text}");
@@ -139,6 +139,12 @@ async fn copies_are_submitted_and_their_runs_shown(backend: &str) {
     server
         .tt(&["submit", "k", "--copies", "2", "--affinity", "5s"])
         .fails(2, "cannot be used with");
+    server
+        .tt(&["submit", "k", "--copies", "0"])
+        .fails(2, "neither a number of copies from 1 nor \"all\"");
+    // A broadcast with no worker registered has nowhere to go.
+    let refused = server.tt(&["submit", "k", "--copies", "all"]);
+    assert!(refused.stderr.contains("no active worker"), "{refused:?}");
     // Values the server refuses: nothing is submitted either.
     let refused = server.tt(&["submit", "k", "--copies", "2", "--at-once", "3"]);
     assert!(refused.stderr.contains("at_once"), "{refused:?}");

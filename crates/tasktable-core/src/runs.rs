@@ -36,6 +36,11 @@ pub struct Runs {
     /// task's `max_attempts - 1`.
     #[serde(default)]
     pub max_failed: Option<u32>,
+    /// Broadcast: once on every worker that is active when the task is submitted, takes
+    /// its queue and is allowed by its target ([`broadcast_to`]). The store sets
+    /// `copies` and `at_once` to how many there are and aims the task at them.
+    #[serde(default)]
+    pub broadcast: bool,
 }
 
 impl Runs {
@@ -46,6 +51,16 @@ impl Runs {
             at_once: copies,
             repeat: false,
             max_failed: None,
+            broadcast: false,
+        }
+    }
+
+    /// Once on every active worker the task's queue and target allow, when it is
+    /// submitted ([`broadcast_to`]).
+    pub fn everywhere() -> Self {
+        Runs {
+            broadcast: true,
+            ..Runs::copies(1)
         }
     }
 
@@ -65,6 +80,9 @@ impl Runs {
     }
 
     pub fn validate(&self) -> Result<(), InvalidRuns> {
+        if self.broadcast && self.repeat {
+            return Err(InvalidRuns::BroadcastRepeat);
+        }
         if self.copies == 0 || self.copies > MAX_COPIES {
             return Err(InvalidRuns::Copies(self.copies));
         }
@@ -164,6 +182,27 @@ pub enum InvalidRuns {
     MaxFailed(u32),
     #[error("a multi-run task cannot have an affinity: each run is its worker's own")]
     Affinity,
+    #[error("a broadcast runs once on each worker: it cannot repeat")]
+    BroadcastRepeat,
+}
+
+/// The workers a broadcast goes to: those active now (not draining, not gone) that take
+/// `queue` and that `target` allows, by id.
+pub fn broadcast_to(
+    workers: &[crate::worker::WorkerInfo],
+    queue: &str,
+    target: &crate::Target,
+) -> Vec<String> {
+    let mut ids: Vec<String> = workers
+        .iter()
+        .filter(|w| w.state == crate::worker::WorkerState::Active)
+        .filter(|w| w.facts.queues.takes(queue))
+        .filter(|w| target.allows(&w.facts.id, &w.facts.groups))
+        .map(|w| w.facts.id.clone())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 /// A multi-run task's counters, kept on its row.

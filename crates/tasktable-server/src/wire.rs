@@ -42,15 +42,38 @@ pub struct SubmitTask {
     /// How long a retry waits for the worker of the previous attempt.
     #[serde(default, deserialize_with = "crate::whole::optional")]
     pub affinity_ms: Option<u64>,
-    /// Run it this many times, each run by a worker of its own.
-    #[serde(default, deserialize_with = "crate::whole::optional")]
-    pub copies: Option<u32>,
+    /// Run it this many times, each run by a worker of its own, or `"all"`: once on every
+    /// active worker its queue and target allow.
+    #[serde(default)]
+    pub copies: Option<Copies>,
     #[serde(default, deserialize_with = "crate::whole::optional")]
     pub at_once: Option<u32>,
     #[serde(default)]
     pub repeat: Option<bool>,
     #[serde(default, deserialize_with = "crate::whole::optional")]
     pub max_failed_runs: Option<u32>,
+}
+
+/// `copies` as a request writes it: a whole number, or `"all"` for a broadcast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copies {
+    Count(u32),
+    All,
+}
+
+impl<'de> Deserialize<'de> for Copies {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match Value::deserialize(d)? {
+            Value::String(s) if s == "all" => Ok(Copies::All),
+            Value::Number(n) => crate::whole::number(n)
+                .map(Copies::Count)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "copies is a whole number from 1 or \"all\", not {other}"
+            ))),
+        }
+    }
 }
 
 /// Who may run a task, as the API writes it: `{"workers": [...]}` or `{"groups": [...]}`
@@ -146,12 +169,24 @@ impl SubmitTask {
     /// multi-run task without `copies`.
     pub fn into_new_task(self) -> Result<NewTask, String> {
         let runs = match (self.copies, self.at_once, self.repeat, self.max_failed_runs) {
-            (Some(copies), at_once, repeat, max_failed) => Some(Runs {
-                copies,
+            (Some(Copies::Count(copies)), at_once, repeat, max_failed) => Some(Runs {
                 at_once: at_once.unwrap_or(copies),
                 repeat: repeat.unwrap_or(false),
                 max_failed,
+                ..Runs::copies(copies)
             }),
+            (Some(Copies::All), None, repeat, max_failed) => Some(Runs {
+                repeat: repeat.unwrap_or(false),
+                max_failed,
+                ..Runs::everywhere()
+            }),
+            (Some(Copies::All), Some(_), ..) => {
+                return Err(
+                    "a broadcast (copies \"all\") runs on every worker at once: \
+                            at_once does not apply"
+                        .to_owned(),
+                );
+            }
             (None, None, None, None) => None,
             (None, ..) => {
                 return Err("at_once, repeat and max_failed_runs need copies".to_owned());

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 on_every_backend!(
     remote_workers_each_run_a_copy_under_the_run_they_were_given,
+    a_broadcast_goes_to_every_registered_worker,
     bad_multi_run_submits_are_refused_and_create_nothing,
 );
 
@@ -96,6 +97,49 @@ async fn remote_workers_each_run_a_copy_under_the_run_they_were_given(s: Server)
     assert_eq!(page["task"]["copies"], Value::Null);
 }
 
+async fn a_broadcast_goes_to_every_registered_worker(s: Server) {
+    for id in ["edge-a", "edge-b"] {
+        let (status, body) = s
+            .post(
+                "/api/v1/heartbeat",
+                json!({"worker_id": id, "starting": true}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, answer) = s
+        .post("/api/v1/tasks", json!({"kind": "sync", "copies": "all"}))
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(answer["task"]["copies"], 2);
+    assert_eq!(
+        answer["task"]["target"],
+        json!({"workers": ["edge-a", "edge-b"]})
+    );
+    assert!(claim(&s, "edge-c").await.as_array().unwrap().is_empty());
+    for id in ["edge-a", "edge-b"] {
+        assert_eq!(
+            claim(&s, id).await.as_array().map(Vec::len),
+            Some(1),
+            "{id}"
+        );
+    }
+    let answer = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "sync", "copies": "all", "target": {"groups": ["none"]}}),
+        )
+        .await;
+    assert_error(&answer, 422, "invalid_input");
+    let answer = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "sync", "copies": "all", "at_once": 1}),
+        )
+        .await;
+    assert_eq!(answer.0, 422, "{answer:?}");
+}
+
 async fn bad_multi_run_submits_are_refused_and_create_nothing(s: Server) {
     let bad = [
         json!({"kind": "sync", "copies": 0}),
@@ -108,6 +152,8 @@ async fn bad_multi_run_submits_are_refused_and_create_nothing(s: Server) {
         json!({"kind": "sync", "copies": 2, "affinity_ms": 1000}),
         json!({"kind": "sync", "copies": "two"}),
         json!({"kind": "sync", "copies": -1}),
+        json!({"kind": "sync", "copies": "ALL"}),
+        json!({"kind": "sync", "copies": "all", "repeat": true}),
         json!({"kind": "sync", "copies": 2, "repeat": "yes"}),
     ];
     for body in bad {

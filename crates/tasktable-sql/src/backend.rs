@@ -88,9 +88,11 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
     async fn submit_runs(&self, params: &Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
         let mut tx = self.write().await?;
         let now = crate::Exec::now(&mut tx, params.now).await?;
-        let tasks = self.limits().tasks(params.tasks.clone())?;
+        let mut resolved = params.tasks.clone();
+        let aimed = runs::resolve_broadcasts(&mut tx, &mut resolved).await?;
+        let tasks = self.limits().tasks(resolved)?;
         let submitted = self.insert_tasks(&mut tx, &tasks, now).await?;
-        runs::mark_submitted(&mut tx, &tasks, &submitted).await?;
+        runs::mark_submitted(&mut tx, &tasks, &submitted, &aimed).await?;
         let mut wake: Vec<String> = tasks.iter().map(|t| t.queue.clone()).collect();
         wake.sort();
         wake.dedup();

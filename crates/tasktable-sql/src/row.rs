@@ -120,6 +120,7 @@ fn runs_from_row(row: &impl Cells) -> StoreResult<(Option<Runs>, Option<RunCount
         at_once: n("at_once")?,
         repeat: row.boolean("repeat_runs")?.unwrap_or(false),
         max_failed: Some(n("max_failed_runs")?),
+        broadcast: false,
     };
     let counts = RunCounts {
         active: n("runs_active")?,

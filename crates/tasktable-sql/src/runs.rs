@@ -112,15 +112,17 @@ impl OpenRuns {
 /// After the tasks of a submit are inserted: makes the multi-run ones so (their request,
 /// zeroed counters, their own target kept aside, and a lease credential nobody holds, so
 /// that no write meant for a task that runs once can match the row). `submitted[i]` is
-/// the answer for `tasks[i]`; tasks that existed already are left alone.
+/// the answer for `tasks[i]`, and `aimed[i]` the workers a broadcast goes to; tasks that
+/// existed already are left alone.
 pub async fn mark_submitted<E: Exec>(
     e: &mut E,
     tasks: &[tasktable_core::NewTask],
     submitted: &[Submitted],
+    aimed: &[Option<Target>],
 ) -> StoreResult<()> {
     let d = e.dialect();
     let credentials = new_lease_credentials(tasks.len());
-    for ((task, s), credential) in tasks.iter().zip(submitted).zip(credentials) {
+    for (i, ((task, s), credential)) in tasks.iter().zip(submitted).zip(credentials).enumerate() {
         let (Some(runs), true) = (&task.runs, s.created) else {
             continue;
         };
@@ -132,16 +134,60 @@ pub async fn mark_submitted<E: Exec>(
             .bind(runs.repeat)
             .push(", max_failed_runs = ")
             .bind(int(runs.failures_allowed(task.max_attempts)))
-            .push(", runs_active = 0, runs_succeeded = 0, runs_failed = 0, run_target = target")
-            .push(&format!(
-                ", target = '{MULTI_RUN_TARGET}', lease_credential = "
-            ))
-            .bind(credential.to_hex())
-            .push(" WHERE id = ")
-            .bind(s.id);
+            .push(", runs_active = 0, runs_succeeded = 0, runs_failed = 0, run_target = ");
+        match aimed.get(i).and_then(Option::as_ref) {
+            Some(workers) => sql.bind(Arg::Text(workers.to_column())),
+            None => sql.push("target"),
+        };
+        sql.push(&format!(
+            ", target = '{MULTI_RUN_TARGET}', lease_credential = "
+        ))
+        .bind(credential.to_hex())
+        .push(" WHERE id = ")
+        .bind(s.id);
         e.execute(sql).await?;
     }
     Ok(())
+}
+
+/// Resolves the broadcasts among `tasks` against the registry as it is now: each goes to
+/// the workers core's [`tasktable_core::runs::broadcast_to`] names, one copy each, all at
+/// once. Answers, per task, the workers a broadcast is aimed at (which
+/// [`mark_submitted`] writes as its target, however many). A broadcast that no worker
+/// would take is refused.
+pub async fn resolve_broadcasts<E: Exec>(
+    e: &mut E,
+    tasks: &mut [tasktable_core::NewTask],
+) -> StoreResult<Vec<Option<Target>>> {
+    let mut aimed = vec![None; tasks.len()];
+    if !tasks.iter().any(|t| t.runs.is_some_and(|r| r.broadcast)) {
+        return Ok(aimed);
+    }
+    let workers = crate::workers::list(
+        e,
+        &tasktable_store::WorkerListParams {
+            include_gone: false,
+        },
+    )
+    .await?;
+    for (index, task) in tasks.iter_mut().enumerate() {
+        let Some(runs) = task.runs.as_mut().filter(|r| r.broadcast) else {
+            continue;
+        };
+        let ids = tasktable_core::runs::broadcast_to(&workers, &task.queue, &task.target);
+        if ids.is_empty() {
+            return Err(StoreError::InvalidInput(format!(
+                "task #{index} is a broadcast, and no active worker takes queue {:?} and is \
+                 allowed by its target",
+                task.queue
+            )));
+        }
+        let n = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        runs.copies = n;
+        runs.at_once = n;
+        aimed[index] = Some(Target::Workers(ids));
+    }
+    Ok(aimed)
 }
 
 fn int(v: u32) -> i32 {
@@ -367,6 +413,7 @@ fn open_from_row(r: &impl Cells) -> StoreResult<Open> {
             at_once: n("at_once")?,
             repeat: r.boolean("repeat_runs")?.unwrap_or(false),
             max_failed: None,
+            broadcast: false,
         },
         counts: RunCounts {
             active: n("runs_active")?,

@@ -71,9 +71,10 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "DURATION", value_parser = input::affinity)]
     affinity: Option<Duration>,
     /// Run the task this many times, each run by a worker of its own; it succeeds at the
-    /// last success (`show` lists the runs).
-    #[arg(long, value_name = "N", conflicts_with = "affinity")]
-    copies: Option<u32>,
+    /// last success (`show` lists the runs). `all`: once on every active worker that takes
+    /// its queue and that its target allows.
+    #[arg(long, value_name = "N|all", value_parser = input::copies, conflicts_with = "affinity")]
+    copies: Option<Value>,
     /// With --copies: at most this many runs at the same time (default: all of them).
     #[arg(long, value_name = "N", requires = "copies")]
     at_once: Option<u32>,
@@ -115,7 +116,7 @@ impl SubmitArgs {
             "affinity_ms",
             self.affinity.map(|d| json!(input::millis(d))),
         );
-        put("copies", self.copies.map(|n| json!(n)));
+        put("copies", self.copies.clone());
         put("at_once", self.at_once.map(|n| json!(n)));
         put("repeat", self.repeat.then_some(json!(true)));
         put("max_failed_runs", self.max_failed_runs.map(|n| json!(n)));

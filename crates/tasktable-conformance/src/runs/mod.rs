@@ -3,6 +3,7 @@
 //! expired runs are rescued and taken over from their checkpoints, and operators' changes
 //! reach every run.
 
+pub mod broadcast;
 pub mod claim;
 pub mod leases;
 pub mod operator;

@@ -1,0 +1,119 @@
+//! Broadcast: once on every worker active at submit that takes the queue and that the
+//! task's target allows.
+
+use super::*;
+use crate::workers::facts;
+use crate::Backend;
+use tasktable_core::runs::RunCounts;
+use tasktable_core::worker::Queues;
+use tasktable_core::TaskState;
+
+async fn beat(s: &dyn Store, id: &str, worker_groups: &[&str], queues: Queues) {
+    s.worker_beat(WorkerBeatParams {
+        facts: tasktable_core::worker::WorkerFacts {
+            groups: worker_groups.iter().map(|g| g.to_string()).collect(),
+            queues,
+            ..facts(id)
+        },
+        address: None,
+        starting: true,
+        now: None,
+    })
+    .await
+    .expect("beat");
+}
+
+pub async fn a_broadcast_runs_once_on_every_active_worker_its_queue_and_target_allow(
+    db: &impl Backend,
+) {
+    let s = db.store().await;
+    for id in ["w1", "w2", "w3"] {
+        beat(&*s, id, &["g"], Queues::All).await;
+    }
+    beat(&*s, "draining", &["g"], Queues::All).await;
+    s.worker_set_draining(WorkerDrainParams {
+        id: "draining".into(),
+        draining: true,
+    })
+    .await
+    .unwrap();
+    beat(
+        &*s,
+        "elsewhere",
+        &["g"],
+        Queues::Listed(vec!["other".into()]),
+    )
+    .await;
+    beat(&*s, "outsider", &[], Queues::All).await;
+    let id = submit_one(&*s, multi(Runs::everywhere()).target(group("g"))).await;
+    let t = get(&*s, id).await;
+    assert_eq!(t.runs.map(|r| (r.copies, r.at_once)), Some((3, 3)));
+    assert_eq!(
+        t.target,
+        Target::Workers(vec!["w1".into(), "w2".into(), "w3".into()]),
+        "aimed at the workers it goes to"
+    );
+    // A worker that joins later, or was not allowed, gets none.
+    beat(&*s, "late", &["g"], Queues::All).await;
+    for worker in ["late", "outsider", "elsewhere"] {
+        assert!(
+            claim_as(&*s, worker, &["g"], 1).await.is_empty(),
+            "{worker}"
+        );
+    }
+    let mut held = Vec::new();
+    for worker in ["w1", "w2", "w3"] {
+        held.push(one_run(&*s, worker, id, 1).await);
+        assert!(
+            claim_as(&*s, worker, &["g"], 1).await.is_empty(),
+            "once each"
+        );
+    }
+    for t in &held {
+        assert!(finish(&*s, t.lease(), ok(), t.attempt, at(2)).await);
+    }
+    let t = get(&*s, id).await;
+    assert_eq!(t.state, TaskState::Succeeded);
+    assert_eq!(
+        t.run_counts,
+        Some(RunCounts {
+            active: 0,
+            succeeded: 3,
+            failed: 0
+        })
+    );
+}
+
+pub async fn a_broadcast_no_worker_would_take_is_refused(db: &impl Backend) {
+    let s = db.store().await;
+    beat(&*s, "w1", &["other"], Queues::All).await;
+    let err = s
+        .task_submit(SubmitParams {
+            tasks: vec![
+                NewTask::new("k", json!(1)),
+                multi(Runs::everywhere()).target(group("g")),
+            ],
+            now: Some(at(0)),
+        })
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&err, StoreError::InvalidInput(m) if m.contains("no active worker")),
+        "{err:?}"
+    );
+    let page = s
+        .task_list(ListParams {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(page.tasks.is_empty(), "nothing stored");
+    let repeat = s
+        .task_submit(SubmitParams {
+            tasks: vec![multi(Runs::everywhere().repeat(true))],
+            now: Some(at(0)),
+        })
+        .await;
+    assert!(repeat.is_err(), "a broadcast does not repeat");
+}
