@@ -116,6 +116,19 @@ pub fn target(workers: &[String], groups: &[String]) -> Option<TargetSpec> {
     }
 }
 
+/// `--copies`: a whole number from 1, or `all` (a broadcast).
+pub fn copies(text: &str) -> Result<serde_json::Value, String> {
+    if text == "all" {
+        return Ok(serde_json::json!("all"));
+    }
+    match text.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(serde_json::json!(n)),
+        _ => Err(format!(
+            "{text:?} is neither a number of copies from 1 nor \"all\""
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,18 +177,5 @@ mod tests {
         assert_eq!(err.exit, crate::error::Exit::Usage);
         assert!(err.message.contains("PAYLOAD is not valid JSON"), "{err}");
         assert_eq!(json_arg("PAYLOAD", "\"x\"").unwrap(), Value::from("x"));
-    }
-}
-
-/// `--copies`: a whole number from 1, or `all` (a broadcast).
-pub fn copies(text: &str) -> Result<serde_json::Value, String> {
-    if text == "all" {
-        return Ok(serde_json::json!("all"));
-    }
-    match text.parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(serde_json::json!(n)),
-        _ => Err(format!(
-            "{text:?} is neither a number of copies from 1 nor \"all\""
-        )),
     }
 }
