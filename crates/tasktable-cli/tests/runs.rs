@@ -131,6 +131,7 @@ async fn copies_are_submitted_and_their_runs_shown(backend: &str) {
         &["submit", "k", "--at-once", "2"][..],
         &["submit", "k", "--repeat"][..],
         &["submit", "k", "--max-failed-runs", "1"][..],
+        &["submit", "k", "--idempotency-key", "x", "--rearm", "all"][..],
     ] {
         let refused = server.tt(args);
         refused.fails(2, "required arguments were not provided");

@@ -249,6 +249,7 @@ macro_rules! conformance_suite {
             runs::operator::a_cancel_ends_every_run_going_and_their_workers_hear_it,
             runs::operator::a_retry_of_a_failed_task_clears_its_failed_runs_and_keeps_its_successes,
             runs::operator::a_new_target_applies_to_runs_not_yet_started,
+            runs::operator::a_repeated_submit_rearms_a_multi_run_task_only_when_asked,
         );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,

@@ -171,6 +171,19 @@ pub fn counts_as_failure(outcome: AttemptOutcome) -> bool {
         && outcome.spends_attempt()
 }
 
+/// What a submit that repeats a multi-run task's idempotency key does to the task it
+/// finds (without it, nothing: the submit returns the task as it is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rearm {
+    /// Forgive its failed runs; a failed or cancelled task opens again, its successes
+    /// standing.
+    Failed,
+    /// Start over: the runs going are cancelled, successes and failures are forgotten,
+    /// and every worker may run it again.
+    All,
+}
+
 /// Why a multi-run request cannot be stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidRuns {
@@ -184,6 +197,8 @@ pub enum InvalidRuns {
     Affinity,
     #[error("a broadcast runs once on each worker: it cannot repeat")]
     BroadcastRepeat,
+    #[error("rearm applies to a multi-run task submitted again with its idempotency key: it needs copies and an idempotency_key")]
+    Rearm,
 }
 
 /// The workers a broadcast goes to: those active now (not draining, not gone) that take

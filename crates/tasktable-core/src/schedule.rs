@@ -368,6 +368,7 @@ impl TaskTemplate {
             target: self.target.clone(),
             affinity: None,
             runs: None,
+            rearm: None,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use crate::backoff::{Backoff, InvalidBackoff};
 use crate::outcome::AttemptOutcome;
-use crate::runs::{InvalidRuns, RunCounts, Runs};
+use crate::runs::{InvalidRuns, Rearm, RunCounts, Runs};
 use crate::state::TaskState;
 use crate::target::{InvalidTarget, Target};
 use chrono::{DateTime, Utc};
@@ -60,6 +60,9 @@ pub struct NewTask {
     /// Run it several times, by several workers ([`crate::runs`]); `None`: once.
     #[serde(default)]
     pub runs: Option<Runs>,
+    /// When the idempotency key names an existing multi-run task: re-arm it.
+    #[serde(default)]
+    pub rearm: Option<Rearm>,
 }
 
 impl NewTask {
@@ -81,6 +84,7 @@ impl NewTask {
             target: Target::Any,
             affinity: None,
             runs: None,
+            rearm: None,
         }
     }
 
@@ -133,6 +137,11 @@ impl NewTask {
         self.runs = Some(runs);
         self
     }
+    /// A repeat of this task's idempotency key re-arms the multi-run task it names.
+    pub fn rearm(mut self, rearm: Rearm) -> Self {
+        self.rearm = Some(rearm);
+        self
+    }
     /// Retries prefer the worker of the previous attempt for up to `wait`.
     pub fn affinity(mut self, wait: Duration) -> Self {
         self.affinity = Some(wait);
@@ -169,6 +178,9 @@ impl NewTask {
             if wait.as_millis() == 0 || wait > MAX_DELAY {
                 return Err(InvalidTask::Affinity(wait));
             }
+        }
+        if self.rearm.is_some() && (self.runs.is_none() || self.idempotency_key.is_none()) {
+            return Err(InvalidRuns::Rearm.into());
         }
         if let Some(runs) = &self.runs {
             runs.validate()?;

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-use tasktable_core::runs::{Run, Runs};
+use tasktable_core::runs::{Rearm, Run, Runs};
 use tasktable_core::{Attempt, Backoff, NewTask, Target, Task, TaskId, TaskState};
 
 /// A task to submit.
@@ -52,6 +52,10 @@ pub struct SubmitTask {
     pub repeat: Option<bool>,
     #[serde(default, deserialize_with = "crate::whole::optional")]
     pub max_failed_runs: Option<u32>,
+    /// With copies and an idempotency key: what a repeat does to the multi-run task it
+    /// finds (`failed`: forgive failed runs; `all`: start over).
+    #[serde(default)]
+    pub rearm: Option<Rearm>,
 }
 
 /// `copies` as a request writes it: a whole number, or `"all"` for a broadcast.
@@ -208,6 +212,7 @@ impl SubmitTask {
         task.held = self.held.unwrap_or(false);
         task.affinity = self.affinity_ms.map(Duration::from_millis);
         task.runs = runs;
+        task.rearm = self.rearm;
         Ok(task)
     }
 }

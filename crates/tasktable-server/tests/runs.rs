@@ -90,6 +90,37 @@ async fn remote_workers_each_run_a_copy_under_the_run_they_were_given(s: Server)
     assert_eq!(runs[0]["result"], "a");
     assert_eq!(runs[1]["state"], "succeeded");
     assert_eq!(page["attempts"].as_array().unwrap().len(), 2);
+    // A repeat of its key with rearm "all" starts it over.
+    let (status, _) = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "sync", "idempotency_key": "sync-eu", "copies": 1}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let c = claim(&s, "edge-c").await[0].clone();
+    let (status, _) = s
+        .post(
+            &format!("/api/v1/leases/{}/complete", c["id"]),
+            lease(&c, json!({})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, again) = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "sync", "idempotency_key": "sync-eu", "copies": 1, "rearm": "all"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(
+        (
+            &again["created"],
+            &again["task"]["state"],
+            &again["task"]["runs_succeeded"]
+        ),
+        (&json!(false), &json!("pending"), &json!(0))
+    );
     // A task that runs once lists no runs.
     let (_, once) = s.post("/api/v1/tasks", json!({"kind": "sync"})).await;
     let (_, page) = s.get(&format!("/api/v1/tasks/{}", once["id"])).await;
@@ -153,6 +184,9 @@ async fn bad_multi_run_submits_are_refused_and_create_nothing(s: Server) {
         json!({"kind": "sync", "copies": "two"}),
         json!({"kind": "sync", "copies": -1}),
         json!({"kind": "sync", "copies": "ALL"}),
+        json!({"kind": "sync", "rearm": "all", "idempotency_key": "k"}),
+        json!({"kind": "sync", "copies": 2, "rearm": "all"}),
+        json!({"kind": "sync", "copies": 2, "idempotency_key": "k", "rearm": "some"}),
         json!({"kind": "sync", "copies": "all", "repeat": true}),
         json!({"kind": "sync", "copies": 2, "repeat": "yes"}),
     ];

@@ -92,7 +92,7 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
         let aimed = runs::resolve_broadcasts(&mut tx, &mut resolved).await?;
         let tasks = self.limits().tasks(resolved)?;
         let submitted = self.insert_tasks(&mut tx, &tasks, now).await?;
-        runs::mark_submitted(&mut tx, &tasks, &submitted, &aimed).await?;
+        runs::mark_submitted(&mut tx, &tasks, &submitted, &aimed, now).await?;
         let mut wake: Vec<String> = tasks.iter().map(|t| t.queue.clone()).collect();
         wake.sort();
         wake.dedup();
@@ -270,7 +270,11 @@ macro_rules! impl_store {
                 /// (`runs::mark_submitted`); the rest through the backend's.
                 async fn task_submit(&self, params: SubmitParams) -> StoreResult<Vec<Submitted>> {
                     let params = self.limits().submit(params)?;
-                    if params.tasks.iter().all(|t| t.runs.is_none()) {
+                    if params
+                        .tasks
+                        .iter()
+                        .all(|t| t.runs.is_none() && t.rearm.is_none())
+                    {
                         return Backend::submit(self, params).await;
                     }
                     let submitted = Backend::submit_runs(self, &params).await?;

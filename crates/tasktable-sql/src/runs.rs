@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tasktable_core::outcome::FinishAction;
-use tasktable_core::runs::{Run, RunCounts, RunState, Runs, WorkerRuns};
+use tasktable_core::runs::{Rearm, Run, RunCounts, RunState, Runs, WorkerRuns};
 use tasktable_core::{AttemptOutcome, Lease, Target, Task, TaskId, TaskState};
 use tasktable_store::{
     credential_from_db, new_lease_credentials, CheckpointParams, ClaimParams, FinishItem,
@@ -111,7 +111,8 @@ impl OpenRuns {
 
 /// After the tasks of a submit are inserted: makes the multi-run ones so (their request,
 /// zeroed counters, their own target kept aside, and a lease credential nobody holds, so
-/// that no write meant for a task that runs once can match the row). `submitted[i]` is
+/// that no write meant for a task that runs once can match the row), and re-arms the
+/// existing ones a repeated idempotency key found when the submit asks. `submitted[i]` is
 /// the answer for `tasks[i]`, and `aimed[i]` the workers a broadcast goes to; tasks that
 /// existed already are left alone.
 pub async fn mark_submitted<E: Exec>(
@@ -119,10 +120,15 @@ pub async fn mark_submitted<E: Exec>(
     tasks: &[tasktable_core::NewTask],
     submitted: &[Submitted],
     aimed: &[Option<Target>],
+    now: DateTime<Utc>,
 ) -> StoreResult<()> {
     let d = e.dialect();
     let credentials = new_lease_credentials(tasks.len());
     for (i, ((task, s), credential)) in tasks.iter().zip(submitted).zip(credentials).enumerate() {
+        if let (false, Some(rearm)) = (s.created, task.rearm) {
+            self::rearm(e, s.id, rearm, now).await?;
+            continue;
+        }
         let (Some(runs), true) = (&task.runs, s.created) else {
             continue;
         };
@@ -148,6 +154,47 @@ pub async fn mark_submitted<E: Exec>(
         e.execute(sql).await?;
     }
     Ok(())
+}
+
+/// Re-arms the existing task `id` that a submit's idempotency key named, if it is a
+/// multi-run task ([`Rearm`]); a task that runs once is left as it is.
+async fn rearm<E: Exec>(e: &mut E, id: TaskId, how: Rearm, now: DateTime<Utc>) -> StoreResult<()> {
+    let d = e.dialect();
+    let mut sql = Sql::new(d, "SELECT state, copies FROM tasktable_tasks WHERE id = ");
+    sql.bind(id).push(d.lock_rows());
+    let Some(row) = e.fetch(sql).await?.into_iter().next() else {
+        return Ok(());
+    };
+    if row.int("copies")?.is_none() {
+        return Ok(());
+    }
+    let state = crate::row::state(&required(row.text("state"), "state")?)?;
+    let reopen = match how {
+        Rearm::All => true,
+        Rearm::Failed => matches!(state, TaskState::Failed | TaskState::Cancelled),
+    };
+    let mut sql = Sql::new(
+        d,
+        "UPDATE tasktable_tasks SET runs_failed = 0, updated_at = ",
+    );
+    sql.bind(now);
+    if matches!(how, Rearm::All) {
+        end_running(e, &[id], now, TaskState::Pending).await?;
+        // Successes are forgotten: their workers may run it again.
+        let mut forget = Sql::new(
+            d,
+            "DELETE FROM tasktable_runs WHERE state = 'succeeded' AND task_id = ",
+        );
+        forget.bind(id);
+        e.execute(forget).await?;
+        sql.push(", runs_active = 0, runs_succeeded = 0");
+    }
+    if reopen {
+        sql.push(", state = 'pending', finished_at = NULL, run_at = ")
+            .bind(now);
+    }
+    sql.push(" WHERE id = ").bind(id);
+    e.execute(sql).await
 }
 
 /// Resolves the broadcasts among `tasks` against the registry as it is now: each goes to
@@ -273,8 +320,7 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
     )
     .bind(true)
     .push(") ORDER BY t.priority DESC, t.run_at, t.id LIMIT ")
-    .bind(WINDOW)
-    .push(d.skip_locked());
+    .bind(WINDOW);
     let open = e
         .fetch(sql)
         .await?
@@ -284,22 +330,53 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
     if open.is_empty() {
         return Ok(Vec::new());
     }
+    // Chosen from an unlocked read, then locked by primary key in id order (as every
+    // other writer of several tasks locks them) and chosen again on the locked rows: a
+    // claimer waits a moment for another's claim of the same task instead of passing it
+    // over, and locks only what it may take.
     let ids: Vec<TaskId> = open.iter().map(|o| o.id).collect();
     let mine = worker_runs(e, &ids, &p.worker_id).await?;
-    let picked: Vec<&Open> = open
+    let mut chosen: Vec<TaskId> = open
         .iter()
         .filter(|o| {
-            let worker = mine.get(&o.id).copied().unwrap_or_default();
-            o.runs.may_start(o.counts, worker)
+            o.runs
+                .may_start(o.counts, mine.get(&o.id).copied().unwrap_or_default())
         })
         .take(p.limit as usize)
+        .map(|o| o.id)
         .collect();
+    chosen.sort_unstable();
+    let mut picked = Vec::with_capacity(chosen.len());
+    for id in chosen {
+        let mut sql = Sql::new(
+            d,
+            format!(
+                "SELECT id, copies, at_once, repeat_runs, runs_active, runs_succeeded, \
+                 runs_failed, timeout_ms FROM {} WHERE id = ",
+                d.tasks_by_primary_key()
+            ),
+        );
+        sql.bind(id)
+            .push(&format!(
+                " AND target = '{MULTI_RUN_TARGET}' AND state IN ('pending', 'running')"
+            ))
+            .push(d.lock_rows());
+        let Some(o) = e.fetch(sql).await?.first().map(open_from_row).transpose()? else {
+            continue;
+        };
+        let worker = worker_runs(e, &[id], &p.worker_id).await?;
+        if o.runs
+            .may_start(o.counts, worker.get(&id).copied().unwrap_or_default())
+        {
+            picked.push(o);
+        }
+    }
     let lease = TimeDelta::from_std(p.lease_for)
         .unwrap_or(MAX_LEASE)
         .min(MAX_LEASE);
     let credentials = new_lease_credentials(picked.len());
     let mut started = Vec::with_capacity(picked.len());
-    for (o, credential) in picked.into_iter().zip(credentials) {
+    for (o, credential) in picked.iter().zip(credentials) {
         let mut sql = Sql::new(
             d,
             "UPDATE tasktable_tasks SET state = 'running', attempt = attempt + 1, \

@@ -187,17 +187,25 @@ pub async fn leave<B: Backend>(b: &B, id: &str) -> StoreResult<()> {
 
 /// Tasks each worker holds a lease on now.
 async fn running<E: Exec>(e: &mut E) -> StoreResult<HashMap<String, u64>> {
-    let sql = Sql::new(
+    // A multi-run task's runs are counted on their workers, not the task.
+    let tasks = Sql::new(
         e.dialect(),
         "SELECT worker_id, COUNT(*) AS n FROM tasktable_tasks \
-         WHERE state = 'running' AND worker_id IS NOT NULL GROUP BY worker_id",
+         WHERE state = 'running' AND worker_id IS NOT NULL AND copies IS NULL \
+         GROUP BY worker_id",
+    );
+    let runs = Sql::new(
+        e.dialect(),
+        "SELECT worker_id, COUNT(*) AS n FROM tasktable_runs WHERE state = 'running' \
+         GROUP BY worker_id",
     );
     let mut by_worker = HashMap::new();
-    for row in e.fetch(sql).await? {
-        by_worker.insert(
-            required(row.text("worker_id"), "worker_id")?,
-            count(&row, "n")?,
-        );
+    for sql in [tasks, runs] {
+        for row in e.fetch(sql).await? {
+            *by_worker
+                .entry(required(row.text("worker_id"), "worker_id")?)
+                .or_insert(0) += count(&row, "n")?;
+        }
     }
     Ok(by_worker)
 }

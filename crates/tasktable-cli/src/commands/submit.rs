@@ -84,6 +84,10 @@ pub struct SubmitArgs {
     /// With --copies: failed runs the task survives (default: max attempts - 1).
     #[arg(long, value_name = "N", requires = "copies")]
     max_failed_runs: Option<u32>,
+    /// With --copies and --idempotency-key, when the key names an existing multi-run
+    /// task: `failed` forgives its failed runs, `all` starts it over.
+    #[arg(long, value_parser = ["failed", "all"], requires_all = ["copies", "idempotency_key"])]
+    rearm: Option<String>,
 }
 
 impl SubmitArgs {
@@ -120,6 +124,7 @@ impl SubmitArgs {
         put("at_once", self.at_once.map(|n| json!(n)));
         put("repeat", self.repeat.then_some(json!(true)));
         put("max_failed_runs", self.max_failed_runs.map(|n| json!(n)));
+        put("rearm", self.rearm.as_ref().map(|r| json!(r)));
         fields
     }
 }

@@ -69,6 +69,21 @@ pub async fn a_broadcast_runs_once_on_every_active_worker_its_queue_and_target_a
             "once each"
         );
     }
+    // The registry counts each worker's run.
+    let running: Vec<(String, u64)> = s
+        .worker_list(WorkerListParams {
+            include_gone: false,
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.facts.id, w.running))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert_eq!(
+        running,
+        [("w1".into(), 1), ("w2".into(), 1), ("w3".into(), 1)]
+    );
     for t in &held {
         assert!(finish(&*s, t.lease(), ok(), t.attempt, at(2)).await);
     }

@@ -100,3 +100,72 @@ pub async fn a_new_target_applies_to_runs_not_yet_started(db: &impl Backend) {
     assert_eq!(got.pop().map(|t| t.run), Some(Some(2)));
     assert!(finish(&*s, a.lease(), ok(), a.attempt, at(7)).await);
 }
+
+pub async fn a_repeated_submit_rearms_a_multi_run_task_only_when_asked(db: &impl Backend) {
+    use tasktable_core::runs::Rearm;
+    let s = db.store().await;
+    let task = || multi(Runs::copies(2).max_failed(0)).idempotency_key("sync-1");
+    let id = submit_one(&*s, task()).await;
+    let a = one_run(&*s, "a", id, 1).await;
+    let b = one_run(&*s, "b", id, 1).await;
+    assert!(finish(&*s, a.lease(), ok(), a.attempt, at(2)).await);
+    assert!(finish(&*s, b.lease(), error(), b.attempt, at(2)).await);
+    assert_eq!(get(&*s, id).await.state, TaskState::Failed);
+    // Without rearm a repeat returns the task as it is.
+    assert_eq!(submit_one(&*s, task()).await, id);
+    assert_eq!(get(&*s, id).await.state, TaskState::Failed);
+    // Failed runs forgiven: it opens again, a's success standing.
+    assert_eq!(submit_one(&*s, task().rearm(Rearm::Failed)).await, id);
+    let t = get(&*s, id).await;
+    assert_eq!(t.state, TaskState::Pending);
+    assert_eq!(
+        t.run_counts,
+        Some(RunCounts {
+            active: 0,
+            succeeded: 1,
+            failed: 0
+        })
+    );
+    assert!(claim_as(&*s, "a", &[], 3).await.is_empty());
+    let c = one_run(&*s, "c", id, 3).await;
+    // Start over while c runs: c's run is cancelled and every worker may run it again.
+    assert_eq!(submit_one(&*s, task().rearm(Rearm::All)).await, id);
+    let t = get(&*s, id).await;
+    assert_eq!(
+        (t.state, t.run_counts),
+        (TaskState::Pending, Some(RunCounts::default()))
+    );
+    assert!(!finish(&*s, c.lease(), ok(), c.attempt, at(4)).await);
+    let again = one_run(&*s, "a", id, 4).await;
+    assert!(again.run > c.run, "run numbers go on");
+    // A task that runs once is left alone by a rearm.
+    let once = submit_one(
+        &*s,
+        NewTask::new("k", json!(null)).idempotency_key("once-1"),
+    )
+    .await;
+    let repeat = multi(Runs::copies(2))
+        .idempotency_key("once-1")
+        .rearm(Rearm::All);
+    assert_eq!(submit_one(&*s, repeat).await, once);
+    let t = get(&*s, once).await;
+    assert_eq!((t.state, t.runs), (TaskState::Pending, None));
+    // rearm without copies or without an idempotency key is refused.
+    for bad in [
+        NewTask::new("k", json!(null))
+            .idempotency_key("x")
+            .rearm(Rearm::All),
+        multi(Runs::copies(2)).rearm(Rearm::Failed),
+    ] {
+        let err = s
+            .task_submit(SubmitParams {
+                tasks: vec![bad],
+                now: Some(at(5)),
+            })
+            .await;
+        assert!(
+            matches!(err, Err(StoreError::InvalidTask { .. })),
+            "{err:?}"
+        );
+    }
+}
