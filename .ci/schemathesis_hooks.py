@@ -1,4 +1,4 @@
-"""Schemathesis hooks for .ci/schemathesis: four narrowings of what is generated, each
+"""Schemathesis hooks for .ci/schemathesis: five narrowings of what is generated, each
 written down with its reason in docs/api.md ("The document as a contract"). They touch
 only positive cases (requests the document says are valid), so every negative case is
 sent exactly as drawn, and no check is turned off."""
@@ -51,12 +51,31 @@ def _submitted(body):
     return [task for task in tasks if isinstance(task, dict)]
 
 
+def _breaks_a_runs_rule(task):
+    """Whether a submitted task breaks a rule of multi-run tasks that the document states
+    in words: the options of copies need copies, `at_once` is at most `copies`, copies
+    exclude an affinity, a rearm needs an idempotency key; and `copies: "all"` depends on
+    the workers registered at the time (tests/runs.rs covers it)."""
+    copies = task.get("copies")
+    if copies is None:
+        return any(task.get(k) is not None for k in ("at_once", "repeat", "max_failed_runs", "rearm"))
+    if copies == "all" or task.get("affinity_ms") is not None:
+        return True
+    at_once = task.get("at_once")
+    if _whole(at_once) and _whole(copies) and at_once > copies:
+        return True
+    return task.get("rearm") is not None and task.get("idempotency_key") is None
+
+
 @schemathesis.hook
 def filter_case(context, case):
-    """Drops submits whose backoff starts above its own cap: the one rule between two
-    fields the document can state only in words, as JSON Schema cannot compare them."""
+    """Drops submits whose backoff starts above its own cap (a rule between two fields
+    the document can state only in words, as JSON Schema cannot compare them), and those
+    that break a rule of multi-run tasks stated the same way."""
     if not _positive(case):
         return True
+    if any(_breaks_a_runs_rule(task) for task in _submitted(case.body)):
+        return False
     tasks = _submitted(case.body)
     if case.operation.path.startswith("/api/v1/schedules") and isinstance(case.body, dict):
         tasks = [t for t in [_schedule_parts(case.body)[1]] if t is not None]

@@ -271,6 +271,7 @@ macro_rules! conformance_suite {
             runtime::queues::idle_worker_wakes_on_submit_without_waiting_for_a_poll,
             runtime::refusal::one_refused_result_never_sends_other_tasks_back,
             runtime::runs::six_copies_run_on_six_members_of_the_group_never_more_than_three_at_once,
+            runtime::runs::a_frozen_run_is_taken_over_from_its_checkpoint_while_the_other_run_goes_on,
             runtime::schedules::workers_save_declared_schedules_and_fire_each_slot_once,
             runtime::workers::a_drained_worker_claims_nothing_new_even_after_a_restart_until_released,
             runtime::workers::a_worker_taking_every_queue_runs_tasks_of_queues_it_was_never_told_of,

@@ -257,6 +257,53 @@ async fn a_task_opened_from_the_list_shows_its_payload_as_text() {
 }
 
 #[tokio::test]
+async fn a_multi_run_task_shows_copies_in_the_list_and_its_runs_on_its_page() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let id = app
+        .submit(
+            NewTask::new("cache.warm", json!({"region": "eu"}))
+                .runs(tasktable_core::runs::Runs::copies(3)),
+        )
+        .await;
+    let first = app.claim(id, "edge-a", "a.example").await;
+    app.finish(
+        &first,
+        tasktable_core::HandlerOutcome::Succeeded { result: None },
+    )
+    .await;
+    app.claim(id, "edge-b", "b.example").await;
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    b.goto(&app.url("/ui/tasks")).await;
+    let row = b
+        .find(XPath(&format!(
+            "//table[@id='tasks']//tr[td/a[@href='/ui/tasks/{id}']]"
+        )))
+        .await;
+    assert!(row.text().await.unwrap().contains("1/3 done"));
+    b.click(&format!("#tasks a[href='/ui/tasks/{id}']")).await;
+    assert_eq!(heading_state(&b).await, "running");
+    assert_eq!(
+        b.text("#runs-summary").await,
+        "1 of 3 done, 1 running · at most 3 at once"
+    );
+    assert_eq!(b.count("#runs tbody tr").await, 2);
+    let runs = b.text("#runs tbody").await;
+    assert!(
+        runs.contains("edge-a") && runs.contains("succeeded"),
+        "{runs}"
+    );
+    assert!(
+        runs.contains("edge-b") && runs.contains("running"),
+        "{runs}"
+    );
+    b.close().await;
+}
+
+#[tokio::test]
 async fn cancelling_a_pending_task_from_its_page() {
     let Some(b) = Browser::start().await else {
         return;

@@ -409,8 +409,8 @@ pub struct ClaimedTask {
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// When the attempt times out, if the task has a timeout.
     pub deadline_at: Option<DateTime<Utc>>,
-    /// For a run of a multi-run task, the run's number: send it with every lease call.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// For a run of a multi-run task, the run's number: send it with every lease call;
+    /// null for a task that runs once.
     pub run: Option<u32>,
 }
 

@@ -1,6 +1,8 @@
 //! Multi-run tasks with real workers: twenty workers of a group, five to a store, run a
 //! task that wants six copies three at a time; the runs go to six distinct members,
-//! never more than three at once, and none to a worker outside the group.
+//! never more than three at once, and none to a worker outside the group. A worker that
+//! freezes loses its run to another, which resumes from its checkpoint, while the other
+//! run goes on.
 
 use super::{fast, get, start, submit, PATIENCE};
 use crate::targets::groups;
@@ -144,4 +146,173 @@ async fn next_start(started: &mut mpsc::UnboundedReceiver<String>) -> String {
         .await
         .expect("a run starts")
         .expect("handlers")
+}
+
+/// What one worker's copy of [`Copy`] does.
+enum Role {
+    /// Checkpoints 5, says so, then waits for the test before a late write.
+    Frozen {
+        checkpointed: mpsc::UnboundedSender<()>,
+        go_on: Arc<tokio::sync::Notify>,
+        late_write: mpsc::UnboundedSender<String>,
+    },
+    /// Says it started, then holds its run until the test lets it go.
+    Steady {
+        started: mpsc::UnboundedSender<()>,
+        release: Arc<tokio::sync::Notify>,
+    },
+    /// Works from the checkpoint it was given to 10, checkpointing each step.
+    Healthy,
+}
+
+struct Copy(Role);
+
+impl Handler for Copy {
+    const KIND: &'static str = "resumable-copy";
+    type Payload = serde_json::Value;
+    type Output = serde_json::Value;
+    async fn run(
+        &self,
+        ctx: TaskContext,
+        _: serde_json::Value,
+    ) -> Result<serde_json::Value, HandlerError> {
+        let start: u32 = ctx.checkpoint::<u32>()?.unwrap_or(0);
+        match &self.0 {
+            Role::Frozen {
+                checkpointed,
+                go_on,
+                late_write,
+            } => {
+                ctx.save_checkpoint(&5u32).await?;
+                checkpointed.send(()).unwrap();
+                go_on.notified().await;
+                let late = ctx.save_checkpoint(&99u32).await;
+                late_write.send(format!("{late:?}")).unwrap();
+                Ok(json!({"by": "frozen"}))
+            }
+            Role::Steady { started, release } => {
+                started.send(()).unwrap();
+                release.notified().await;
+                Ok(json!({"by": "steady", "resumed_from": start}))
+            }
+            Role::Healthy => {
+                for step in start..10 {
+                    ctx.save_checkpoint(&(step + 1)).await?;
+                }
+                Ok(json!({"by": "healthy", "resumed_from": start}))
+            }
+        }
+    }
+}
+
+pub async fn a_frozen_run_is_taken_over_from_its_checkpoint_while_the_other_run_goes_on(
+    db: &impl Backend,
+) {
+    use crate::freeze::Freezable;
+    use std::time::Duration;
+    use tokio::sync::Notify;
+    let store = db.store().await;
+    let id = submit(
+        &*store,
+        NewTask::new("resumable-copy", json!(null))
+            .backoff(super::instant_retry())
+            .runs(Runs::copies(2)),
+    )
+    .await;
+    let frozen_store = Freezable::new(db.store().await);
+    let (cp_tx, mut checkpointed) = mpsc::unbounded_channel();
+    let (late_tx, mut late) = mpsc::unbounded_channel();
+    let go_on = Arc::new(Notify::new());
+    let frozen = fast(frozen_store.clone())
+        .identity(WorkerIdentity::named("frozen"))
+        .concurrency(1)
+        .lease_for(Duration::from_secs(1))
+        .register(Copy(Role::Frozen {
+            checkpointed: cp_tx,
+            go_on: go_on.clone(),
+            late_write: late_tx,
+        }))
+        .build()
+        .unwrap();
+    let mut frozen_events = frozen.subscribe();
+    let frozen = start(frozen);
+    tokio::time::timeout(PATIENCE, checkpointed.recv())
+        .await
+        .expect("the first run checkpoints")
+        .unwrap();
+    frozen_store.freeze();
+
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let release = Arc::new(Notify::new());
+    let steady = fast(db.store().await)
+        .identity(WorkerIdentity::named("steady"))
+        .concurrency(1)
+        .register(Copy(Role::Steady {
+            started: started_tx,
+            release: release.clone(),
+        }))
+        .build()
+        .unwrap();
+    let mut steady_events = steady.subscribe();
+    let steady = start(steady);
+    tokio::time::timeout(PATIENCE, started.recv())
+        .await
+        .expect("the second run starts")
+        .unwrap();
+
+    let taker = fast(db.store().await)
+        .identity(WorkerIdentity::named("taker"))
+        .rescue_interval(Some(Duration::from_millis(100)))
+        .register(Copy(Role::Healthy))
+        .build()
+        .unwrap();
+    let mut taker_events = taker.subscribe();
+    let taker = start(taker);
+    super::wait_event(
+        &mut taker_events,
+        "the taker ends the third run",
+        super::finished(id),
+    )
+    .await;
+    let runs = store.run_list(id).await.unwrap();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert_eq!(runs[0].state, RunState::Ended(AttemptOutcome::LeaseExpired));
+    assert_eq!(runs[1].state, RunState::Running, "the steady run goes on");
+    assert_eq!(runs[2].worker_id, "taker");
+    assert_eq!(runs[2].resumed_from, Some(1));
+    assert_eq!(
+        runs[2].result,
+        Some(json!({"by": "healthy", "resumed_from": 5}))
+    );
+    assert_eq!(get(&*store, id).await.state, TaskState::Running);
+
+    release.notify_one();
+    super::wait_event(
+        &mut steady_events,
+        "the steady run ends",
+        super::finished(id),
+    )
+    .await;
+    assert_eq!(get(&*store, id).await.state, TaskState::Succeeded);
+
+    frozen_store.thaw();
+    super::wait_event(&mut frozen_events, "the frozen worker hears it lost its run", |e| {
+        matches!(e, WorkerEvent::Stopped { task_id, reason: StopReason::LeaseLost } if *task_id == id)
+    })
+    .await;
+    go_on.notify_one();
+    let late = tokio::time::timeout(PATIENCE, late.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(late.contains("Stopped(LeaseLost)"), "{late}");
+    for w in [frozen, steady, taker] {
+        w.shutdown().await;
+    }
+    let runs = store.run_list(id).await.unwrap();
+    assert_eq!(
+        runs[0].checkpoint,
+        Some(json!(5)),
+        "the late write changed nothing"
+    );
 }
