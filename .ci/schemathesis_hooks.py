@@ -54,12 +54,13 @@ def _submitted(body):
 def _breaks_a_runs_rule(task):
     """Whether a submitted task breaks a rule of multi-run tasks that the document states
     in words: the options of copies need copies, `at_once` is at most `copies`, copies
-    exclude an affinity, a rearm needs an idempotency key; and `copies: "all"` depends on
-    the workers registered at the time (tests/runs.rs covers it)."""
+    exclude an affinity, a rearm needs an idempotency key; and a broadcast (`copies`
+    "all" or "all_joining") depends on the workers registered at the time (tests/runs.rs
+    covers it)."""
     copies = task.get("copies")
     if copies is None:
         return any(task.get(k) is not None for k in ("at_once", "repeat", "max_failed_runs", "rearm"))
-    if copies == "all" or task.get("affinity_ms") is not None:
+    if copies in ("all", "all_joining") or task.get("affinity_ms") is not None:
         return True
     at_once = task.get("at_once")
     if _whole(at_once) and _whole(copies) and at_once > copies:

@@ -116,15 +116,16 @@ pub fn target(workers: &[String], groups: &[String]) -> Option<TargetSpec> {
     }
 }
 
-/// `--copies`: a whole number from 1, or `all` (a broadcast).
+/// `--copies`: a whole number from 1, `all` (a broadcast) or `all_joining` (one that
+/// workers joining while it is open get too).
 pub fn copies(text: &str) -> Result<serde_json::Value, String> {
-    if text == "all" {
-        return Ok(serde_json::json!("all"));
+    if text == "all" || text == "all_joining" {
+        return Ok(serde_json::json!(text));
     }
     match text.parse::<u32>() {
         Ok(n) if n >= 1 => Ok(serde_json::json!(n)),
         _ => Err(format!(
-            "{text:?} is neither a number of copies from 1 nor \"all\""
+            "{text:?} is not a number of copies from 1, \"all\" or \"all_joining\""
         )),
     }
 }

@@ -140,9 +140,10 @@ async fn copies_are_submitted_and_their_runs_shown(backend: &str) {
     server
         .tt(&["submit", "k", "--copies", "2", "--affinity", "5s"])
         .fails(2, "cannot be used with");
-    server
-        .tt(&["submit", "k", "--copies", "0"])
-        .fails(2, "neither a number of copies from 1 nor \"all\"");
+    server.tt(&["submit", "k", "--copies", "0"]).fails(
+        2,
+        "is not a number of copies from 1, \"all\" or \"all_joining\"",
+    );
     // A broadcast with no worker registered has nowhere to go.
     let refused = server.tt(&["submit", "k", "--copies", "all"]);
     assert!(refused.stderr.contains("no active worker"), "{refused:?}");

@@ -244,6 +244,7 @@ macro_rules! conformance_suite {
             runs::claim::bad_multi_run_requests_are_refused_and_store_nothing,
             runs::broadcast::a_broadcast_runs_once_on_every_active_worker_its_queue_and_target_allow,
             runs::broadcast::a_broadcast_no_worker_would_take_is_refused,
+            runs::broadcast::a_joining_broadcast_runs_on_workers_that_join_while_it_is_open,
             runs::leases::writes_under_a_stale_or_forged_run_lease_change_nothing,
             runs::leases::an_expired_run_is_rescued_and_taken_over_from_its_checkpoint_while_others_go_on,
             runs::operator::a_cancel_ends_every_run_going_and_their_workers_hear_it,

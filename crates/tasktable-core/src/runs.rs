@@ -41,6 +41,11 @@ pub struct Runs {
     /// `copies` and `at_once` to how many there are and aims the task at them.
     #[serde(default)]
     pub broadcast: bool,
+    /// With `broadcast`: a worker its target allows that had no run yet (one that became
+    /// active after the submit, say) gets one while the task is open, each such run adding
+    /// a copy.
+    #[serde(default)]
+    pub joining: bool,
 }
 
 impl Runs {
@@ -52,6 +57,7 @@ impl Runs {
             repeat: false,
             max_failed: None,
             broadcast: false,
+            joining: false,
         }
     }
 
@@ -74,6 +80,12 @@ impl Runs {
         self
     }
 
+    /// A broadcast that also runs on workers that join while it is open.
+    pub fn joining(mut self, joining: bool) -> Self {
+        self.joining = joining;
+        self
+    }
+
     pub fn max_failed(mut self, max_failed: u32) -> Self {
         self.max_failed = Some(max_failed);
         self
@@ -82,6 +94,9 @@ impl Runs {
     pub fn validate(&self) -> Result<(), InvalidRuns> {
         if self.broadcast && self.repeat {
             return Err(InvalidRuns::BroadcastRepeat);
+        }
+        if self.joining && !self.broadcast {
+            return Err(InvalidRuns::Joining);
         }
         if self.copies == 0 || self.copies > MAX_COPIES {
             return Err(InvalidRuns::Copies(self.copies));
@@ -111,10 +126,21 @@ impl Runs {
     /// wanted (counting the runs in progress as if they will succeed), the worker runs
     /// none of it now, and it has not succeeded at it unless the task allows `repeat`.
     pub fn may_start(&self, counts: RunCounts, worker: WorkerRuns) -> bool {
+        if self.joins(counts, worker) {
+            return true;
+        }
         counts.active < self.at_once
             && counts.active + counts.succeeded < self.copies
             && !worker.running
             && (self.repeat || !worker.succeeded)
+    }
+
+    /// Whether a run this worker starts adds a copy (and a slot): a joining broadcast's
+    /// worker that never ran the task, when no copy is left for it.
+    pub fn joins(&self, counts: RunCounts, worker: WorkerRuns) -> bool {
+        self.joining
+            && !worker.ran
+            && !(counts.active < self.at_once && counts.active + counts.succeeded < self.copies)
     }
 
     /// What the end of one run does to its task, whose counters were `before` (the
@@ -197,6 +223,8 @@ pub enum InvalidRuns {
     Affinity,
     #[error("a broadcast runs once on each worker: it cannot repeat")]
     BroadcastRepeat,
+    #[error("only a broadcast (copies \"all\") can take workers that join")]
+    Joining,
     #[error("rearm applies to a multi-run task submitted again with its idempotency key: it needs copies and an idempotency_key")]
     Rearm,
 }
@@ -235,6 +263,8 @@ pub struct RunCounts {
 pub struct WorkerRuns {
     pub running: bool,
     pub succeeded: bool,
+    /// It started a run of the task, however that ended.
+    pub ran: bool,
 }
 
 /// What [`Runs::after_run`] decided.

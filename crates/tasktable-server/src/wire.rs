@@ -63,6 +63,8 @@ pub struct SubmitTask {
 pub enum Copies {
     Count(u32),
     All,
+    /// `"all_joining"`: a broadcast that workers joining while it is open get too.
+    AllJoining,
 }
 
 impl<'de> Deserialize<'de> for Copies {
@@ -70,11 +72,12 @@ impl<'de> Deserialize<'de> for Copies {
         use serde::de::Error;
         match Value::deserialize(d)? {
             Value::String(s) if s == "all" => Ok(Copies::All),
+            Value::String(s) if s == "all_joining" => Ok(Copies::AllJoining),
             Value::Number(n) => crate::whole::number(n)
                 .map(Copies::Count)
                 .map_err(D::Error::custom),
             other => Err(D::Error::custom(format!(
-                "copies is a whole number from 1 or \"all\", not {other}"
+                "copies is a whole number from 1, \"all\" or \"all_joining\", not {other}"
             ))),
         }
     }
@@ -179,12 +182,14 @@ impl SubmitTask {
                 max_failed,
                 ..Runs::copies(copies)
             }),
-            (Some(Copies::All), None, repeat, max_failed) => Some(Runs {
-                repeat: repeat.unwrap_or(false),
-                max_failed,
-                ..Runs::everywhere()
-            }),
-            (Some(Copies::All), Some(_), ..) => {
+            (Some(all @ (Copies::All | Copies::AllJoining)), None, repeat, max_failed) => {
+                Some(Runs {
+                    repeat: repeat.unwrap_or(false),
+                    max_failed,
+                    ..Runs::everywhere().joining(all == Copies::AllJoining)
+                })
+            }
+            (Some(Copies::All | Copies::AllJoining), Some(_), ..) => {
                 return Err(
                     "a broadcast (copies \"all\") runs on every worker at once: \
                             at_once does not apply"
@@ -273,6 +278,8 @@ pub struct TaskView {
     pub copies: Option<u32>,
     pub at_once: Option<u32>,
     pub repeat: Option<bool>,
+    /// A broadcast that workers joining while it is open get too.
+    pub joining: Option<bool>,
     pub max_failed_runs: Option<u32>,
     pub runs_active: Option<u32>,
     pub runs_succeeded: Option<u32>,
@@ -316,6 +323,7 @@ impl From<Task> for TaskView {
             copies: t.runs.map(|r| r.copies),
             at_once: t.runs.map(|r| r.at_once),
             repeat: t.runs.map(|r| r.repeat),
+            joining: t.runs.map(|r| r.joining),
             max_failed_runs: t.runs.and_then(|r| r.max_failed),
             runs_active: t.run_counts.map(|c| c.active),
             runs_succeeded: t.run_counts.map(|c| c.succeeded),

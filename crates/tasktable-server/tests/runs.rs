@@ -169,6 +169,34 @@ async fn a_broadcast_goes_to_every_registered_worker(s: Server) {
         )
         .await;
     assert_eq!(answer.0, 422, "{answer:?}");
+    // "all_joining" keeps the task's own target, and a worker that joins later runs it too.
+    let (status, joining) = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "sync", "copies": "all_joining", "queue": "edge"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{joining}");
+    let task = &joining["task"];
+    assert_eq!(
+        (&task["copies"], &task["joining"], &task["target"]),
+        (&json!(2), &json!(true), &Value::Null)
+    );
+    let (status, body) = s
+        .post(
+            "/api/v1/heartbeat",
+            json!({"worker_id": "edge-late", "starting": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, got) = s
+        .post(
+            "/api/v1/claim",
+            json!({"kinds": ["sync"], "queue": "edge", "worker_id": "edge-late"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["tasks"][0]["id"], task["id"], "{got}");
 }
 
 async fn bad_multi_run_submits_are_refused_and_create_nothing(s: Server) {
@@ -188,6 +216,8 @@ async fn bad_multi_run_submits_are_refused_and_create_nothing(s: Server) {
         json!({"kind": "sync", "copies": 2, "rearm": "all"}),
         json!({"kind": "sync", "copies": 2, "idempotency_key": "k", "rearm": "some"}),
         json!({"kind": "sync", "copies": "all", "repeat": true}),
+        json!({"kind": "sync", "copies": "all_joining", "repeat": true}),
+        json!({"kind": "sync", "copies": "All_Joining"}),
         json!({"kind": "sync", "copies": 2, "repeat": "yes"}),
     ];
     for body in bad {

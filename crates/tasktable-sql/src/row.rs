@@ -14,7 +14,7 @@ pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpo
     backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms, lease_token, \
     lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
     started_at, finished_at, schedule_id, slot_at, target, affinity_ms, affinity_until, \
-    affinity_target, copies, at_once, repeat_runs, max_failed_runs, runs_active, runs_succeeded, \
+    affinity_target, copies, at_once, repeat_runs, joining_runs, max_failed_runs, runs_active, runs_succeeded, \
     runs_failed, run_target";
 
 /// Every column of `tasktable_attempts` that [`attempt_from_row`] reads.
@@ -121,6 +121,7 @@ fn runs_from_row(row: &impl Cells) -> StoreResult<(Option<Runs>, Option<RunCount
         repeat: row.boolean("repeat_runs")?.unwrap_or(false),
         max_failed: Some(n("max_failed_runs")?),
         broadcast: false,
+        joining: row.boolean("joining_runs")?.unwrap_or(false),
     };
     let counts = RunCounts {
         active: n("runs_active")?,

@@ -138,6 +138,8 @@ pub async fn mark_submitted<E: Exec>(
             .bind(int(runs.at_once))
             .push(", repeat_runs = ")
             .bind(runs.repeat)
+            .push(", joining_runs = ")
+            .bind(runs.joining)
             .push(", max_failed_runs = ")
             .bind(int(runs.failures_allowed(task.max_attempts)))
             .push(", runs_active = 0, runs_succeeded = 0, runs_failed = 0, run_target = ");
@@ -169,8 +171,9 @@ async fn rearm<E: Exec>(e: &mut E, id: TaskId, how: Rearm, now: DateTime<Utc>) -
         return Ok(());
     }
     let state = crate::row::state(&required(row.text("state"), "state")?)?;
+    // A held task stays held: a rearm changes its runs, not an operator's hold.
     let reopen = match how {
-        Rearm::All => true,
+        Rearm::All => state != TaskState::Held,
         Rearm::Failed => matches!(state, TaskState::Failed | TaskState::Cancelled),
     };
     let mut sql = Sql::new(
@@ -232,7 +235,10 @@ pub async fn resolve_broadcasts<E: Exec>(
         let n = u32::try_from(ids.len()).unwrap_or(u32::MAX);
         runs.copies = n;
         runs.at_once = n;
-        aimed[index] = Some(Target::Workers(ids));
+        // A joining broadcast keeps its own target, so that workers that join can find it.
+        if !runs.joining {
+            aimed[index] = Some(Target::Workers(ids));
+        }
     }
     Ok(aimed)
 }
@@ -292,8 +298,8 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
     let mut sql = Sql::new(
         d,
         format!(
-            "SELECT t.id, t.copies, t.at_once, t.repeat_runs, t.runs_active, t.runs_succeeded, \
-             t.runs_failed, t.timeout_ms FROM {} WHERE ",
+            "SELECT t.id, t.copies, t.at_once, t.repeat_runs, t.joining_runs, t.runs_active, \
+             t.runs_succeeded, t.runs_failed, t.timeout_ms FROM {} WHERE ",
             open_source(d)
         ),
     );
@@ -301,8 +307,12 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
     let kinds: Vec<&str> = p.kinds.iter().map(String::as_str).collect();
     sql.push(" AND ")
         .push_in_texts("t.kind", &kinds)
-        .push(" AND t.runs_active < t.at_once AND t.runs_active + t.runs_succeeded < t.copies")
-        .push(" AND (t.run_target IS NULL OR ");
+        .push(
+            " AND (t.runs_active < t.at_once AND t.runs_active + t.runs_succeeded < t.copies \
+             OR t.joining_runs = ",
+        )
+        .bind(true)
+        .push(") AND (t.run_target IS NULL OR ");
     let position = d.position_fn();
     for (i, needle) in Target::needles(&p.worker_id, &p.worker_groups)
         .into_iter()
@@ -351,8 +361,8 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
         let mut sql = Sql::new(
             d,
             format!(
-                "SELECT id, copies, at_once, repeat_runs, runs_active, runs_succeeded, \
-                 runs_failed, timeout_ms FROM {} WHERE id = ",
+                "SELECT id, copies, at_once, repeat_runs, joining_runs, runs_active, \
+                 runs_succeeded, runs_failed, timeout_ms FROM {} WHERE id = ",
                 d.tasks_by_primary_key()
             ),
         );
@@ -365,10 +375,10 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
             continue;
         };
         let worker = worker_runs(e, &[id], &p.worker_id).await?;
-        if o.runs
-            .may_start(o.counts, worker.get(&id).copied().unwrap_or_default())
-        {
-            picked.push(o);
+        let worker = worker.get(&id).copied().unwrap_or_default();
+        if o.runs.may_start(o.counts, worker) {
+            let joins = o.runs.joins(o.counts, worker);
+            picked.push((o, joins));
         }
     }
     let lease = TimeDelta::from_std(p.lease_for)
@@ -376,13 +386,18 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
         .min(MAX_LEASE);
     let credentials = new_lease_credentials(picked.len());
     let mut started = Vec::with_capacity(picked.len());
-    for (o, credential) in picked.iter().zip(credentials) {
+    for ((o, joins), credential) in picked.iter().zip(credentials) {
         let mut sql = Sql::new(
             d,
             "UPDATE tasktable_tasks SET state = 'running', attempt = attempt + 1, \
-             lease_token = lease_token + 1, runs_active = runs_active + 1, worker_id = ",
+             lease_token = lease_token + 1, runs_active = runs_active + 1, ",
         );
-        sql.bind(p.worker_id.as_str())
+        if *joins {
+            // A worker that joined a broadcast: its run is a copy more.
+            sql.push("copies = copies + 1, at_once = at_once + 1, ");
+        }
+        sql.push("worker_id = ")
+            .bind(p.worker_id.as_str())
             .push(", worker_host = ")
             .bind(p.worker_host.as_str())
             .push(", started_at = ")
@@ -491,6 +506,7 @@ fn open_from_row(r: &impl Cells) -> StoreResult<Open> {
             repeat: r.boolean("repeat_runs")?.unwrap_or(false),
             max_failed: None,
             broadcast: false,
+            joining: r.boolean("joining_runs")?.unwrap_or(false),
         },
         counts: RunCounts {
             active: n("runs_active")?,
@@ -513,16 +529,17 @@ async fn worker_runs<E: Exec>(
     );
     sql.push_in_ids("task_id", ids)
         .push(" AND worker_id = ")
-        .bind(worker)
-        .push(" AND state IN ('running', 'succeeded')");
+        .bind(worker);
     let mut out: HashMap<TaskId, WorkerRuns> = HashMap::new();
     for row in e.fetch(sql).await? {
         let entry = out
             .entry(required(row.int("task_id"), "task_id")?)
             .or_default();
+        entry.ran = true;
         match required(row.text("state"), "state")?.as_str() {
             "running" => entry.running = true,
-            _ => entry.succeeded = true,
+            "succeeded" => entry.succeeded = true,
+            _ => {}
         }
     }
     Ok(out)

@@ -7,6 +7,7 @@
 ALTER TABLE tasktable_tasks ADD COLUMN copies INTEGER;
 ALTER TABLE tasktable_tasks ADD COLUMN at_once INTEGER;
 ALTER TABLE tasktable_tasks ADD COLUMN repeat_runs INTEGER;
+ALTER TABLE tasktable_tasks ADD COLUMN joining_runs INTEGER;
 ALTER TABLE tasktable_tasks ADD COLUMN max_failed_runs INTEGER;
 ALTER TABLE tasktable_tasks ADD COLUMN runs_active INTEGER;
 ALTER TABLE tasktable_tasks ADD COLUMN runs_succeeded INTEGER;
@@ -15,6 +16,7 @@ ALTER TABLE tasktable_tasks ADD COLUMN run_target TEXT;
 ALTER TABLE tasktable_tasks_archive ADD COLUMN copies INTEGER;
 ALTER TABLE tasktable_tasks_archive ADD COLUMN at_once INTEGER;
 ALTER TABLE tasktable_tasks_archive ADD COLUMN repeat_runs INTEGER;
+ALTER TABLE tasktable_tasks_archive ADD COLUMN joining_runs INTEGER;
 ALTER TABLE tasktable_tasks_archive ADD COLUMN max_failed_runs INTEGER;
 ALTER TABLE tasktable_tasks_archive ADD COLUMN runs_active INTEGER;
 ALTER TABLE tasktable_tasks_archive ADD COLUMN runs_succeeded INTEGER;

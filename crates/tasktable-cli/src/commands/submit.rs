@@ -72,8 +72,9 @@ pub struct SubmitArgs {
     affinity: Option<Duration>,
     /// Run the task this many times, each run by a worker of its own; it succeeds at the
     /// last success (`show` lists the runs). `all`: once on every active worker that takes
-    /// its queue and that its target allows.
-    #[arg(long, value_name = "N|all", value_parser = input::copies, conflicts_with = "affinity")]
+    /// its queue and that its target allows; `all_joining`: also once on each allowed
+    /// worker that joins while it is open.
+    #[arg(long, value_name = "N|all|all_joining", value_parser = input::copies, conflicts_with = "affinity")]
     copies: Option<Value>,
     /// With --copies: at most this many runs at the same time (default: all of them).
     #[arg(long, value_name = "N", requires = "copies")]

@@ -132,3 +132,51 @@ pub async fn a_broadcast_no_worker_would_take_is_refused(db: &impl Backend) {
         .await;
     assert!(repeat.is_err(), "a broadcast does not repeat");
 }
+
+/// `worker`'s claim as a member of group `g`, which must return exactly one run of `id`.
+async fn member_run(s: &dyn Store, worker: &str, id: i64) -> Task {
+    let mut got = claim_as(s, worker, &["g"], 1).await;
+    assert_eq!(got.len(), 1, "{worker} gets one run: {got:?}");
+    let t = got.pop().unwrap();
+    assert_eq!((t.id, t.run.is_some()), (id, true));
+    t
+}
+
+pub async fn a_joining_broadcast_runs_on_workers_that_join_while_it_is_open(db: &impl Backend) {
+    let s = db.store().await;
+    for id in ["w1", "w2"] {
+        beat(&*s, id, &["g"], Queues::All).await;
+    }
+    let id = submit_one(
+        &*s,
+        multi(Runs::everywhere().joining(true)).target(group("g")),
+    )
+    .await;
+    let t = get(&*s, id).await;
+    assert_eq!(t.runs.map(|r| (r.copies, r.joining)), Some((2, true)));
+    assert_eq!(t.target, group("g"), "it keeps its own target");
+    let w1 = member_run(&*s, "w1", id).await;
+    let w2 = member_run(&*s, "w2", id).await;
+    // A worker that joins gets a run though no copy is left, which adds one; once only.
+    beat(&*s, "late", &["g"], Queues::All).await;
+    let late = member_run(&*s, "late", id).await;
+    assert_eq!(get(&*s, id).await.runs.map(|r| r.copies), Some(3));
+    assert!(claim_as(&*s, "late", &["g"], 1).await.is_empty());
+    assert!(claim_as(&*s, "w1", &["g"], 1).await.is_empty());
+    assert!(claim_as(&*s, "outsider", &[], 1).await.is_empty());
+    for t in [&w1, &late, &w2] {
+        assert!(finish(&*s, t.lease(), ok(), t.attempt, at(2)).await);
+    }
+    let t = get(&*s, id).await;
+    assert_eq!(t.state, TaskState::Succeeded);
+    assert_eq!(t.run_counts.map(|c| c.succeeded), Some(3));
+    // Closed: a worker that joins now gets nothing.
+    assert!(claim_as(&*s, "later", &["g"], 3).await.is_empty());
+    let refused = s
+        .task_submit(SubmitParams {
+            tasks: vec![multi(Runs::copies(2).joining(true))],
+            now: Some(at(0)),
+        })
+        .await;
+    assert!(refused.is_err(), "only a broadcast takes workers that join");
+}

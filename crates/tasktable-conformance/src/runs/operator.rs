@@ -138,6 +138,11 @@ pub async fn a_repeated_submit_rearms_a_multi_run_task_only_when_asked(db: &impl
     assert!(!finish(&*s, c.lease(), ok(), c.attempt, at(4)).await);
     let again = one_run(&*s, "a", id, 4).await;
     assert!(again.run > c.run, "run numbers go on");
+    // A held task stays held.
+    let held = || multi(Runs::copies(2)).idempotency_key("held-1").held(true);
+    let held_id = submit_one(&*s, held()).await;
+    assert_eq!(submit_one(&*s, held().rearm(Rearm::All)).await, held_id);
+    assert_eq!(get(&*s, held_id).await.state, TaskState::Held);
     // A task that runs once is left alone by a rearm.
     let once = submit_one(
         &*s,

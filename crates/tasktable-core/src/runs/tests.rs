@@ -11,6 +11,7 @@ fn counts(active: u32, succeeded: u32, failed: u32) -> RunCounts {
 const NEW: WorkerRuns = WorkerRuns {
     running: false,
     succeeded: false,
+    ran: false,
 };
 
 #[test]
@@ -32,10 +33,12 @@ fn a_worker_runs_a_copy_once_unless_the_task_repeats() {
     let done = WorkerRuns {
         running: false,
         succeeded: true,
+        ran: true,
     };
     let busy = WorkerRuns {
         running: true,
         succeeded: false,
+        ran: true,
     };
     assert!(!once.may_start(counts(0, 1, 0), done));
     assert!(again.may_start(counts(0, 1, 0), done));
@@ -159,4 +162,25 @@ fn run_states_round_trip() {
         assert_eq!(s.as_str().parse::<RunState>().unwrap(), s);
     }
     assert!("nonsense".parse::<RunState>().is_err());
+}
+
+#[test]
+fn a_joining_broadcast_adds_a_copy_for_each_newcomer_only() {
+    let runs = Runs::everywhere().joining(true);
+    let runs = Runs {
+        copies: 2,
+        at_once: 2,
+        ..runs
+    };
+    // Both copies taken: a newcomer still gets a run, which adds a copy.
+    assert!(runs.may_start(counts(2, 0, 0), NEW));
+    assert!(runs.joins(counts(2, 0, 0), NEW));
+    assert!(runs.joins(counts(0, 2, 0), NEW));
+    // A copy is left: the newcomer takes it without adding one.
+    assert!(!runs.joins(counts(1, 0, 0), NEW));
+    // A worker that ran it, however that ended, is no newcomer.
+    let failed = WorkerRuns { ran: true, ..NEW };
+    assert!(!runs.joins(counts(2, 0, 1), failed));
+    assert!(!runs.may_start(counts(2, 0, 1), failed));
+    assert!(Runs::copies(2).joining(true).validate().is_err());
 }
