@@ -41,6 +41,7 @@
 //! This crate's own test `registration` reads its sources and fails, naming the case, when
 //! one is written but not listed, or listed under the wrong arm of the macro.
 
+pub mod batches;
 pub mod claim;
 pub mod freeze;
 pub mod operator;
@@ -251,6 +252,15 @@ macro_rules! conformance_suite {
             runs::operator::a_retry_of_a_failed_task_clears_its_failed_runs_and_keeps_its_successes,
             runs::operator::a_new_target_applies_to_runs_not_yet_started,
             runs::operator::a_repeated_submit_rearms_a_multi_run_task_only_when_asked,
+        );
+        $crate::conformance_suite!(@area $backend, batches, 2;
+            batches::save::a_save_keeps_progress_renews_the_lease_and_answers_control,
+            batches::save::a_save_under_a_stale_or_forged_lease_changes_nothing,
+            batches::save::failed_items_are_kept_up_to_the_cap,
+            batches::save::a_paused_runner_gives_its_batch_back_held_without_spending_an_attempt,
+            batches::control::a_held_batch_waits_for_its_start_and_each_action_applies_where_it_may,
+            batches::control::the_budget_changes_any_time_and_the_data_only_while_waiting_or_serial,
+            batches::control::retention_archives_a_batch_with_its_task,
         );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,

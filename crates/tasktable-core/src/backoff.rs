@@ -87,7 +87,7 @@ impl Backoff {
     }
 }
 
-mod millis {
+pub(crate) mod millis {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 

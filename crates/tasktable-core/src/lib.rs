@@ -4,7 +4,8 @@
 //! transitions ([`state`]) and what each operator change does to a row ([`change`]), what
 //! a handler may answer and what that means for the task ([`outcome`], with the rule that
 //! sends a failed attempt back to `pending` or ends the task: [`outcome::attempts_left`]),
-//! the retry/backoff maths ([`Backoff`]), when a recurring schedule's slots fall and which
+//! the retry/backoff maths ([`Backoff`]), a batch's sliding window, rate limit, error
+//! budget and lifecycle ([`batch`]), when a recurring schedule's slots fall and which
 //! to fire after a pause ([`schedule`]), who a worker is and what its registry state
 //! means ([`worker`]), who may run a task ([`target`]), what a queue's policy lets a claim take ([`policy`]), how a task that wants several runs
 //! counts them ([`runs`]), and what becomes of text a worker writes on its
@@ -15,6 +16,7 @@
 //! be tested exhaustively and the stores can apply them with the database's clock.
 
 pub mod backoff;
+pub mod batch;
 pub mod change;
 pub mod outcome;
 pub mod policy;

@@ -25,6 +25,9 @@ pub enum HandlerOutcome {
     Snooze { after: Duration },
     /// The handler decided the task should not run at all.
     Cancel { reason: String },
+    /// Give the task back `held`, without spending an attempt, until an operator or the
+    /// business releases it (a batch that was asked to pause).
+    Hold { reason: String },
     /// The per-attempt timeout passed before the handler returned.
     TimedOut,
     /// The handler panicked; treated as a retryable error.
@@ -51,10 +54,12 @@ pub enum AttemptOutcome {
     Interrupted,
     /// An operator changed the task's target to leave its worker out; no attempt spent.
     Retargeted,
+    /// The handler gave the task back held (a batch paused); no attempt spent.
+    Paused,
 }
 
 impl AttemptOutcome {
-    pub const ALL: [AttemptOutcome; 9] = [
+    pub const ALL: [AttemptOutcome; 10] = [
         AttemptOutcome::Succeeded,
         AttemptOutcome::Error,
         AttemptOutcome::Failed,
@@ -64,6 +69,7 @@ impl AttemptOutcome {
         AttemptOutcome::Cancelled,
         AttemptOutcome::Interrupted,
         AttemptOutcome::Retargeted,
+        AttemptOutcome::Paused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,15 +83,19 @@ impl AttemptOutcome {
             AttemptOutcome::Cancelled => "cancelled",
             AttemptOutcome::Interrupted => "interrupted",
             AttemptOutcome::Retargeted => "retargeted",
+            AttemptOutcome::Paused => "paused",
         }
     }
 
     /// Whether an attempt that ended this way counts against `max_attempts`: snoozes,
-    /// interruptions and a new target give theirs back.
+    /// interruptions, a new target and a pause give theirs back.
     pub fn spends_attempt(self) -> bool {
         !matches!(
             self,
-            AttemptOutcome::Snoozed | AttemptOutcome::Interrupted | AttemptOutcome::Retargeted
+            AttemptOutcome::Snoozed
+                | AttemptOutcome::Interrupted
+                | AttemptOutcome::Retargeted
+                | AttemptOutcome::Paused
         )
     }
 }
@@ -127,6 +137,8 @@ pub enum FinishAction {
     Cancel,
     /// To `pending` at now + `delay`, giving the attempt back (snooze, interruption).
     Requeue { delay: Duration },
+    /// To `held`, giving the attempt back (a paused batch).
+    Hold,
 }
 
 /// Whether a task may run again after a failed attempt: `attempt` is the number of
@@ -201,6 +213,11 @@ impl FinishPlan {
             HandlerOutcome::Cancel { reason } => FinishPlan {
                 outcome: AttemptOutcome::Cancelled,
                 action: FinishAction::Cancel,
+                error: Some(reason),
+            },
+            HandlerOutcome::Hold { reason } => FinishPlan {
+                outcome: AttemptOutcome::Paused,
+                action: FinishAction::Hold,
                 error: Some(reason),
             },
         }

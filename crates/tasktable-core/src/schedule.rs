@@ -369,6 +369,7 @@ impl TaskTemplate {
             affinity: None,
             runs: None,
             rearm: None,
+            batch: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! worker holds ([`Lease`]) and what history keeps ([`Attempt`]).
 
 use crate::backoff::{Backoff, InvalidBackoff};
+use crate::batch::{BatchSpec, InvalidBatch};
 use crate::outcome::AttemptOutcome;
 use crate::runs::{InvalidRuns, Rearm, RunCounts, Runs};
 use crate::state::TaskState;
@@ -63,6 +64,9 @@ pub struct NewTask {
     /// When the idempotency key names an existing multi-run task: re-arm it.
     #[serde(default)]
     pub rearm: Option<Rearm>,
+    /// A batch of items run through its kind's batch handler ([`crate::batch`]).
+    #[serde(default)]
+    pub batch: Option<BatchSpec>,
 }
 
 impl NewTask {
@@ -85,6 +89,7 @@ impl NewTask {
             affinity: None,
             runs: None,
             rearm: None,
+            batch: None,
         }
     }
 
@@ -142,6 +147,11 @@ impl NewTask {
         self.rearm = Some(rearm);
         self
     }
+    /// A batch ([`crate::batch`]): its payload is the data every item reads.
+    pub fn batch(mut self, spec: BatchSpec) -> Self {
+        self.batch = Some(spec);
+        self
+    }
     /// Retries prefer the worker of the previous attempt for up to `wait`.
     pub fn affinity(mut self, wait: Duration) -> Self {
         self.affinity = Some(wait);
@@ -186,6 +196,12 @@ impl NewTask {
             runs.validate()?;
             if self.affinity.is_some() {
                 return Err(InvalidRuns::Affinity.into());
+            }
+        }
+        if let Some(batch) = &self.batch {
+            batch.validate()?;
+            if self.runs.is_some() {
+                return Err(InvalidBatch::Runs.into());
             }
         }
         self.backoff.validate()?;
@@ -236,6 +252,8 @@ pub enum InvalidTask {
     Target(#[from] InvalidTarget),
     #[error(transparent)]
     Runs(#[from] InvalidRuns),
+    #[error(transparent)]
+    Batch(#[from] InvalidBatch),
     #[error("{0} contains a NUL character (\\u0000), which PostgreSQL cannot store; tasktable refuses it on every backend")]
     Nul(&'static str),
 }

@@ -16,7 +16,7 @@
 UPDATE tasktable_tasks SET
     state = COALESCE({case}, {retry_state}),
     run_at = IF(state = 'pending', {case}, run_at),
-    finished_at = IF(state = 'pending', NULL, ?),
+    finished_at = IF(state IN ('pending', 'held'), NULL, ?),
     attempt = attempt - {case},
     result = COALESCE({case}, result),
     last_error = COALESCE({case}, last_error),

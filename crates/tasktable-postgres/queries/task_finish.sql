@@ -21,7 +21,7 @@ WITH clock AS (
         state = coalesce(input.new_state, {retry_state}),
         run_at = CASE WHEN coalesce(input.new_state, {retry_state}) = 'pending'
                       THEN clock.now + input.delay_us * interval '1 microsecond' ELSE t.run_at END,
-        finished_at = CASE WHEN coalesce(input.new_state, {retry_state}) = 'pending'
+        finished_at = CASE WHEN coalesce(input.new_state, {retry_state}) IN ('pending', 'held')
                       THEN NULL ELSE clock.now END,
         attempt = t.attempt - CASE WHEN input.refund THEN 1 ELSE 0 END,
         result = coalesce(input.result, t.result),

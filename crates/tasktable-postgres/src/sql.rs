@@ -32,6 +32,8 @@ fn query(text: &str, args: Vec<Arg>) -> Query<'_> {
         .fold(sqlx::query(text), |q, arg| match arg {
             Arg::Int(v) => q.bind(v),
             Arg::Int32(v) => q.bind(v),
+            Arg::Float(v) => q.bind(v),
+            Arg::MaybeInt(v) => q.bind(v),
             Arg::Text(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
             Arg::Time(v) => q.bind(v),

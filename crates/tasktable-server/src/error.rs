@@ -119,6 +119,9 @@ impl From<StoreError> for ApiError {
             StoreError::IllegalTransition { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "illegal_transition", message)
             }
+            StoreError::BatchRefused { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "batch_refused", message)
+            }
             StoreError::InvalidTask { .. }
             | StoreError::InvalidInput(_)
             | StoreError::InvalidSchedule(_) => ApiError::invalid(message),

@@ -10,6 +10,7 @@
 //! implements a third.) The backend sees parameters a limit applies to only as
 //! [`Checked`] values.
 
+use crate::batches;
 use crate::limits::{self, LimitedClaim, LimitedQueues};
 use crate::runs::{self, Ended, OpenRuns};
 use crate::update::{self, Changed};
@@ -20,8 +21,9 @@ use std::time::Duration;
 use tasktable_core::Lease;
 use tasktable_core::{NewTask, Task, TaskId};
 use tasktable_store::{
-    Checked, CheckpointParams, ClaimParams, ExpiredParams, FinishItem, FinishParams, LeaseStatus,
-    Limits, QueuePauseParams, QueuePolicyParams, RenewParams, StoreResult, SubmitParams, Submitted,
+    Batch, BatchControlParams, BatchSaveParams, BatchSaved, BatchUpdateParams, Checked,
+    CheckpointParams, ClaimParams, ExpiredParams, FinishItem, FinishParams, LeaseStatus, Limits,
+    QueuePauseParams, QueuePolicyParams, RenewParams, StoreResult, SubmitParams, Submitted,
     UpdateChunkParams, UpdateParams, Wake,
 };
 use tokio::sync::broadcast;
@@ -83,8 +85,9 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
     /// What this store knows of open multi-run tasks ([`runs::OpenRuns`]).
     fn open_runs(&self) -> &OpenRuns;
 
-    /// Submits tasks some of which want several runs: inserts them as [`Backend::submit`]
-    /// does, then marks those ([`runs::mark_submitted`]), in one write transaction.
+    /// Submits tasks some of which want several runs or are batches: inserts them as
+    /// [`Backend::submit`] does, then marks those ([`runs::mark_submitted`],
+    /// [`batches::mark_submitted`]), in one write transaction.
     async fn submit_runs(&self, params: &Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
         let mut tx = self.write().await?;
         let now = crate::Exec::now(&mut tx, params.now).await?;
@@ -93,12 +96,49 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
         let tasks = self.limits().tasks(resolved)?;
         let submitted = self.insert_tasks(&mut tx, &tasks, now).await?;
         runs::mark_submitted(&mut tx, &tasks, &submitted, &aimed, now).await?;
+        batches::mark_submitted(&mut tx, &tasks, &submitted, now).await?;
         let mut wake: Vec<String> = tasks.iter().map(|t| t.queue.clone()).collect();
         wake.sort();
         wake.dedup();
         let count = submitted.len() as u64;
         self.commit_change(tx, Changed { count, wake }).await?;
         Ok(submitted)
+    }
+
+    /// Runs [`batches::save_in`] in a write transaction of its own.
+    async fn save_batch(&self, params: &BatchSaveParams) -> StoreResult<BatchSaved> {
+        let mut tx = self.write().await?;
+        let saved = batches::save_in(&mut tx, params).await?;
+        tx.commit().await?;
+        Ok(saved)
+    }
+
+    /// Runs [`batches::control_in`] in a write transaction of its own, waking the
+    /// queue's workers when the batch became due.
+    async fn control_batch(&self, params: &BatchControlParams) -> StoreResult<Batch> {
+        let mut tx = self.write().await?;
+        let (batch, changed) = batches::control_in(&mut tx, params).await?;
+        self.commit_change(tx, changed).await?;
+        Ok(batch)
+    }
+
+    /// Runs [`batches::update_in`] in a write transaction of its own, new data checked
+    /// as an operator's payload edit is.
+    async fn update_batch(&self, mut params: BatchUpdateParams) -> StoreResult<Batch> {
+        if let Some(data) = params.data.take() {
+            let checked = self.limits().update(UpdateParams {
+                target: tasktable_store::Target::Id(params.id),
+                change: tasktable_core::Change::EditPayload { payload: data },
+                now: None,
+            })?;
+            if let tasktable_core::Change::EditPayload { payload } = checked.into_inner().change {
+                params.data = Some(payload);
+            }
+        }
+        let mut tx = self.write().await?;
+        let batch = batches::update_in(&mut tx, &params).await?;
+        tx.commit().await?;
+        Ok(batch)
     }
 
     /// Runs [`runs::claim_in`] in a write transaction of its own.
@@ -196,6 +236,7 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 /// What the expansion of [`impl_store!`](crate::impl_store) names.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::batches;
     pub use crate::limits::{self, LimitedClaim};
     pub use crate::runs;
     pub use crate::stats::SqlStats;
@@ -273,7 +314,7 @@ macro_rules! impl_store {
                     if params
                         .tasks
                         .iter()
-                        .all(|t| t.runs.is_none() && t.rearm.is_none())
+                        .all(|t| t.runs.is_none() && t.rearm.is_none() && t.batch.is_none())
                     {
                         return Backend::submit(self, params).await;
                     }
@@ -325,6 +366,30 @@ macro_rules! impl_store {
 
                 async fn run_list(&self, task_id: TaskId) -> StoreResult<Vec<Run>> {
                     runs::list(&mut self.read().await?, task_id).await
+                }
+
+                async fn batch_get(&self, id: TaskId) -> StoreResult<Option<Batch>> {
+                    batches::get(&mut self.read().await?, id).await
+                }
+
+                async fn batch_list(&self, params: BatchListParams) -> StoreResult<Vec<Batch>> {
+                    batches::list(&mut self.read().await?, &params).await
+                }
+
+                async fn batch_save(&self, params: BatchSaveParams) -> StoreResult<BatchSaved> {
+                    Backend::save_batch(self, &params).await
+                }
+
+                async fn batch_control(&self, params: BatchControlParams) -> StoreResult<Batch> {
+                    Backend::control_batch(self, &params).await
+                }
+
+                async fn batch_update(&self, params: BatchUpdateParams) -> StoreResult<Batch> {
+                    Backend::update_batch(self, params).await
+                }
+
+                async fn batch_failures(&self, id: TaskId) -> StoreResult<Vec<ItemFailure>> {
+                    batches::failures(&mut self.read().await?, id).await
                 }
 
                 async fn task_release_affinity(

@@ -22,6 +22,7 @@
 
 pub mod affinity;
 pub mod backend;
+pub mod batches;
 mod dialect;
 mod exec;
 pub mod hot;

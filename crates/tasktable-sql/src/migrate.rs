@@ -100,6 +100,11 @@ macro_rules! backend_migrations {
                 name: "runs",
                 sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0011_runs.sql")),
             },
+            $crate::migrate::Migration {
+                version: 12,
+                name: "batches",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0012_batches.sql")),
+            },
         ]
     };
 }

@@ -5,8 +5,9 @@
 //! A batch picks its ids with a plain read (no locks), then, in its write transaction,
 //! locks those of them that still qualify by primary key, in id order (a task an operator
 //! retried meanwhile no longer does and is left alone), copies them and their attempts to
-//! the archive if asked (a multi-run task's runs too), and deletes them; their attempts
-//! and runs go with them (`ON DELETE CASCADE`). Only finished rows are ever locked, which no claim, renewal or finish
+//! the archive if asked (a multi-run task's runs, and a batch task's row and failed
+//! items, too), and deletes them; their attempts, runs and batch rows go with them
+//! (`ON DELETE CASCADE`). Only finished rows are ever locked, which no claim, renewal or finish
 //! touches, so retention never stalls workers. The cutoff never passes the statistics'
 //! roll-up watermark: minutes not yet summed into `tasktable_stats` are still read from
 //! the raw rows, so their tasks wait for a later batch.
@@ -120,6 +121,20 @@ pub async fn purge<B: Backend>(b: &B, p: &Checked<PurgeParams>) -> StoreResult<P
             );
             runs.push_in_ids("task_id", &locked);
             tx.execute(runs).await?;
+            for (table, columns) in [
+                ("tasktable_batches", crate::batches::BATCH_COLUMNS),
+                ("tasktable_batch_failures", crate::batches::FAILURE_COLUMNS),
+            ] {
+                let mut rows = Sql::new(
+                    d,
+                    format!(
+                        "INSERT INTO {table}_archive ({columns}) SELECT {columns} FROM {table} \
+                         WHERE "
+                    ),
+                );
+                rows.push_in_ids("task_id", &locked);
+                tx.execute(rows).await?;
+            }
         }
         let mut delete = Sql::new(d, "DELETE FROM tasktable_tasks WHERE ");
         delete.push_in_ids("id", &locked);

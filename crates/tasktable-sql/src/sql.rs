@@ -13,6 +13,10 @@ pub enum Arg {
     /// An `INTEGER` column's value (priority, attempts): PostgreSQL wants it as `int4`.
     Int32(i32),
     Text(Option<String>),
+    /// A nullable integer column's value; `None` is NULL (typed, as PostgreSQL wants).
+    MaybeInt(Option<i64>),
+    /// A `DOUBLE PRECISION` (`REAL` on SQLite); `None` is NULL.
+    Float(Option<f64>),
     Bool(bool),
     Time(Option<DateTime<Utc>>),
     Json(Value),

@@ -61,7 +61,17 @@ pub async fn one<E: Exec>(
     id: TaskId,
     p: &Checked<UpdateParams>,
 ) -> StoreResult<Changed> {
-    let (change, now) = (&p.change, e.now(p.now).await?);
+    let now = e.now(p.now).await?;
+    apply_one(e, id, &p.change, now).await
+}
+
+/// [`one`] for a change whose input core has checked already (a batch's action).
+pub(crate) async fn apply_one<E: Exec>(
+    e: &mut E,
+    id: TaskId,
+    change: &Change,
+    now: DateTime<Utc>,
+) -> StoreResult<Changed> {
     let mut select = Sql::new(
         e.dialect(),
         format!("SELECT {FOUND_COLUMNS} FROM tasktable_tasks WHERE id = "),

@@ -11,7 +11,7 @@ UPDATE tasktable_tasks SET
     state = coalesce(?1, {retry_state}),
     run_at = CASE WHEN coalesce(?1, {retry_state}) = 'pending'
                   THEN ?2 ELSE run_at END,
-    finished_at = CASE WHEN coalesce(?1, {retry_state}) = 'pending'
+    finished_at = CASE WHEN coalesce(?1, {retry_state}) IN ('pending', 'held')
                   THEN NULL ELSE ?6 END,
     attempt = attempt - ?3,
     result = coalesce(?4, result),

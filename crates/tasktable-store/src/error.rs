@@ -18,6 +18,11 @@ pub enum StoreError {
         state: TaskState,
         allowed: AllowedStates,
     },
+    #[error("batch {id}: {refusal}")]
+    BatchRefused {
+        id: TaskId,
+        refusal: tasktable_core::batch::BatchRefusal,
+    },
     #[error("invalid task #{index} in the request: {source}")]
     InvalidTask {
         index: usize,

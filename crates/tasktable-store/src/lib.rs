@@ -15,6 +15,7 @@
 //! scheduled. The runtime and the server hold an `Arc<dyn Store>` and never open a
 //! transaction themselves.
 
+pub mod batch;
 pub mod bulk;
 #[doc(hidden)]
 pub use tasktable_core as __core;
@@ -26,6 +27,10 @@ pub mod schedule;
 pub mod stats;
 pub mod worker;
 
+pub use batch::{
+    Batch, BatchControlParams, BatchListParams, BatchSaveParams, BatchSaved, BatchUpdateParams,
+    ItemFailure, MAX_BATCH_LIST,
+};
 pub use bulk::{update_in_chunks, ChunkedUpdate, UpdateChunkParams, DEFAULT_BULK_CHUNK_ROWS};
 pub use checked::{Checked, Limits};
 pub use error::{StoreError, StoreResult};
@@ -109,6 +114,30 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// A multi-run task's runs, by number (none for a task that runs once).
     async fn run_list(&self, task_id: TaskId) -> StoreResult<Vec<Run>>;
+
+    /// A batch ([`batch`]), or `None` when the task is none or does not exist.
+    async fn batch_get(&self, id: TaskId) -> StoreResult<Option<Batch>>;
+
+    /// Batches, newest first.
+    async fn batch_list(&self, params: BatchListParams) -> StoreResult<Vec<Batch>>;
+
+    /// A runner's save of progress and failures, fenced and renewing the lease like
+    /// [`Store::task_renew`]; answers what operators asked since. A save whose lease
+    /// does not hold changes nothing.
+    async fn batch_save(&self, params: BatchSaveParams) -> StoreResult<BatchSaved>;
+
+    /// Starts, pauses, stops or resumes a batch as [`tasktable_core::batch::BatchAction`]
+    /// says; an action that does not apply is refused (`BatchRefused`) and changes
+    /// nothing.
+    async fn batch_control(&self, params: BatchControlParams) -> StoreResult<Batch>;
+
+    /// Changes a batch's error budget or data; data that may not change now is refused
+    /// (`BatchRefused`) and nothing changes.
+    async fn batch_update(&self, params: BatchUpdateParams) -> StoreResult<Batch>;
+
+    /// The items of a batch that failed for good (up to
+    /// [`tasktable_core::batch::FAILURES_KEPT`]), lowest index first.
+    async fn batch_failures(&self, id: TaskId) -> StoreResult<Vec<ItemFailure>>;
 
     /// An operator's change to one task or to every task matching a filter. Rows in a
     /// state the change may not start from are left alone. For one task, that is an error

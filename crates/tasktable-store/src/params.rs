@@ -355,6 +355,7 @@ impl FinishItem {
             FinishAction::Fail => (Some(TaskState::Failed), Duration::ZERO, false, None),
             FinishAction::Cancel => (Some(TaskState::Cancelled), Duration::ZERO, false, None),
             FinishAction::Requeue { delay } => (Some(TaskState::Pending), *delay, true, None),
+            FinishAction::Hold => (Some(TaskState::Held), Duration::ZERO, true, None),
         };
         FinishRow {
             task_id: self.lease.task_id,

@@ -124,6 +124,12 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, worker_count_live() -> u64);
         $crate::forward_maintenance_calls!(@one $inner, queue_discover() -> Vec<String>);
         $crate::forward_maintenance_calls!(@one $inner, run_list(id: $crate::__core::TaskId) -> Vec<$crate::__core::runs::Run>);
+        $crate::forward_maintenance_calls!(@one $inner, batch_get(id: $crate::__core::TaskId) -> Option<$crate::Batch>);
+        $crate::forward_maintenance_calls!(@one $inner, batch_list(p: $crate::BatchListParams) -> Vec<$crate::Batch>);
+        $crate::forward_maintenance_calls!(@one $inner, batch_save(p: $crate::BatchSaveParams) -> $crate::BatchSaved);
+        $crate::forward_maintenance_calls!(@one $inner, batch_control(p: $crate::BatchControlParams) -> $crate::Batch);
+        $crate::forward_maintenance_calls!(@one $inner, batch_update(p: $crate::BatchUpdateParams) -> $crate::Batch);
+        $crate::forward_maintenance_calls!(@one $inner, batch_failures(id: $crate::__core::TaskId) -> Vec<$crate::ItemFailure>);
     };
     (@one $inner:tt, $name:ident($($arg:ident: $ty:ty)?) -> $out:ty) => {
         fn $name<'life0, 'async_trait>(

@@ -1,0 +1,397 @@
+//! Batches: one task that pushes items `0..N` (or an open-ended run of them) through a
+//! handler, one index at a time, keeping only a low-water mark as progress [S2].
+//!
+//! Owns what a batch asks for ([`BatchSpec`] and its defaults), the sliding window of
+//! indices that bounds what a takeover repeats ([`Window`]), the rate limit
+//! ([`TokenBucket`]), the error budget ([`Budget`]), and the rules of its lifecycle: what
+//! an operator's start, pause, stop or resume does ([`BatchAction::apply`]), which
+//! status a user sees ([`BatchStatus::of`]), and when its data may change
+//! ([`data_may_change`]).
+
+mod rate;
+mod window;
+
+pub use rate::TokenBucket;
+pub use window::Window;
+
+use crate::state::TaskState;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Most items run at the same time by one batch.
+pub const MAX_PARALLELISM: u32 = 10_000;
+/// Largest sliding window: what a takeover may repeat, and what a runner holds in memory
+/// (one bit per index).
+pub const MAX_WINDOW: u64 = 10_000_000;
+/// Most failed items a batch keeps for operators to see; later failures still spend the
+/// budget and are counted.
+pub const FAILURES_KEPT: u64 = 1_000;
+/// The pre-start hook's timeout unless the batch says otherwise [S2: "about 30 minutes,
+/// for downloads and caches"].
+pub const DEFAULT_PRESTART_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Parallelism unless the batch says otherwise.
+pub const DEFAULT_PARALLELISM: u32 = 10;
+/// Retries of one item unless the batch says otherwise.
+pub const DEFAULT_ITEM_RETRIES: u32 = 2;
+/// The wait before an item's first retry (doubling after each), unless the batch says
+/// otherwise.
+pub const DEFAULT_ITEM_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What a batch asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BatchSpec {
+    /// Items `0..items`; `None`: open-ended, until the handler says an index is past the
+    /// end.
+    pub items: Option<u64>,
+    /// Most items running at once (P).
+    pub parallelism: u32,
+    /// Most items started per second (R); `None`: as fast as the handler goes.
+    pub rate: Option<u32>,
+    /// Indices ahead of the low-water mark that may be started (W); `None`: ten times
+    /// the rate, or ten times the parallelism when the rate is unlimited.
+    pub window: Option<u64>,
+    /// Items that may fail for good before the batch stops as failed (E).
+    pub error_budget: u64,
+    /// Retries of an item before it fails for good.
+    pub item_retries: u32,
+    /// The wait before an item's first retry; it doubles after each.
+    #[serde(with = "crate::backoff::millis")]
+    pub item_backoff: Duration,
+    /// The pre-start hook's own timeout.
+    #[serde(with = "crate::backoff::millis")]
+    pub prestart_timeout: Duration,
+}
+
+impl Default for BatchSpec {
+    fn default() -> Self {
+        BatchSpec {
+            items: None,
+            parallelism: DEFAULT_PARALLELISM,
+            rate: None,
+            window: None,
+            error_budget: 0,
+            item_retries: DEFAULT_ITEM_RETRIES,
+            item_backoff: DEFAULT_ITEM_BACKOFF,
+            prestart_timeout: DEFAULT_PRESTART_TIMEOUT,
+        }
+    }
+}
+
+impl BatchSpec {
+    /// A batch of items `0..n`.
+    pub fn items(n: u64) -> Self {
+        BatchSpec {
+            items: Some(n),
+            ..Self::default()
+        }
+    }
+
+    /// A batch that runs until its handler says an index is past the end.
+    pub fn open_ended() -> Self {
+        Self::default()
+    }
+
+    pub fn parallelism(mut self, p: u32) -> Self {
+        self.parallelism = p;
+        self
+    }
+
+    pub fn rate(mut self, items_per_second: u32) -> Self {
+        self.rate = Some(items_per_second);
+        self
+    }
+
+    pub fn window(mut self, w: u64) -> Self {
+        self.window = Some(w);
+        self
+    }
+
+    pub fn error_budget(mut self, e: u64) -> Self {
+        self.error_budget = e;
+        self
+    }
+
+    pub fn item_retries(mut self, retries: u32, first_wait: Duration) -> Self {
+        self.item_retries = retries;
+        self.item_backoff = first_wait;
+        self
+    }
+
+    pub fn prestart_timeout(mut self, timeout: Duration) -> Self {
+        self.prestart_timeout = timeout;
+        self
+    }
+
+    /// The window in force: the one asked for, or ten times the rate [S2], or ten times
+    /// the parallelism when the rate is unlimited; never more than [`MAX_WINDOW`].
+    pub fn window_size(&self) -> u64 {
+        let default = match self.rate {
+            Some(r) => 10 * u64::from(r),
+            None => 10 * u64::from(self.parallelism),
+        };
+        self.window.unwrap_or(default).clamp(1, MAX_WINDOW)
+    }
+
+    /// The wait before retry number `retry` (1-based) of one item.
+    pub fn item_retry_delay(&self, retry: u32) -> Duration {
+        let factor = 1u32 << retry.saturating_sub(1).min(16);
+        self.item_backoff
+            .saturating_mul(factor)
+            .min(Duration::from_secs(3600))
+    }
+
+    pub fn validate(&self) -> Result<(), InvalidBatch> {
+        if self.parallelism == 0 || self.parallelism > MAX_PARALLELISM {
+            return Err(InvalidBatch::Parallelism(self.parallelism));
+        }
+        if self.rate == Some(0) {
+            return Err(InvalidBatch::Rate);
+        }
+        if let Some(w) = self.window {
+            if w == 0 || w > MAX_WINDOW {
+                return Err(InvalidBatch::Window(w));
+            }
+        }
+        if self.item_retries > 100 {
+            return Err(InvalidBatch::ItemRetries(self.item_retries));
+        }
+        if self.item_backoff > Duration::from_secs(3600) {
+            return Err(InvalidBatch::ItemBackoff);
+        }
+        if self.prestart_timeout.is_zero() || self.prestart_timeout > Duration::from_secs(86_400) {
+            return Err(InvalidBatch::PrestartTimeout);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidBatch {
+    #[error("parallelism must be 1 to {MAX_PARALLELISM}, not {0}")]
+    Parallelism(u32),
+    #[error("a rate is at least 1 item per second (leave it out for no limit)")]
+    Rate,
+    #[error("the window must be 1 to {MAX_WINDOW} items, not {0}")]
+    Window(u64),
+    #[error("an item may be retried at most 100 times, not {0}")]
+    ItemRetries(u32),
+    #[error("an item's retry wait is at most an hour")]
+    ItemBackoff,
+    #[error("the pre-start hook's timeout is more than zero and at most a day")]
+    PrestartTimeout,
+    #[error("a batch cannot also ask for copies: a batch's window is its own parallelism")]
+    Runs,
+}
+
+/// What operators asked of a running batch; its runner reads it at each save.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchControl {
+    #[default]
+    Run,
+    Pause,
+    Stop,
+}
+
+impl BatchControl {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchControl::Run => "run",
+            BatchControl::Pause => "pause",
+            BatchControl::Stop => "stop",
+        }
+    }
+}
+
+impl FromStr for BatchControl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "run" => Ok(BatchControl::Run),
+            "pause" => Ok(BatchControl::Pause),
+            "stop" => Ok(BatchControl::Stop),
+            other => Err(format!("unknown batch control {other:?}")),
+        }
+    }
+}
+
+/// An operator's (or the business's) request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchAction {
+    /// Start a batch that waits for the business (submitted held).
+    Start,
+    /// Stop it for now, keeping its offset; `resume` goes on.
+    Pause,
+    /// End it, keeping its offset (the task is cancelled); `resume` may still go on.
+    Stop,
+    /// Go on from the offset: a paused, stopped or failed batch, or one whose pause or
+    /// stop its runner has not seen yet.
+    Resume,
+}
+
+impl BatchAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchAction::Start => "start",
+            BatchAction::Pause => "pause",
+            BatchAction::Stop => "stop",
+            BatchAction::Resume => "resume",
+        }
+    }
+
+    /// What the action does to a batch whose task is in `state`, with `control` as it
+    /// is and `started` telling whether any runner has claimed it yet.
+    pub fn apply(
+        self,
+        state: TaskState,
+        control: BatchControl,
+        started: bool,
+    ) -> Result<ControlChange, BatchRefusal> {
+        use BatchControl as C;
+        use TaskState as S;
+        let change = |control, state| Ok(ControlChange { control, state });
+        match (self, state) {
+            (BatchAction::Start, S::Held) if !started && control == C::Run => {
+                change(C::Run, Some(S::Pending))
+            }
+            (BatchAction::Start, _) => Err(BatchRefusal::NotWaiting),
+            (BatchAction::Pause, S::Pending | S::Held) => change(C::Pause, Some(S::Held)),
+            (BatchAction::Pause, S::Running) => change(C::Pause, None),
+            (BatchAction::Stop, S::Pending | S::Held) => change(C::Stop, Some(S::Cancelled)),
+            (BatchAction::Stop, S::Running) => change(C::Stop, None),
+            (BatchAction::Pause | BatchAction::Stop, _) => Err(BatchRefusal::Ended(state)),
+            (BatchAction::Resume, S::Held) if started || control != C::Run => {
+                change(C::Run, Some(S::Pending))
+            }
+            (BatchAction::Resume, S::Cancelled | S::Failed) => change(C::Run, Some(S::Pending)),
+            (BatchAction::Resume, S::Running) if control != C::Run => change(C::Run, None),
+            (BatchAction::Resume, _) => Err(BatchRefusal::NotResumable(state)),
+        }
+    }
+}
+
+impl FromStr for BatchAction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "start" => Ok(BatchAction::Start),
+            "pause" => Ok(BatchAction::Pause),
+            "stop" => Ok(BatchAction::Stop),
+            "resume" => Ok(BatchAction::Resume),
+            other => Err(format!(
+                "unknown batch action {other:?} (start, pause, stop or resume)"
+            )),
+        }
+    }
+}
+
+/// What [`BatchAction::apply`] decided: the control to store, and the task's new state
+/// when it is not running (a running batch's runner moves it when it sees the control).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlChange {
+    pub control: BatchControl,
+    pub state: Option<TaskState>,
+}
+
+/// Why an action does not apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BatchRefusal {
+    #[error("only a batch that waits for its start (submitted held, never run) can be started")]
+    NotWaiting,
+    #[error("the batch has ended ({0}): resume it instead")]
+    Ended(TaskState),
+    #[error("a {0} batch has nothing to resume")]
+    NotResumable(TaskState),
+    #[error("a batch's data changes only while it waits for its start, or when it runs serially (parallelism 1 or rate 1)")]
+    DataFixed,
+}
+
+/// What a user sees of a batch, derived from its task's state, its control and whether
+/// it ever ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchStatus {
+    /// Submitted held: waits for the business to start it.
+    Waiting,
+    /// Waits for a worker (or its next attempt).
+    Queued,
+    Running,
+    /// Asked to pause; its runner has not given it back yet.
+    Pausing,
+    Paused,
+    /// Asked to stop; its runner has not ended it yet.
+    Stopping,
+    Stopped,
+    Succeeded,
+    Failed,
+}
+
+impl BatchStatus {
+    pub fn of(state: TaskState, control: BatchControl, started: bool) -> Self {
+        use BatchControl as C;
+        use TaskState as S;
+        match (state, control) {
+            (S::Held, C::Run) if !started => BatchStatus::Waiting,
+            (S::Held, _) => BatchStatus::Paused,
+            (S::Pending, _) => BatchStatus::Queued,
+            (S::Running, C::Run) => BatchStatus::Running,
+            (S::Running, C::Pause) => BatchStatus::Pausing,
+            (S::Running, C::Stop) => BatchStatus::Stopping,
+            (S::Succeeded, _) => BatchStatus::Succeeded,
+            (S::Failed, _) => BatchStatus::Failed,
+            (S::Cancelled, _) => BatchStatus::Stopped,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchStatus::Waiting => "waiting",
+            BatchStatus::Queued => "queued",
+            BatchStatus::Running => "running",
+            BatchStatus::Pausing => "pausing",
+            BatchStatus::Paused => "paused",
+            BatchStatus::Stopping => "stopping",
+            BatchStatus::Stopped => "stopped",
+            BatchStatus::Succeeded => "succeeded",
+            BatchStatus::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for BatchStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a batch's data may be replaced now [S2]: while it waits for the business, or
+/// at any time when it runs serially (one item at a time, or one per second), so that no
+/// two items running together see different data.
+pub fn data_may_change(spec: &BatchSpec, status: BatchStatus) -> bool {
+    status == BatchStatus::Waiting || spec.parallelism == 1 || spec.rate == Some(1)
+}
+
+/// The error budget: `allowed` items may fail for good; the next one stops the batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub allowed: u64,
+    pub spent: u64,
+}
+
+impl Budget {
+    /// Spends one failure; answers whether the batch may go on.
+    pub fn spend(&mut self) -> bool {
+        self.spent += 1;
+        !self.exhausted()
+    }
+
+    pub fn exhausted(&self) -> bool {
+        self.spent > self.allowed
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,278 @@
+use super::*;
+use proptest::prelude::*;
+
+#[test]
+fn the_window_defaults_to_ten_times_the_rate_or_the_parallelism() {
+    assert_eq!(BatchSpec::items(10).rate(50).window_size(), 500);
+    assert_eq!(BatchSpec::items(10).parallelism(100).window_size(), 1000);
+    assert_eq!(BatchSpec::items(10).rate(50).window(7).window_size(), 7);
+}
+
+#[test]
+fn bad_specs_are_refused() {
+    let bad = [
+        BatchSpec::items(1).parallelism(0),
+        BatchSpec::items(1).parallelism(MAX_PARALLELISM + 1),
+        BatchSpec::items(1).rate(0),
+        BatchSpec::items(1).window(0),
+        BatchSpec::items(1).window(MAX_WINDOW + 1),
+        BatchSpec::items(1).item_retries(101, Duration::ZERO),
+        BatchSpec::items(1).item_retries(1, Duration::from_secs(3601)),
+        BatchSpec::items(1).prestart_timeout(Duration::ZERO),
+    ];
+    for spec in bad {
+        assert!(spec.validate().is_err(), "{spec:?}");
+    }
+    assert!(
+        BatchSpec::items(0).validate().is_ok(),
+        "an empty batch is done at once"
+    );
+    assert!(BatchSpec::open_ended().validate().is_ok());
+}
+
+#[test]
+fn item_retries_wait_longer_each_time() {
+    let spec = BatchSpec::items(1).item_retries(3, Duration::from_millis(100));
+    let waits: Vec<_> = (1..=3).map(|r| spec.item_retry_delay(r)).collect();
+    assert_eq!(
+        waits,
+        [100, 200, 400].map(Duration::from_millis).to_vec(),
+        "doubling from the first wait"
+    );
+}
+
+#[test]
+fn the_window_hands_out_no_more_than_its_size_past_the_mark() {
+    let mut w = Window::new(10, 3, Some(100));
+    assert_eq!(
+        (
+            w.start_next(),
+            w.start_next(),
+            w.start_next(),
+            w.start_next()
+        ),
+        (Some(10), Some(11), Some(12), None)
+    );
+    assert!(!w.finish(11), "the mark waits for 10");
+    assert_eq!(w.start_next(), None);
+    assert!(w.finish(10));
+    assert_eq!(w.low(), 12, "10 and 11 are done");
+    assert_eq!(
+        (w.start_next(), w.start_next(), w.start_next()),
+        (Some(13), Some(14), None)
+    );
+    assert_eq!(w.in_flight(), 3);
+    assert!(!w.finish(99), "an index not handed out changes nothing");
+    assert!(!w.finish(10), "nor one below the mark");
+}
+
+#[test]
+fn the_window_stops_at_the_end_and_completes_there() {
+    let mut w = Window::new(0, 10, Some(2));
+    assert_eq!(
+        (w.start_next(), w.start_next(), w.start_next()),
+        (Some(0), Some(1), None)
+    );
+    w.finish(1);
+    assert!(!w.is_complete());
+    w.finish(0);
+    assert!(w.is_complete());
+    assert!(
+        Window::new(5, 10, Some(5)).is_complete(),
+        "a batch saved at its end is done"
+    );
+}
+
+#[test]
+fn an_open_ended_window_ends_where_the_handler_says() {
+    let mut w = Window::new(0, 10, None);
+    let handed: Vec<_> = std::iter::from_fn(|| w.start_next()).collect();
+    assert_eq!(handed.len(), 10);
+    for i in [0, 1, 2, 6, 7] {
+        w.finish(i);
+    }
+    w.end_at(4);
+    assert_eq!((w.end(), w.low()), (Some(4), 3));
+    assert_eq!(w.start_next(), None, "nothing at or past the end starts");
+    assert!(!w.is_complete());
+    w.finish(3);
+    assert!(w.is_complete());
+    assert_eq!(w.low(), 4);
+}
+
+proptest! {
+    /// Whatever order items finish in, the mark is the count of done items from the
+    /// start with no gap, never more than the window ahead of it is handed out, and
+    /// every index is handed out exactly once.
+    #[test]
+    fn the_mark_never_passes_an_unfinished_index(
+        size in 1u64..20,
+        n in 0u64..60,
+        picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..200),
+    ) {
+        let mut w = Window::new(0, size, Some(n));
+        let mut out: Vec<u64> = Vec::new();
+        let mut done = vec![false; n as usize];
+        let mut handed = 0u64;
+        let mut picks = picks.into_iter();
+        loop {
+            while let Some(i) = w.start_next() {
+                prop_assert_eq!(i, handed);
+                handed += 1;
+                out.push(i);
+            }
+            prop_assert!(handed <= w.low() + size);
+            if out.is_empty() {
+                break;
+            }
+            let at = picks.next().map_or(0, |p| p.index(out.len()));
+            let i = out.swap_remove(at);
+            done[i as usize] = true;
+            w.finish(i);
+            let gapless = done.iter().take_while(|d| **d).count() as u64;
+            prop_assert_eq!(w.low(), gapless);
+        }
+        prop_assert_eq!(handed, n);
+        prop_assert!(w.is_complete());
+    }
+
+    /// Over any run of takes, no more than `rate * elapsed + burst` succeed.
+    #[test]
+    fn the_bucket_holds_the_rate_within_its_burst(
+        rate in 1u32..5000,
+        steps in proptest::collection::vec(0.0f64..0.01, 1..500),
+    ) {
+        let mut bucket = TokenBucket::new(rate, 0.0);
+        let (mut now, mut taken) = (0.0, 0u64);
+        for step in steps {
+            now += step;
+            while bucket.take(now).is_ok() {
+                taken += 1;
+            }
+            prop_assert!(taken as f64 <= f64::from(rate) * now + bucket.burst() + 1e-9);
+        }
+    }
+}
+
+#[test]
+fn the_bucket_says_how_long_until_the_next_token() {
+    let mut bucket = TokenBucket::new(10, 0.0);
+    assert!(bucket.take(0.0).is_ok());
+    let wait = bucket.take(0.0).unwrap_err();
+    assert_eq!(wait, Duration::from_millis(100));
+    assert!(bucket.take(0.1).is_ok());
+}
+
+#[test]
+fn the_budget_allows_e_failures_and_stops_at_the_next() {
+    let mut b = Budget {
+        allowed: 2,
+        spent: 0,
+    };
+    assert!(b.spend() && b.spend());
+    assert!(!b.spend());
+    assert!(b.exhausted());
+}
+
+#[test]
+fn actions_follow_the_lifecycle() {
+    use BatchAction as A;
+    use BatchControl as C;
+    use TaskState as S;
+    let ok = |control, state| Ok(ControlChange { control, state });
+    // Submitted held: waits for the business.
+    assert_eq!(
+        A::Start.apply(S::Held, C::Run, false),
+        ok(C::Run, Some(S::Pending))
+    );
+    assert_eq!(
+        A::Start.apply(S::Held, C::Run, true),
+        Err(BatchRefusal::NotWaiting)
+    );
+    assert_eq!(
+        A::Start.apply(S::Pending, C::Run, false),
+        Err(BatchRefusal::NotWaiting)
+    );
+    // A running batch's runner acts on pause and stop; others move at once.
+    assert_eq!(A::Pause.apply(S::Running, C::Run, true), ok(C::Pause, None));
+    assert_eq!(
+        A::Pause.apply(S::Pending, C::Run, true),
+        ok(C::Pause, Some(S::Held))
+    );
+    assert_eq!(A::Stop.apply(S::Running, C::Pause, true), ok(C::Stop, None));
+    assert_eq!(
+        A::Stop.apply(S::Held, C::Pause, true),
+        ok(C::Stop, Some(S::Cancelled))
+    );
+    assert_eq!(
+        A::Pause.apply(S::Succeeded, C::Run, true),
+        Err(BatchRefusal::Ended(S::Succeeded))
+    );
+    // Resume goes on from a pause, a stop or a failure, or takes back a request not seen.
+    assert_eq!(
+        A::Resume.apply(S::Held, C::Pause, true),
+        ok(C::Run, Some(S::Pending))
+    );
+    assert_eq!(
+        A::Resume.apply(S::Cancelled, C::Stop, true),
+        ok(C::Run, Some(S::Pending))
+    );
+    assert_eq!(
+        A::Resume.apply(S::Failed, C::Run, true),
+        ok(C::Run, Some(S::Pending))
+    );
+    assert_eq!(
+        A::Resume.apply(S::Running, C::Pause, true),
+        ok(C::Run, None)
+    );
+    assert_eq!(
+        A::Resume.apply(S::Running, C::Run, true),
+        Err(BatchRefusal::NotResumable(S::Running))
+    );
+    assert_eq!(
+        A::Resume.apply(S::Held, C::Run, false),
+        Err(BatchRefusal::NotResumable(S::Held)),
+        "a batch waiting for the business is started, not resumed"
+    );
+    assert_eq!(
+        A::Resume.apply(S::Succeeded, C::Run, true),
+        Err(BatchRefusal::NotResumable(S::Succeeded))
+    );
+}
+
+#[test]
+fn status_follows_state_control_and_start() {
+    use BatchControl as C;
+    use BatchStatus as B;
+    use TaskState as S;
+    let cases = [
+        (S::Held, C::Run, false, B::Waiting),
+        (S::Held, C::Pause, true, B::Paused),
+        (S::Pending, C::Run, true, B::Queued),
+        (S::Running, C::Run, true, B::Running),
+        (S::Running, C::Pause, true, B::Pausing),
+        (S::Running, C::Stop, true, B::Stopping),
+        (S::Cancelled, C::Stop, true, B::Stopped),
+        (S::Succeeded, C::Run, true, B::Succeeded),
+        (S::Failed, C::Run, true, B::Failed),
+    ];
+    for (state, control, started, want) in cases {
+        assert_eq!(
+            B::of(state, control, started),
+            want,
+            "{state:?} {control:?}"
+        );
+    }
+}
+
+#[test]
+fn data_changes_while_waiting_or_serial() {
+    let parallel = BatchSpec::items(10).parallelism(4);
+    assert!(data_may_change(&parallel, BatchStatus::Waiting));
+    assert!(!data_may_change(&parallel, BatchStatus::Running));
+    assert!(data_may_change(
+        &parallel.parallelism(1),
+        BatchStatus::Running
+    ));
+    assert!(data_may_change(&parallel.rate(1), BatchStatus::Running));
+}
