@@ -135,6 +135,12 @@ impl Store for Watched {
     async fn stats(&self, p: StatsParams) -> StoreResult<Stats> {
         self.inner.stats(p).await
     }
+    async fn batch_save(
+        &self,
+        p: tasktable::store::BatchSaveParams,
+    ) -> StoreResult<tasktable::store::BatchSaved> {
+        self.inner.batch_save(p).await
+    }
     tasktable::store::forward_maintenance_calls!(inner);
     async fn subscribe(&self) -> StoreResult<tokio::sync::broadcast::Receiver<Wake>> {
         self.inner.subscribe().await

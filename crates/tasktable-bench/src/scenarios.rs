@@ -564,6 +564,12 @@ impl Store for PollingOnly {
     ) -> tasktable::StoreResult<tasktable::store::Stats> {
         self.0.stats(p).await
     }
+    async fn batch_save(
+        &self,
+        p: tasktable::store::BatchSaveParams,
+    ) -> tasktable::StoreResult<tasktable::store::BatchSaved> {
+        self.0.batch_save(p).await
+    }
     tasktable::store::forward_maintenance_calls!(0);
     async fn subscribe(
         &self,

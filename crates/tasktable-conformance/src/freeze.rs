@@ -89,6 +89,10 @@ impl Store for Freezable {
         let _ = rx.wait_for(|frozen| !*frozen).await;
         self.inner.task_finish(p).await
     }
+    async fn batch_save(&self, p: BatchSaveParams) -> StoreResult<BatchSaved> {
+        self.wait_thawed().await;
+        self.inner.batch_save(p).await
+    }
     async fn task_list_expired(&self, p: ExpiredParams) -> StoreResult<Vec<Task>> {
         self.inner.task_list_expired(p).await
     }

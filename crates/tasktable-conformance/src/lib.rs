@@ -266,6 +266,13 @@ macro_rules! conformance_suite {
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,
         );
         $crate::conformance_suite!(@area $backend, runtime, 4;
+            runtime::batches::every_index_runs_once_and_failed_items_spend_the_budget,
+            runtime::batches::an_exhausted_budget_fails_the_batch_with_its_offset_kept,
+            runtime::batches::an_open_ended_batch_ends_where_its_handler_says,
+            runtime::batches::the_rate_limit_holds_within_the_buckets_burst,
+            runtime::batches::a_pause_and_a_stop_are_seen_within_two_seconds_and_a_resume_goes_on,
+            runtime::batches::the_prestart_hook_has_its_own_timeout,
+            runtime::batches::a_frozen_worker_is_taken_over_repeating_at_most_the_window,
             runtime::drain::four_workers_run_each_of_2000_tasks_exactly_once,
             runtime::drain::claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most,
             runtime::takeover::frozen_worker_loses_its_task_to_one_that_resumes_from_the_checkpoint,

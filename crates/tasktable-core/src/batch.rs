@@ -49,8 +49,10 @@ pub struct BatchSpec {
     pub parallelism: u32,
     /// Most items started per second (R); `None`: as fast as the handler goes.
     pub rate: Option<u32>,
-    /// Indices ahead of the low-water mark that may be started (W); `None`: ten times
-    /// the rate, or ten times the parallelism when the rate is unlimited.
+    /// Indices past the saved low-water mark that may be started (W): the most a
+    /// takeover repeats. `None`: ten times the rate [S2], or a thousand times the
+    /// parallelism when the rate is unlimited (about a second's work at a millisecond an
+    /// item).
     pub window: Option<u64>,
     /// Items that may fail for good before the batch stops as failed (E).
     pub error_budget: u64,
@@ -124,12 +126,13 @@ impl BatchSpec {
         self
     }
 
-    /// The window in force: the one asked for, or ten times the rate [S2], or ten times
-    /// the parallelism when the rate is unlimited; never more than [`MAX_WINDOW`].
+    /// The window in force: the one asked for, or ten times the rate [S2], or a
+    /// thousand times the parallelism when the rate is unlimited; never more than
+    /// [`MAX_WINDOW`].
     pub fn window_size(&self) -> u64 {
         let default = match self.rate {
             Some(r) => 10 * u64::from(r),
-            None => 10 * u64::from(self.parallelism),
+            None => 1000 * u64::from(self.parallelism),
         };
         self.window.unwrap_or(default).clamp(1, MAX_WINDOW)
     }
@@ -183,6 +186,8 @@ pub enum InvalidBatch {
     PrestartTimeout,
     #[error("a batch cannot also ask for copies: a batch's window is its own parallelism")]
     Runs,
+    #[error("a batch has no timeout: its items are paced by its rate and window, and its pre-start hook has prestart_timeout")]
+    Timeout,
 }
 
 /// What operators asked of a running batch; its runner reads it at each save.

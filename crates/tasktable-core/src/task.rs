@@ -203,6 +203,9 @@ impl NewTask {
             if self.runs.is_some() {
                 return Err(InvalidBatch::Runs.into());
             }
+            if self.timeout.is_some() {
+                return Err(InvalidBatch::Timeout.into());
+            }
         }
         self.backoff.validate()?;
         self.target.validate()?;

@@ -5,6 +5,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 use tasktable_core::{Lease, Task, TaskId};
 use tasktable_store::{CheckpointParams, LeaseStatus, Store, StoreError};
 use tokio_util::sync::CancellationToken;
@@ -48,10 +49,12 @@ struct Inner {
     stop: CancellationToken,
     reason: OnceLock<StopReason>,
     checkpoint: Mutex<Option<Value>>,
+    /// The worker's lease length, for writes that renew the lease (a batch's saves).
+    lease_for: Duration,
 }
 
 impl TaskContext {
-    pub(crate) fn new(task: Task, store: Arc<dyn Store>) -> Self {
+    pub(crate) fn new(task: Task, store: Arc<dyn Store>, lease_for: Duration) -> Self {
         let checkpoint = Mutex::new(task.checkpoint.clone());
         TaskContext {
             inner: Arc::new(Inner {
@@ -60,6 +63,7 @@ impl TaskContext {
                 stop: CancellationToken::new(),
                 reason: OnceLock::new(),
                 checkpoint,
+                lease_for,
             }),
         }
     }
@@ -182,6 +186,14 @@ impl TaskContext {
 
     pub fn is_stopped(&self) -> bool {
         self.stop_reason().is_some()
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub(crate) fn lease_for(&self) -> Duration {
+        self.inner.lease_for
     }
 
     /// The first reason wins; later ones are ignored.

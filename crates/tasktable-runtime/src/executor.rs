@@ -22,7 +22,7 @@ pub(crate) async fn execute(
     permits: Vec<OwnedSemaphorePermit>,
     metrics: Arc<TaskMetrics>,
 ) {
-    let ctx = TaskContext::new(task.clone(), shared.store.clone());
+    let ctx = TaskContext::new(task.clone(), shared.store.clone(), shared.config.lease_for);
     metrics.started();
     shared.activate(&ctx);
     shared.emit(WorkerEvent::Claimed {

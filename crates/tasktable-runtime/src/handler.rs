@@ -85,6 +85,15 @@ impl HandlerError {
         }
     }
 
+    /// Whether it asks to give up at once, whatever tries remain.
+    pub(crate) fn is_permanent(&self) -> bool {
+        matches!(self.kind, ErrorKind::Permanent | ErrorKind::Cancel)
+    }
+
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     pub(crate) fn into_outcome(self) -> HandlerOutcome {
         match self.kind {
             ErrorKind::Retry(retry_after) => HandlerOutcome::Error {

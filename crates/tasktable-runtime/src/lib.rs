@@ -3,7 +3,8 @@
 //! Owns: running handlers ([`Worker`]: the claim loop and its one step
 //! ([`Worker::run_once`]), executor, lease keeper, batched completions, per-worker and
 //! per-queue limits, graceful shutdown), what a handler sees ([`Handler`],
-//! [`TaskContext`], [`HandlerError`]), the [`Rescuer`] that takes back tasks whose
+//! [`TaskContext`], [`HandlerError`]), the runner of batches and what their handlers see
+//! ([`BatchHandler`], [`BatchContext`]), the [`Rescuer`] that takes back tasks whose
 //! lease expired, the [`Scheduler`] that fires recurring schedules and saves those
 //! declared in code, and the [`Retainer`] that purges finished tasks past their age;
 //! each worker's row in the registry (its heartbeat, an operator's drain, and marking
@@ -14,6 +15,7 @@
 //! transition. It never reads the local clock to decide a lease: expiry is decided by
 //! the database; the local clock only times how long to wait.
 
+mod batch;
 mod claimer;
 mod completer;
 mod config;
@@ -31,6 +33,7 @@ mod shared;
 mod shutdown;
 mod worker;
 
+pub use batch::{BatchContext, BatchHandler, Item, SAVE_EVERY};
 pub use config::{QueueConfig, WorkerConfig, WorkerError};
 pub use context::{ContextError, StopReason, TaskContext};
 pub use handler::{Handler, HandlerError};

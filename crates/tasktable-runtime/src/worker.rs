@@ -1,6 +1,7 @@
 //! The worker: its builder, one step ([`Worker::run_once`]), the run of claim rounds
 //! with the services beside them, and shutdown.
 
+use crate::batch::{BatchHandler, Batched};
 use crate::claimer::{self, Claimer};
 use crate::config::{QueueConfig, WorkerConfig, WorkerError};
 use crate::context::StopReason;
@@ -109,6 +110,13 @@ impl WorkerBuilder {
     pub fn register<H: Handler>(mut self, handler: H) -> Self {
         self.handlers
             .insert(H::KIND.to_owned(), Arc::new(Typed(handler)));
+        self
+    }
+
+    /// Runs batches of `H::KIND` with `handler` (docs/batches.md).
+    pub fn register_batch<H: BatchHandler>(mut self, handler: H) -> Self {
+        self.handlers
+            .insert(H::KIND.to_owned(), Arc::new(Batched(handler)));
         self
     }
 

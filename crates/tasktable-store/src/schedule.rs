@@ -101,7 +101,8 @@ pub struct FiredTask {
     pub created: bool,
 }
 
-/// Inside an `impl Store for Wrapper`, the schedule, retention and worker registry calls passed on to the
+/// Inside an `impl Store for Wrapper`, the schedule, retention, worker registry, run and batch
+/// reads and operator calls (not a batch's save, a worker's write) passed on to the
 /// store in the field `$inner` unchanged: for wrappers that watch or break some other calls. (Written
 /// as `#[async_trait]` writes methods, since that attribute runs before this expands.)
 #[macro_export]
@@ -126,7 +127,6 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, run_list(id: $crate::__core::TaskId) -> Vec<$crate::__core::runs::Run>);
         $crate::forward_maintenance_calls!(@one $inner, batch_get(id: $crate::__core::TaskId) -> Option<$crate::Batch>);
         $crate::forward_maintenance_calls!(@one $inner, batch_list(p: $crate::BatchListParams) -> Vec<$crate::Batch>);
-        $crate::forward_maintenance_calls!(@one $inner, batch_save(p: $crate::BatchSaveParams) -> $crate::BatchSaved);
         $crate::forward_maintenance_calls!(@one $inner, batch_control(p: $crate::BatchControlParams) -> $crate::Batch);
         $crate::forward_maintenance_calls!(@one $inner, batch_update(p: $crate::BatchUpdateParams) -> $crate::Batch);
         $crate::forward_maintenance_calls!(@one $inner, batch_failures(id: $crate::__core::TaskId) -> Vec<$crate::ItemFailure>);

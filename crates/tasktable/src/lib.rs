@@ -5,7 +5,7 @@
 //! from a URL ([`connect`]) and a [`Client`] for submitting, querying and intervening.
 //! Everything else is re-exported from the crates that own it: the domain
 //! ([`tasktable_core`]), the storage contract ([`store`]), the backends, and the worker
-//! runtime ([`Worker`], [`Handler`], [`Rescuer`]).
+//! runtime ([`Worker`], [`Handler`], [`BatchHandler`], [`Rescuer`]).
 //!
 //! It must not grow logic of its own: a rule belongs in core, a transition in the store,
 //! and a behaviour of workers in the runtime.
@@ -14,13 +14,15 @@ mod client;
 
 pub use client::Client;
 pub use tasktable_core::{
-    outcome, policy, retention, schedule, state, target, worker, Attempt, AttemptOutcome, Backoff,
-    Lease, NewTask, Operation, Task, TaskId, TaskState,
+    batch, outcome, policy, retention, schedule, state, target, worker, Attempt, AttemptOutcome,
+    Backoff, Lease, NewTask, Operation, Task, TaskId, TaskState,
 };
+/// What a batch item came to ([`BatchHandler::item`]).
+pub use tasktable_runtime::Item as BatchItem;
 pub use tasktable_runtime::{
-    shutdown_signal, ContextError, Handler, HandlerError, QueueConfig, Rescuer, RescuerConfig,
-    Retainer, RetentionConfig, Scheduler, SchedulerConfig, StopReason, TaskContext, Worker,
-    WorkerBuilder, WorkerConfig, WorkerError, WorkerEvent, WorkerIdentity,
+    shutdown_signal, BatchContext, BatchHandler, ContextError, Handler, HandlerError, QueueConfig,
+    Rescuer, RescuerConfig, Retainer, RetentionConfig, Scheduler, SchedulerConfig, StopReason,
+    TaskContext, Worker, WorkerBuilder, WorkerConfig, WorkerError, WorkerEvent, WorkerIdentity,
 };
 pub use tasktable_store as store;
 pub use tasktable_store::{Change, Store, StoreError, StoreResult, Submitted, Target, TaskFilter};

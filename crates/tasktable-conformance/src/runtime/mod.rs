@@ -2,6 +2,7 @@
 //! Tests wait on worker events and handler signals, never on fixed sleeps; the only
 //! waiting on the clock is for leases to expire, which is what is under test.
 
+pub mod batches;
 pub mod drain;
 pub mod leases;
 pub mod outcomes;

@@ -4,7 +4,7 @@ use proptest::prelude::*;
 #[test]
 fn the_window_defaults_to_ten_times_the_rate_or_the_parallelism() {
     assert_eq!(BatchSpec::items(10).rate(50).window_size(), 500);
-    assert_eq!(BatchSpec::items(10).parallelism(100).window_size(), 1000);
+    assert_eq!(BatchSpec::items(10).parallelism(100).window_size(), 100_000);
     assert_eq!(BatchSpec::items(10).rate(50).window(7).window_size(), 7);
 }
 
@@ -58,6 +58,13 @@ fn the_window_hands_out_no_more_than_its_size_past_the_mark() {
     assert!(w.finish(10));
     assert_eq!(w.low(), 12, "10 and 11 are done");
     assert_eq!(
+        w.start_next(),
+        None,
+        "the window moves only as far as the saved mark allows"
+    );
+    assert_eq!(w.unsaved(), 2);
+    w.mark_saved(12);
+    assert_eq!(
         (w.start_next(), w.start_next(), w.start_next()),
         (Some(13), Some(14), None)
     );
@@ -109,21 +116,33 @@ proptest! {
         size in 1u64..20,
         n in 0u64..60,
         picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..200),
+        saves in proptest::collection::vec(any::<bool>(), 0..200),
     ) {
         let mut w = Window::new(0, size, Some(n));
         let mut out: Vec<u64> = Vec::new();
         let mut done = vec![false; n as usize];
         let mut handed = 0u64;
         let mut picks = picks.into_iter();
+        let mut saves = saves.into_iter();
+        let mut saved = 0u64;
         loop {
             while let Some(i) = w.start_next() {
                 prop_assert_eq!(i, handed);
                 handed += 1;
                 out.push(i);
             }
-            prop_assert!(handed <= w.low() + size);
+            prop_assert!(handed <= saved + size, "never past the saved mark plus the window");
             if out.is_empty() {
-                break;
+                if w.unsaved() == 0 {
+                    break;
+                }
+                saved = w.low();
+                w.mark_saved(saved);
+                continue;
+            }
+            if saves.next().unwrap_or(true) {
+                saved = w.low();
+                w.mark_saved(saved);
             }
             let at = picks.next().map_or(0, |p| p.index(out.len()));
             let i = out.swap_remove(at);

@@ -1,14 +1,17 @@
-//! The sliding window of indices a batch runner may start: from the low-water mark (every
-//! index below it is done) to `size` indices past it. Only the mark is saved, so a
-//! takeover repeats at most the window and never skips an index.
+//! The sliding window of indices a batch runner may start: from the saved low-water mark
+//! (every index below it is done, and the database knows it) to `size` indices past it.
+//! Only the mark is saved, and no index at or past the saved mark plus `size` starts, so
+//! a takeover, which starts again at the saved mark, repeats at most `size` items and
+//! never skips one.
 
 use std::collections::VecDeque;
 
-/// Indices `[low, low + size)`, of which `[low, issued)` have been handed out; `done`
-/// holds one flag per handed-out index, front first.
+/// Indices `[low, saved + size)` may be handed out (`saved <= low`), of which
+/// `[low, issued)` have been; `done` holds one flag per handed-out index, front first.
 #[derive(Debug, Clone)]
 pub struct Window {
     low: u64,
+    saved: u64,
     issued: u64,
     size: u64,
     end: Option<u64>,
@@ -21,6 +24,7 @@ impl Window {
     pub fn new(low: u64, size: u64, end: Option<u64>) -> Self {
         Window {
             low,
+            saved: low,
             issued: low,
             size: size.max(1),
             end,
@@ -30,7 +34,7 @@ impl Window {
 
     /// The next index to start, if the window and the end allow one.
     pub fn start_next(&mut self) -> Option<u64> {
-        if self.issued >= self.low.saturating_add(self.size) {
+        if self.issued >= self.saved.saturating_add(self.size) {
             return None;
         }
         if self.end.is_some_and(|end| self.issued >= end) {
@@ -71,11 +75,27 @@ impl Window {
         if self.low > end {
             self.low = end;
         }
+        self.saved = self.saved.min(self.low);
     }
 
     /// Every index below it is done: the offset to save.
     pub fn low(&self) -> u64 {
         self.low
+    }
+
+    /// The database holds `low` as the batch's offset now: the window may move up to it.
+    pub fn mark_saved(&mut self, low: u64) {
+        self.saved = low.clamp(self.saved, self.low);
+    }
+
+    /// How many indices past the saved mark may start.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Items done past the saved mark: what a takeover would repeat now.
+    pub fn unsaved(&self) -> u64 {
+        self.low - self.saved
     }
 
     /// The end, when known.
