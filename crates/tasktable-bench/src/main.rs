@@ -18,6 +18,7 @@
 //! commit ceiling measured in the same run, because shared machines drift between runs.
 //! See docs/benchmarks.md.
 
+mod batches;
 mod bulk;
 mod churn;
 mod db;
@@ -86,6 +87,8 @@ enum Scenario {
     Stats,
     Bulk,
     Purge,
+    /// A batch with a no-op item handler: items per second and the saves it costs.
+    Batch,
     /// Long: a steady stream with retention on, and the tables' size as it goes (not in
     /// the default set; `--only churn`).
     Churn,
@@ -117,6 +120,8 @@ pub struct Scale {
     /// How long the churn scenario runs, and how often it samples the tables' size.
     pub churn: Duration,
     pub churn_sample: Duration,
+    /// Items of the batch scenario's batches, one batch per size.
+    pub batch_items: Vec<u64>,
 }
 
 impl Scale {
@@ -140,6 +145,7 @@ impl Scale {
             purge: 1_000_000,
             churn: Duration::from_secs(20 * 60),
             churn_sample: Duration::from_secs(20),
+            batch_items: vec![1_000_000, 10_000_000],
         }
     }
 
@@ -163,6 +169,7 @@ impl Scale {
             purge: 50_000,
             churn: Duration::from_secs(3 * 60),
             churn_sample: Duration::from_secs(10),
+            batch_items: vec![100_000, 1_000_000],
         }
     }
 }
@@ -170,7 +177,7 @@ impl Scale {
 #[derive(Debug, Parser)]
 #[command(
     name = "tasktable-bench",
-    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats, bulk, purge, churn"
+    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats, bulk, purge, batch, churn"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -276,6 +283,8 @@ async fn main() {
             Scenario::Stats,
             Scenario::Bulk,
             Scenario::Purge,
+            // Last: it installs a metrics recorder, which the others run without.
+            Scenario::Batch,
         ]
     } else {
         cli.only.clone()
@@ -323,6 +332,7 @@ async fn main() {
             Scenario::Bulk => bulk::bulk(&mut ctx, bulk::Operation::Cancel).await,
             Scenario::Purge => bulk::bulk(&mut ctx, bulk::Operation::Purge).await,
             Scenario::Churn => churn::churn(&mut ctx).await,
+            Scenario::Batch => batches::batch(&mut ctx).await,
         };
         if let Err(e) = result {
             eprintln!("scenario {s:?} failed: {e}");

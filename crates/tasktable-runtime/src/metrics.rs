@@ -24,6 +24,8 @@
 //! | `tasktable_store_errors_total` | counter | call | failed database calls of the runtime: `claim`, `renew`, `finish` (each failed try; the completer retries), `rescue`, `schedule` |
 //! | `tasktable_tasks_purged_total` | counter | state, action | finished tasks this process's retention took: `deleted` or `archived` |
 //! | `tasktable_schedule_slots_total` | counter | schedule, result | slots of a schedule this process's scheduler settled: `fired` (a task was created) or `skipped` (by the overlap policy) |
+//! | `tasktable_batch_items_total` | counter | queue, kind, outcome | items of batches this process's runners ended: `done`, or `failed` for good (each spent the error budget) |
+//! | `tasktable_batch_saves_total` | counter | queue, kind | saves of batch progress this process's runners made (each one write transaction) |
 //!
 //! The attempt counters of every outcome exist at zero from the moment a worker starts,
 //! for each of its queues and kinds, so a rate over them is defined before the first
@@ -49,9 +51,11 @@ pub const CLAIMS_TOTAL: &str = "tasktable_claims_total";
 pub const STORE_ERRORS_TOTAL: &str = "tasktable_store_errors_total";
 pub const SCHEDULE_SLOTS_TOTAL: &str = "tasktable_schedule_slots_total";
 pub const TASKS_PURGED_TOTAL: &str = "tasktable_tasks_purged_total";
+pub const BATCH_ITEMS_TOTAL: &str = "tasktable_batch_items_total";
+pub const BATCH_SAVES_TOTAL: &str = "tasktable_batch_saves_total";
 
 /// Every series above, for exporters and tests that want to list them.
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 13] = [
     ATTEMPTS_TOTAL,
     ATTEMPT_DURATION_SECONDS,
     QUEUE_WAIT_SECONDS,
@@ -63,6 +67,8 @@ pub const ALL: [&str; 11] = [
     STORE_ERRORS_TOTAL,
     SCHEDULE_SLOTS_TOTAL,
     TASKS_PURGED_TOTAL,
+    BATCH_ITEMS_TOTAL,
+    BATCH_SAVES_TOTAL,
 ];
 
 /// Registers the help text of every series with the installed recorder. Workers and
@@ -123,6 +129,43 @@ pub fn describe() {
         Unit::Count,
         "Finished tasks this process's retention deleted or archived."
     );
+    describe_counter!(
+        BATCH_ITEMS_TOTAL,
+        Unit::Count,
+        "Items of batches this process's runners ended, done or failed for good."
+    );
+    describe_counter!(
+        BATCH_SAVES_TOTAL,
+        Unit::Count,
+        "Saves of batch progress this process's runners made."
+    );
+}
+
+/// The counters of one batch attempt, bound once for its queue and kind.
+pub(crate) struct BatchMetrics {
+    pub done: Counter,
+    pub failed: Counter,
+    pub saves: Counter,
+}
+
+impl BatchMetrics {
+    pub(crate) fn new(queue: &str, kind: &str) -> Self {
+        let labels = |outcome: &'static str| {
+            [
+                ("queue", queue.to_owned()),
+                ("kind", kind.to_owned()),
+                ("outcome", outcome.to_owned()),
+            ]
+        };
+        BatchMetrics {
+            done: counter!(BATCH_ITEMS_TOTAL, &labels("done")),
+            failed: counter!(BATCH_ITEMS_TOTAL, &labels("failed")),
+            saves: counter!(
+                BATCH_SAVES_TOTAL,
+                &[("queue", queue.to_owned()), ("kind", kind.to_owned())]
+            ),
+        }
+    }
 }
 
 /// Which database call failed, for [`STORE_ERRORS_TOTAL`].

@@ -17,6 +17,8 @@ pub use tasktable_core::{
     batch, outcome, policy, retention, schedule, state, target, worker, Attempt, AttemptOutcome,
     Backoff, Lease, NewTask, Operation, Task, TaskId, TaskState,
 };
+/// What workers record for monitoring (Prometheus series names).
+pub use tasktable_runtime::metrics;
 /// What a batch item came to ([`BatchHandler::item`]).
 pub use tasktable_runtime::Item as BatchItem;
 pub use tasktable_runtime::{

@@ -5,6 +5,7 @@
 use super::{BatchContext, BatchHandler, Item, SAVE_EVERY};
 use crate::context::StopReason;
 use crate::handler::HandlerError;
+use crate::metrics::BatchMetrics;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use serde_json::{json, Value};
@@ -17,7 +18,7 @@ use tasktable_store::{BatchSaveParams, BatchSaved, ItemFailure, LeaseStatus};
 use tokio::time::{Instant, MissedTickBehavior};
 
 /// The least time between two saves that a filling window asks for.
-const MIN_SAVE_GAP: Duration = Duration::from_millis(25);
+const MIN_SAVE_GAP: Duration = Duration::from_millis(100);
 
 /// Why the items stopped starting.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +41,7 @@ struct State<D> {
     failures: Vec<ItemFailure>,
     /// Items done since the last save, and when that was, for the measured rate.
     done_since: u64,
+    metrics: BatchMetrics,
     saved_at: Instant,
     /// The earliest an early save may go: a gap after the last save, a second after a
     /// save that failed.
@@ -90,6 +92,7 @@ pub(super) async fn run<H: BatchHandler>(
         data_version: batch.data_version,
         failures: Vec::new(),
         done_since: 0,
+        metrics: BatchMetrics::new(task.queue(), task.kind()),
         saved_at: Instant::now(),
         early_from: Instant::now(),
     };
@@ -239,10 +242,12 @@ async fn items<H: BatchHandler>(
                 match ended {
                     Ok(Item::Done) => {
                         state.done_since += 1;
+                        state.metrics.done.increment(1);
                         state.window.finish(index);
                     }
                     Ok(Item::PastEnd) => state.window.end_at(index),
                     Err(error) => {
+                        state.metrics.failed.increment(1);
                         state.failures.push(ItemFailure { item: index, error: error.clone(), tries, failed_at: None });
                         state.window.finish(index);
                         if !state.budget.spend() && winding.is_none() {
@@ -318,6 +323,7 @@ async fn save<D: serde::de::DeserializeOwned>(
             return Ok(None);
         }
     };
+    state.metrics.saves.increment(1);
     state.failures.clear();
     state.done_since = 0;
     state.saved_at = Instant::now();
