@@ -54,9 +54,15 @@ def _submitted(body):
 def _breaks_a_runs_rule(task):
     """Whether a submitted task breaks a rule of multi-run tasks that the document states
     in words: the options of copies need copies, `at_once` is at most `copies`, copies
-    exclude an affinity, a rearm needs an idempotency key; and a broadcast (`copies`
+    exclude an affinity, a rearm needs an idempotency key; a broadcast (`copies`
     "all" or "all_joining") depends on the workers registered at the time (tests/runs.rs
-    covers it)."""
+    covers it); and a batch takes neither copies nor a timeout."""
+    if isinstance(task.get("batch"), dict) and any(
+        task.get(k) is not None for k in ("timeout_ms", "copies")
+    ):
+        # A batch has no timeout and no copies (docs/batches.md); tests/batches.rs
+        # checks the refusals.
+        return True
     copies = task.get("copies")
     if copies is None:
         return any(task.get(k) is not None for k in ("at_once", "repeat", "max_failed_runs", "rearm"))

@@ -379,6 +379,14 @@ pub fn data_may_change(spec: &BatchSpec, status: BatchStatus) -> bool {
     status == BatchStatus::Waiting || spec.parallelism == 1 || spec.rate == Some(1)
 }
 
+/// How long the items left take at `items_per_second`: `None` when the end or the rate is
+/// not known (or the rate is zero).
+pub fn eta(low_water: u64, end: Option<u64>, items_per_second: Option<f64>) -> Option<Duration> {
+    let left = end?.saturating_sub(low_water) as f64;
+    let rate = items_per_second.filter(|r| r.is_finite() && *r > 0.0)?;
+    Duration::try_from_secs_f64(left / rate).ok()
+}
+
 /// The error budget: `allowed` items may fail for good; the next one stops the batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {

@@ -12,6 +12,8 @@
 //! so a remote worker's failure is treated like a local one.
 
 pub mod auth;
+mod batch_wire;
+mod batches;
 mod error;
 mod extract;
 mod guard;
@@ -131,6 +133,10 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/workers", Access::Read),
     ("GET", "/api/v1/workers/{id}", Access::Read),
     ("POST", "/api/v1/workers/{id}/{op}", Access::Operate),
+    ("GET", "/api/v1/batches", Access::Read),
+    ("GET", "/api/v1/batches/{id}", Access::Read),
+    ("PATCH", "/api/v1/batches/{id}", Access::Operate),
+    ("POST", "/api/v1/batches/{id}/{op}", Access::Operate),
     ("POST", "/api/v1/heartbeat", Access::Work),
     ("POST", "/api/v1/leave", Access::Work),
     ("POST", "/api/v1/claim", Access::Work),
@@ -167,6 +173,10 @@ pub fn router(state: AppState) -> Router {
             ("GET", "/api/v1/workers") => get(workers::list),
             ("GET", "/api/v1/workers/{id}") => get(workers::show),
             ("POST", "/api/v1/workers/{id}/{op}") => post(workers::operate),
+            ("GET", "/api/v1/batches") => get(batches::list),
+            ("GET", "/api/v1/batches/{id}") => get(batches::show),
+            ("PATCH", "/api/v1/batches/{id}") => patch(batches::edit),
+            ("POST", "/api/v1/batches/{id}/{op}") => post(batches::operate),
             ("POST", "/api/v1/heartbeat") => post(workers::heartbeat),
             ("POST", "/api/v1/leave") => post(workers::leave),
             ("POST", "/api/v1/claim") => post(leases::claim),

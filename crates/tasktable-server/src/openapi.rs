@@ -41,6 +41,7 @@ mod tests {
             "/api/v1/queues/{name}/{op}" => crate::queues::QUEUE_OPERATIONS.to_vec(),
             "/api/v1/schedules/{schedule}/{op}" => crate::schedules::SCHEDULE_OPERATIONS.to_vec(),
             "/api/v1/workers/{id}/{op}" => crate::workers::WORKER_OPERATIONS.to_vec(),
+            "/api/v1/batches/{id}/{op}" => crate::batches::BATCH_OPERATIONS.to_vec(),
             _ => return vec![path.to_owned()],
         };
         ops.iter().map(|op| path.replace("{op}", op)).collect()

@@ -124,7 +124,7 @@ pub fn parse_states(list: &str) -> ApiResult<Vec<TaskState>> {
 }
 
 /// A task as `caller` may see it.
-fn view(state: &AppState, caller: &Principal, mut task: Task) -> TaskView {
+pub(crate) fn view(state: &AppState, caller: &Principal, mut task: Task) -> TaskView {
     task.payload = state.payload_for(caller.role, &task.kind, task.payload);
     TaskView::from(task)
 }

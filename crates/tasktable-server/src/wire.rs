@@ -56,6 +56,10 @@ pub struct SubmitTask {
     /// finds (`failed`: forgive failed runs; `all`: start over).
     #[serde(default)]
     pub rearm: Option<Rearm>,
+    /// A batch (docs/batches.md): items run through the kind's batch handler, the payload
+    /// being the data every item reads.
+    #[serde(default)]
+    pub batch: Option<crate::batch_wire::BatchSpecWire>,
 }
 
 /// `copies` as a request writes it: a whole number, or `"all"` for a broadcast.
@@ -218,6 +222,7 @@ impl SubmitTask {
         task.affinity = self.affinity_ms.map(Duration::from_millis);
         task.runs = runs;
         task.rearm = self.rearm;
+        task.batch = self.batch.map(crate::batch_wire::BatchSpecWire::into_spec);
         Ok(task)
     }
 }

@@ -14,7 +14,7 @@ type Row = (&'static str, &'static str, String, Option<Value>, [bool; 4]);
 
 /// The expected matrix, written out rather than derived from the code under test:
 /// (method, route, a concrete request path, body, allowed for [admin, operator, worker, reader]).
-fn matrix(id: i64) -> Vec<Row> {
+fn matrix(id: i64, batch: i64) -> Vec<Row> {
     let read = [true, true, false, true];
     let operate = [true, true, false, false];
     let work = [true, false, true, false];
@@ -140,6 +140,34 @@ fn matrix(id: i64) -> Vec<Row> {
             operate,
         ),
         (
+            "GET",
+            "/api/v1/batches",
+            "/api/v1/batches".into(),
+            None,
+            read,
+        ),
+        (
+            "GET",
+            "/api/v1/batches/{id}",
+            format!("/api/v1/batches/{batch}"),
+            None,
+            read,
+        ),
+        (
+            "PATCH",
+            "/api/v1/batches/{id}",
+            format!("/api/v1/batches/{batch}"),
+            Some(json!({"error_budget": 4})),
+            operate,
+        ),
+        (
+            "POST",
+            "/api/v1/batches/{id}/{op}",
+            format!("/api/v1/batches/{batch}/pause"),
+            Some(json!({})),
+            operate,
+        ),
+        (
             "POST",
             "/api/v1/heartbeat",
             "/api/v1/heartbeat".into(),
@@ -210,7 +238,14 @@ async fn every_endpoint_answers_each_role_as_it_should(mut s: Server) {
         })
         .await
         .unwrap();
-    let rows = matrix(id);
+    let (status, body) = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "k", "held": true, "batch": {"items": 5}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let rows = matrix(id, body["id"].as_i64().unwrap());
     let covered: Vec<(&str, &str)> = rows.iter().map(|r| (r.0, r.1)).collect();
     let routes: Vec<(&str, &str)> = ROUTES.iter().map(|r| (r.0, r.1)).collect();
     assert_eq!(
@@ -285,8 +320,8 @@ async fn every_endpoint_answers_each_role_as_it_should(mut s: Server) {
     let (_, page) = s.call(Method::GET, "/api/v1/tasks?limit=100", None).await;
     assert_eq!(
         page["tasks"].as_array().unwrap().len(),
-        5,
-        "1 + one single and one batch submit each by admin and operator"
+        6,
+        "a task and a batch task, and one single and one batch submit each by admin and operator"
     );
     // Health and the API description need no token.
     let resp = s

@@ -295,3 +295,15 @@ fn data_changes_while_waiting_or_serial() {
     ));
     assert!(data_may_change(&parallel.rate(1), BatchStatus::Running));
 }
+
+#[test]
+fn eta_is_the_items_left_at_the_measured_rate() {
+    assert_eq!(
+        eta(100, Some(1100), Some(500.0)),
+        Some(Duration::from_secs(2))
+    );
+    assert_eq!(eta(100, None, Some(500.0)), None, "open-ended");
+    assert_eq!(eta(100, Some(1100), Some(0.0)), None);
+    assert_eq!(eta(100, Some(1100), None), None);
+    assert_eq!(eta(2000, Some(1100), Some(5.0)), Some(Duration::ZERO));
+}
