@@ -147,6 +147,17 @@ enum Command {
     /// Without a subcommand, lists the live workers (--all: those gone too).
     #[command(after_long_help = EXIT_CODES_HELP)]
     Workers(commands::workers::WorkersArgs),
+    /// Batches: create, start, pause, stop, resume, edit, show (--watch for a live
+    /// progress bar), ls.
+    ///
+    /// A batch runs items 0..N (or open-ended) through its kind's batch handler at the
+    /// parallelism and rate it asks for, keeping only an offset as progress
+    /// (docs/batches.md). Name a batch by its task's id.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Batch {
+        #[command(subcommand)]
+        command: commands::batch::BatchCommand,
+    },
     /// Drain a worker: it finishes what it runs and claims nothing new (the same as
     /// `tasktable workers drain ID`; `tasktable workers release ID` undoes it).
     #[command(after_long_help = EXIT_CODES_HELP)]
@@ -219,6 +230,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Purge(args) => commands::purge::run(&api()?, &args, json).await,
         Command::Schedule { command } => commands::schedule::run(&api()?, &command, json).await,
         Command::Workers(args) => commands::workers::run(&api()?, &args, json).await,
+        Command::Batch { command } => commands::batch::run(&api()?, &command, json).await,
         Command::Drain { id } => commands::workers::set_draining(&api()?, &id, true, json).await,
     }
 }

@@ -59,9 +59,15 @@ impl BatchSpecWire {
 pub struct BatchEdit {
     #[serde(default, deserialize_with = "crate::whole::optional")]
     pub error_budget: Option<u64>,
-    /// Any JSON but null (the batch's data is its task's payload).
-    #[serde(default)]
+    /// Any JSON but null (the batch's data is its task's payload); a null is kept, to
+    /// be refused.
+    #[serde(default, deserialize_with = "present")]
     pub data: Option<Value>,
+}
+
+/// A field that is present, null included.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 fn millis(d: Duration) -> u64 {

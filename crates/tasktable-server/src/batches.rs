@@ -34,10 +34,10 @@ fn not_found(id: TaskId) -> ApiError {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
-    #[serde(default, deserialize_with = "crate::whole::optional")]
+    #[serde(default)]
     limit: Option<u32>,
     /// Batches older than this task id (the `next` of the previous page).
-    #[serde(default, deserialize_with = "crate::whole::optional")]
+    #[serde(default)]
     before: Option<TaskId>,
 }
 

@@ -52,6 +52,19 @@ async fn a_batch_is_submitted_listed_shown_and_controlled(s: Server) {
         )
     );
     assert_eq!(page["next"], Value::Null);
+    // Pages: a second batch, one a page.
+    let (_, second) = s
+        .post("/api/v1/tasks", json!({"kind": "notify", "batch": {}}))
+        .await;
+    let (_, first_page) = s.get("/api/v1/batches?limit=1").await;
+    assert_eq!(first_page["batches"][0]["task"]["id"], second["id"]);
+    assert_eq!(first_page["next"], second["id"]);
+    let (_, next_page) = s
+        .get(&format!("/api/v1/batches?limit=1&before={}", second["id"]))
+        .await;
+    assert_eq!(next_page["batches"][0]["task"]["id"], json!(id));
+    assert_eq!(next_page["batches"][0]["items"], json!(500));
+    assert_eq!(second["task"]["state"], "pending", "{second}");
     // The business starts it; a worker runs it and saves a failed item.
     let (status, started) = s
         .post(&format!("/api/v1/batches/{id}/start"), json!({}))

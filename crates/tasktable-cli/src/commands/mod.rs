@@ -1,6 +1,7 @@
 //! The operator commands. Each talks to a running server through [`Api`](crate::client::Api)
 //! and prints the answer for people, or as the server's JSON with `--json`.
 
+pub mod batch;
 pub mod change;
 pub mod list;
 pub mod policy;
