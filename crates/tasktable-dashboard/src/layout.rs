@@ -37,6 +37,7 @@ pre { background:#fff; border:1px solid var(--line); padding:10px; overflow:auto
 form.inline { display:inline-flex; gap:6px; align-items:center; margin:0 8px 8px 0; }
 form.inline.signout { margin:0; } form.signout button { padding:0 6px; }
 input.narrow { width:90px; }
+progress { width:160px; vertical-align:middle; }
 input, select, button { font:inherit; padding:4px 8px; border:1px solid #c8cdd8; border-radius:4px; background:#fff; }
 button { cursor:pointer; background:var(--accent); color:#fff; border-color:var(--accent); }
 button.danger { background:#b3261e; border-color:#b3261e; }
@@ -75,7 +76,7 @@ pub fn page(
             body {
                 header {
                     strong { "tasktable" }
-                    @for (href, name) in [("/ui", "Overview"), ("/ui/tasks", "Tasks"), ("/ui/workers", "Workers"), ("/ui/schedules", "Schedules")] {
+                    @for (href, name) in [("/ui", "Overview"), ("/ui/tasks", "Tasks"), ("/ui/workers", "Workers"), ("/ui/batches", "Batches"), ("/ui/schedules", "Schedules")] {
                         a href=(href) class=[(nav == name).then_some("on")] { (name) }
                     }
                     @if let Some(s) = session {

@@ -18,6 +18,7 @@
 //! to the whole application where it is composed.
 
 mod actions;
+mod batches;
 mod bulk;
 mod charts;
 mod failure;
@@ -136,6 +137,12 @@ pub fn router_with(app: AppState, config: DashConfig) -> Router {
         .route("/ui/queues/{op}", post(actions::queue_action))
         .route("/ui/workers", get(workers::workers))
         .route("/ui/workers/{op}", post(workers::worker_action))
+        .route("/ui/batches", get(batches::batches))
+        // One segment: a batch's id to GET, an operation to POST (the form names the batch).
+        .route(
+            "/ui/batches/{id}",
+            get(batches::batch).post(batches::batch_action),
+        )
         .route("/ui/schedules", get(schedules::schedules))
         .route("/ui/schedules/{id}", get(schedules::schedule))
         .route(
