@@ -261,17 +261,20 @@ async fn metrics_listener(listen: &str) -> Result<tokio::net::TcpListener, CliEr
     Ok(listener)
 }
 
-/// A worker with the built-in handlers: `http` always, `exec` only when allowed. Without
-/// `exec`, this worker never claims `exec` tasks: they wait for a worker that allows them.
+/// A worker with the built-in handlers: `http` and `http_batch` always, `exec` only when
+/// allowed. Without `exec`, this worker never claims `exec` tasks: they wait for a worker
+/// that allows them.
 pub fn builtin(store: Arc<dyn Store>, concurrency: usize, handlers: &HandlerArgs) -> WorkerBuilder {
     tracing::info!(
         http_allow_net = ?shown(&handlers.http_allow_net),
         http_allow_host = ?shown(&handlers.http_allow_host),
         "http tasks may connect to public addresses and these"
     );
+    let http = HttpHandler::new(handlers.http_policy());
     let mut builder = Worker::builder(store)
         .concurrency(concurrency)
-        .register(HttpHandler::new(handlers.http_policy()));
+        .register(http.clone())
+        .register_batch(tasktable_handlers::HttpBatchHandler::new(http));
     if handlers.takes_every_queue() {
         builder = builder.all_queues();
     }

@@ -1,7 +1,8 @@
 //! tasktable's built-in handlers, which the `tasktable` binary registers.
 //!
 //! Owns: [`HttpHandler`] (kind `http`: sends one HTTP request, only to addresses its
-//! [`HttpPolicy`] allows, and classifies the answer) and [`ExecHandler`] (kind `exec`: runs
+//! [`HttpPolicy`] allows, and classifies the answer), [`HttpBatchHandler`] (kind
+//! `http_batch`: a batch whose items are such requests) and [`ExecHandler`] (kind `exec`: runs
 //! one command in its own process group, as its [`ExecPolicy`] allows); their payload and
 //! result types; how much of a response or of a command's output is kept in a task's
 //! result; and [`SECRET_FIELDS`], which payload fields readers must not see.
@@ -44,5 +45,8 @@ pub use exec::{
     EnvName, ExecHandler, ExecPayload, ExecPolicy, ExecResult, DEFAULT_KILL_GRACE, EXIT_PERMANENT,
     EXIT_TEMPFAIL, INHERITED_ENV,
 };
-pub use http::{HostName, HttpHandler, HttpMethod, HttpPayload, HttpPolicy, HttpResult, Network};
+pub use http::{
+    HostName, HttpBatchData, HttpBatchHandler, HttpHandler, HttpMethod, HttpPayload, HttpPolicy,
+    HttpResult, Network,
+};
 pub use secrets::{SECRET_FIELDS, SECRET_URL_FIELDS};

@@ -8,13 +8,17 @@
 ///
 /// This is plain data so that the server and the dashboard need not depend on this crate:
 /// the binary that registers the handlers hands it to them.
-pub const SECRET_FIELDS: &[(&str, &str)] = &[("http", "/headers"), ("exec", "/env")];
+pub const SECRET_FIELDS: &[(&str, &str)] = &[
+    ("http", "/headers"),
+    ("http_batch", "/headers"),
+    ("exec", "/env"),
+];
 
 /// The payload fields that are URLs which may carry a password (`https://user:pw@host/`),
 /// as `(kind, JSON pointer to a string)`: readers should be shown the URL with its password
 /// replaced. Secrets in a path or a query string cannot be told apart from the rest and are
 /// shown; the handlers' documentation says to put credentials in headers instead.
-pub const SECRET_URL_FIELDS: &[(&str, &str)] = &[("http", "/url")];
+pub const SECRET_URL_FIELDS: &[(&str, &str)] = &[("http", "/url"), ("http_batch", "/url")];
 
 /// Values shorter than this are not searched for in messages: they cannot be secrets worth
 /// the name, and blanking them would garble the message (a value `1` would hide every 1).
@@ -46,8 +50,16 @@ mod tests {
             .insert("Authorization".into(), "Bearer t0ken".into());
         let mut exec = ExecPayload::new(["true"]);
         exec.env.insert("API_KEY".into(), "k3y-value".into());
+        let batch = serde_json::json!({
+            "url": "https://user:pw@h.example/items",
+            "headers": {"Authorization": "Bearer t0ken"},
+            "data": {"list": 7}
+        });
+        let parsed: crate::HttpBatchData = serde_json::from_value(batch.clone()).unwrap();
+        assert_eq!(parsed.headers.len(), 1);
         let payload = |kind: &str| match kind {
             "http" => serde_json::to_value(&http).unwrap(),
+            "http_batch" => batch.clone(),
             "exec" => serde_json::to_value(&exec).unwrap(),
             other => panic!("no payload for kind {other}"),
         };

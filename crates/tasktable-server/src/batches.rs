@@ -1,13 +1,16 @@
-//! Batches (docs/batches.md): list them, show one with its failed items, edit its budget
-//! or data, and start, pause, stop or resume it. A batch is submitted as a task with a
-//! `batch` object (`POST /api/v1/tasks`); these calls find it by its task's id.
+//! Batches (docs/batches.md): create one, list them, show one with its failed items, edit
+//! its budget or data, and start, pause, stop or resume it. A batch is a task with a
+//! `batch` object (created here or by `POST /api/v1/tasks`); these calls find it by its
+//! task's id.
 
 use crate::auth::Principal;
 use crate::batch_wire::{BatchEdit, BatchView, ItemFailureView};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, NoValues, Path, Query};
+use crate::wire::SubmitTask;
 use crate::AppState;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
@@ -15,7 +18,7 @@ use serde_json::json;
 use tasktable_core::batch::BatchAction;
 use tasktable_core::TaskId;
 use tasktable_store::{
-    Batch, BatchControlParams, BatchListParams, BatchUpdateParams, MAX_BATCH_LIST,
+    Batch, BatchControlParams, BatchListParams, BatchUpdateParams, SubmitParams, MAX_BATCH_LIST,
 };
 
 /// The batch operations, by the name they have in paths.
@@ -28,6 +31,48 @@ fn view(state: &AppState, caller: &Principal, b: Batch) -> BatchView {
 
 fn not_found(id: TaskId) -> ApiError {
     ApiError::not_found(format!("batch {id} not found"))
+}
+
+/// `POST /api/v1/batches`: a task with a `batch` object (the same body as a task's
+/// submit), answered with the batch.
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    Body(task): Body<SubmitTask>,
+) -> ApiResult<Response> {
+    if task.batch.is_none() {
+        return Err(ApiError::invalid(
+            "a batch needs \"batch\": {...} (an object; every field of it may be left out)",
+        ));
+    }
+    let submitted = state
+        .store
+        .task_submit(SubmitParams {
+            tasks: vec![task.into_new_task().map_err(ApiError::invalid)?],
+            now: None,
+        })
+        .await?[0];
+    let batch = state.store.batch_get(submitted.id).await?.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "batch_refused",
+            format!(
+                "the idempotency key names task {}, which is no batch",
+                submitted.id
+            ),
+        )
+    })?;
+    let status = if submitted.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let body = json!({
+        "id": submitted.id,
+        "created": submitted.created,
+        "batch": view(&state, &caller, batch),
+    });
+    Ok((status, Json(body)).into_response())
 }
 
 /// What `GET /api/v1/batches` may be asked.

@@ -192,6 +192,32 @@ async fn a_batch_is_submitted_listed_shown_and_controlled(s: Server) {
         .post(&format!("/api/v1/batches/{id}/start"), json!({}))
         .await;
     assert_error(&again, 409, "batch_refused");
+    // POST /api/v1/batches creates one and answers with it; a repeated key finds it.
+    let body = json!({"kind": "notify", "idempotency_key": "b-7", "batch": {"items": 3}});
+    let (status, made) = s.post("/api/v1/batches", body.clone()).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(
+        (&made["created"], &made["batch"]["items"]),
+        (&json!(true), &json!(3))
+    );
+    let (status, again) = s.post("/api/v1/batches", body).await;
+    assert_eq!((status.as_u16(), &again["id"]), (200, &made["id"]));
+    let (_, plain) = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "notify", "idempotency_key": "t-8"}),
+        )
+        .await;
+    let clash = s
+        .post(
+            "/api/v1/batches",
+            json!({"kind": "notify", "idempotency_key": "t-8", "batch": {}}),
+        )
+        .await;
+    assert_error(&clash, 409, "batch_refused");
+    assert!(plain["id"].is_i64());
+    let without = s.post("/api/v1/batches", json!({"kind": "notify"})).await;
+    assert_error(&without, 422, "invalid_input");
     // A task that runs once is no batch.
     let (_, plain) = s.post("/api/v1/tasks", json!({"kind": "notify"})).await;
     let missing = s.get(&format!("/api/v1/batches/{}", plain["id"])).await;

@@ -147,6 +147,13 @@ fn matrix(id: i64, batch: i64) -> Vec<Row> {
             read,
         ),
         (
+            "POST",
+            "/api/v1/batches",
+            "/api/v1/batches".into(),
+            Some(json!({"kind": "k", "held": true, "idempotency_key": "b-1", "batch": {}})),
+            operate,
+        ),
+        (
             "GET",
             "/api/v1/batches/{id}",
             format!("/api/v1/batches/{batch}"),
@@ -320,8 +327,8 @@ async fn every_endpoint_answers_each_role_as_it_should(mut s: Server) {
     let (_, page) = s.call(Method::GET, "/api/v1/tasks?limit=100", None).await;
     assert_eq!(
         page["tasks"].as_array().unwrap().len(),
-        6,
-        "a task and a batch task, and one single and one batch submit each by admin and operator"
+        7,
+        "a task and a batch task, one single and one batch submit each by admin and operator, and one batch its key made"
     );
     // Health and the API description need no token.
     let resp = s

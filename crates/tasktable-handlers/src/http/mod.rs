@@ -3,12 +3,14 @@
 //! failure.
 
 mod address;
+mod batch;
 mod policy;
 mod redirect;
 mod request;
 mod resolver;
 mod response;
 
+pub use batch::{HttpBatchData, HttpBatchHandler};
 pub use policy::{HostName, HttpPolicy, Network};
 pub use request::{HttpMethod, HttpPayload};
 
