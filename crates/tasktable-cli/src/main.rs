@@ -72,7 +72,8 @@ enum Command {
     /// Run the HTTP API, the dashboard, the rescuer and a worker with the built-in handlers.
     #[command(after_long_help = EXIT_CODES_HELP)]
     Serve(serve::ServeArgs),
-    /// Run the built-in handlers (`http`, and `exec` when allowed) against a database.
+    /// Run the built-in handlers (`http` and `http_batch`, and `exec` when allowed) against a
+    /// database.
     Worker(worker::WorkerArgs),
     /// Apply the migrations a database lacks.
     Migrate(DatabaseArgs),

@@ -60,8 +60,8 @@ pub struct ServeArgs {
     /// Largest request body accepted.
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes)]
     max_body_bytes: usize,
-    /// Tasks the in-process worker runs at once with the built-in handlers (`http`, and
-    /// `exec` when allowed); 0 runs no worker here.
+    /// Tasks the in-process worker runs at once with the built-in handlers (`http` and
+    /// `http_batch`, and `exec` when allowed); 0 runs no worker here.
     #[arg(long, value_name = "N", default_value_t = 10)]
     workers: usize,
     #[command(flatten)]
