@@ -1,7 +1,7 @@
 //! The dashboard in a real headless Chromium, driven through chromedriver: sign-in, the
 //! overview's counts, the task filter, a task's page, and the forms that cancel, retry and
-//! pause, set and clear a queue's policy, and a schedule's disable, enable and fire-now
-//! buttons, each checked on the page and in the store. The last test saves screenshots of the main pages.
+//! pause, set and clear a queue's policy, a schedule's disable, enable and fire-now
+//! buttons, and a batch's progress and its pause and resume buttons, each checked on the page and in the store. The last test saves screenshots of the main pages.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
 //! other paths through TASKTABLE_TEST_CHROME and TASKTABLE_TEST_CHROMEDRIVER). Without
@@ -552,6 +552,73 @@ async fn draining_and_releasing_a_worker_from_the_workers_page() {
         .await;
     b.flash("flash", "worker gpu-7 released").await;
     assert!(!app.worker("gpu-7").await.draining);
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_batch_shows_its_progress_and_pauses_and_resumes_from_its_pages() {
+    use tasktable_core::batch::{BatchSpec, BatchStatus};
+    use tasktable_core::HandlerOutcome;
+    use tasktable_store::{BatchSaveParams, ItemFailure};
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    let id = app
+        .submit(NewTask::new("notify", json!({})).batch(BatchSpec::items(400).error_budget(3)))
+        .await;
+    let task = app.claim(id, "edge", "edge-host").await;
+    app.store
+        .batch_save(BatchSaveParams {
+            lease: task.lease(),
+            low_water: 100,
+            end: Some(400),
+            errors: 1,
+            failures: vec![ItemFailure {
+                item: 9,
+                error: "no such user".into(),
+                tries: 3,
+                failed_at: None,
+            }],
+            items_per_second: Some(30.0),
+            lease_for: Duration::from_secs(600),
+            data_version: 0,
+            now: None,
+        })
+        .await
+        .unwrap();
+
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    b.click("header a[href='/ui/batches']").await;
+    let row = format!("tr[data-batch='{id}']");
+    let shown = b.text(&row).await;
+    for text in ["running", "100 / 400", "1 / 3", "30/s", "10s"] {
+        assert!(shown.contains(text), "{text} in {shown}");
+    }
+    let value = eval(
+        &b,
+        &format!("return document.querySelector(\"{row} progress\").value"),
+    )
+    .await;
+    assert_eq!(value, json!(100), "the bar stands at the offset");
+
+    b.click(&format!("{row} form[action='/ui/batches/pause'] button"))
+        .await;
+    b.flash("flash", &format!("batch {id}: pausing")).await;
+    assert!(b.text("#failures").await.contains("no such user"));
+    // Its runner gives it back held; an operator resumes it from its page.
+    app.finish(
+        &task,
+        HandlerOutcome::Hold {
+            reason: "paused".into(),
+        },
+    )
+    .await;
+    b.goto(&app.url(&format!("/ui/batches/{id}"))).await;
+    b.click("form[action='/ui/batches/resume'] button").await;
+    b.flash("flash", &format!("batch {id}: queued")).await;
+    let status = app.store.batch_get(id).await.unwrap().unwrap().status;
+    assert_eq!(status, BatchStatus::Queued);
     b.close().await;
 }
 
