@@ -87,8 +87,18 @@ async fn a_killed_batch_worker_is_taken_over(backend: &str) {
     let data = json!({"url": url}).to_string();
     let created = server
         .tt(&[
-            "batch", "create", "http_batch", "--items", &n.to_string(), "--parallelism", "8",
-            "--window", &window.to_string(), "--data", &data, "--json",
+            "batch",
+            "create",
+            "http_batch",
+            "--items",
+            &n.to_string(),
+            "--parallelism",
+            "8",
+            "--window",
+            &window.to_string(),
+            "--data",
+            &data,
+            "--json",
         ])
         .json();
     let id = created["id"].to_string();
@@ -102,7 +112,10 @@ async fn a_killed_batch_worker_is_taken_over(backend: &str) {
     first.kill().expect("SIGKILL");
     first.wait().unwrap();
     let at_kill = *items.total.borrow();
-    assert!((at_kill as usize) < n, "killed mid-batch ({at_kill} of {n})");
+    assert!(
+        (at_kill as usize) < n,
+        "killed mid-batch ({at_kill} of {n})"
+    );
 
     // The second worker's rescuer takes the batch back once the lease runs out (30 s).
     let mut second = worker(db.url(), "second");
