@@ -19,7 +19,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 11] = [
+pub const MIGRATIONS: [(i64, &str); 12] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -31,6 +31,7 @@ pub const MIGRATIONS: [(i64, &str); 11] = [
     (9, "queue_policies"),
     (10, "affinity"),
     (11, "runs"),
+    (12, "batches"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
