@@ -82,7 +82,9 @@ pub async fn a_drained_worker_claims_nothing_new_even_after_a_restart_until_rele
         .await
         .unwrap()
         .unwrap();
-    beats(&mut rx, 1, true).await;
+    // Two beats that saw the drain: a claim round that began before the first may still
+    // be under way when it arrives, and would take a task submitted then.
+    beats(&mut rx, 2, true).await;
     let held = submit(&*store, NewTask::new("job", serde_json::json!({}))).await;
     // Three more beats, each followed by claim rounds that found the worker draining.
     beats(&mut rx, 3, true).await;
