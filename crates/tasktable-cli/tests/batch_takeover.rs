@@ -8,7 +8,7 @@ mod common;
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use common::serve::{command, Server};
+use common::serve::{command, finish, Server, ADMIN};
 use serde_json::{json, Value};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
@@ -119,17 +119,20 @@ async fn a_killed_batch_worker_is_taken_over(backend: &str) {
 
     // The second worker's rescuer takes the batch back once the lease runs out (30 s).
     let mut second = worker(db.url(), "second");
-    let done = tokio::time::timeout(Duration::from_secs(180), async {
-        loop {
-            let shown = server.tt(&["batch", "show", &id, "--json"]).json();
-            if shown["batch"]["status"] == "succeeded" {
-                return shown;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    })
+    // `batch show --watch` follows the batch until it ends.
+    let mut watch = command(&["batch", "show", &id, "--watch", "--json"]);
+    watch
+        .env("TASKTABLE_SERVER", &server.url)
+        .env("TASKTABLE_TOKEN", ADMIN);
+    let done = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::task::spawn_blocking(move || finish(watch, None)),
+    )
     .await
-    .expect("the second worker ends the batch");
+    .expect("the second worker ends the batch")
+    .unwrap()
+    .json();
+    assert_eq!(done["batch"]["status"], "succeeded", "{done}");
     second.kill().unwrap();
     second.wait().unwrap();
     assert_eq!(done["batch"]["low_water"], json!(n));

@@ -14,6 +14,7 @@ mod window;
 pub use rate::TokenBucket;
 pub use window::Window;
 
+use crate::change::Change;
 use crate::state::TaskState;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -301,6 +302,21 @@ pub struct ControlChange {
     pub state: Option<TaskState>,
 }
 
+impl ControlChange {
+    /// The operator change that moves a batch's task from `from` to [`Self::state`]:
+    /// a held batch is released, an ended one retried (its attempts counted afresh), a
+    /// queued one held or cancelled; `None` when the task stays where it is.
+    pub fn task_change(&self, from: TaskState) -> Option<Change> {
+        let to = self.state.filter(|to| *to != from)?;
+        Some(match (to, from) {
+            (TaskState::Pending, TaskState::Held) => Change::Release,
+            (TaskState::Pending, _) => Change::Retry,
+            (TaskState::Held, _) => Change::Hold,
+            _ => Change::Cancel,
+        })
+    }
+}
+
 /// Why an action does not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BatchRefusal {
@@ -370,6 +386,13 @@ impl fmt::Display for BatchStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Whether a runner ever had the batch: it claimed it (`attempt` counts claims until an
+/// operator's retry resets it) or saved progress. A held batch no runner had waits for
+/// the business; one a runner had is paused.
+pub fn started(attempt: u32, ever_saved: bool) -> bool {
+    attempt > 0 || ever_saved
 }
 
 /// Whether a batch's data may be replaced now [S2]: while it waits for the business, or

@@ -61,7 +61,6 @@ fn eta_text(b: &Batch) -> String {
 
 /// The actions the batch's status allows, in the order of its lifecycle.
 fn actions(b: &Batch) -> Vec<BatchAction> {
-    let started = b.task.attempt > 0 || b.saved_at.is_some();
     [
         BatchAction::Start,
         BatchAction::Pause,
@@ -69,7 +68,7 @@ fn actions(b: &Batch) -> Vec<BatchAction> {
         BatchAction::Resume,
     ]
     .into_iter()
-    .filter(|a| a.apply(b.task.state, b.control, started).is_ok())
+    .filter(|a| a.apply(b.task.state, b.control, b.started).is_ok())
     .collect()
 }
 

@@ -4,7 +4,9 @@
 //! queue and kind with inline-SVG charts, and queues with their policies in brief; a
 //! queue's policy page with the form that sets or clears it; tasks with filters and bulk
 //! actions, one task with its payload, result, checkpoint and attempts, the worker
-//! registry with what each worker runs and its drain and release buttons,
+//! registry with what each worker runs and its drain and release buttons, batches with
+//! their progress and the start, pause, stop and resume buttons, one batch with its failed
+//! items,
 //! schedules with their next fire times and one schedule with its template and the tasks
 //! it fired, and the forms that enable, disable and fire a schedule),
 //! sign-in with an API token and its throttling, sessions, CSRF protection, the headers

@@ -156,21 +156,20 @@ impl TaskContext {
                 progress,
             })
             .await?;
-        match status {
-            LeaseStatus::Held { .. } => Ok(()),
-            LeaseStatus::Cancelled => {
-                self.stop(StopReason::Cancelled);
-                Err(ContextError::Stopped(StopReason::Cancelled))
-            }
-            LeaseStatus::Retargeted => {
-                self.stop(StopReason::Retargeted);
-                Err(ContextError::Stopped(StopReason::Retargeted))
-            }
-            LeaseStatus::Lost => {
-                self.stop(StopReason::LeaseLost);
-                Err(ContextError::Stopped(StopReason::LeaseLost))
-            }
-        }
+        self.heed(&status).map_err(ContextError::Stopped)
+    }
+
+    /// What the database said of this attempt's lease, acted on: a lease that no longer
+    /// holds stops the attempt, for the reason it gives.
+    pub(crate) fn heed(&self, status: &LeaseStatus) -> Result<(), StopReason> {
+        let reason = match status {
+            LeaseStatus::Held { .. } => return Ok(()),
+            LeaseStatus::Cancelled => StopReason::Cancelled,
+            LeaseStatus::Retargeted => StopReason::Retargeted,
+            LeaseStatus::Lost => StopReason::LeaseLost,
+        };
+        self.stop(reason);
+        Err(reason)
     }
 
     /// Resolves once the handler must stop; await it in a `select!` beside the work.

@@ -10,7 +10,7 @@ use crate::context::StopReason;
 use crate::metrics::{self, Call};
 use crate::shared::Shared;
 use std::sync::Arc;
-use tasktable_store::{LeaseStatus, RenewParams};
+use tasktable_store::RenewParams;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -40,11 +40,8 @@ pub(crate) async fn renew_once(shared: &Shared) {
         match shared.store.task_renew(params).await {
             Ok(statuses) => {
                 for ((ctx, _), status) in chunk.iter().zip(statuses) {
-                    match status {
-                        LeaseStatus::Held { .. } => shared.mark_renewed(ctx.task_id(), asked_at),
-                        LeaseStatus::Cancelled => ctx.stop(StopReason::Cancelled),
-                        LeaseStatus::Retargeted => ctx.stop(StopReason::Retargeted),
-                        LeaseStatus::Lost => ctx.stop(StopReason::LeaseLost),
+                    if ctx.heed(&status).is_ok() {
+                        shared.mark_renewed(ctx.task_id(), asked_at);
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! tasktable's HTTP API.
 //!
-//! Owns: the REST API for submitting, querying and intervening; the pull protocol that
+//! Owns: the REST API for submitting, querying and intervening (batches among them); the
+//! pull protocol that
 //! lets workers in any language claim, renew, checkpoint, complete and fail tasks with the
 //! same leases and fencing tokens as in-process workers; bearer-token roles; request
 //! limits; the JSON error format; the OpenAPI document describing all of it; the

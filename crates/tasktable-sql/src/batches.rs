@@ -16,7 +16,7 @@ use std::time::Duration;
 use tasktable_core::batch::{
     data_may_change, BatchControl, BatchRefusal, BatchSpec, BatchStatus, FAILURES_KEPT,
 };
-use tasktable_core::{Change, NewTask, Task, TaskId, TaskState};
+use tasktable_core::{NewTask, Task, TaskId, TaskState};
 use tasktable_store::{
     lost_lease_status, Batch, BatchControlParams, BatchListParams, BatchSaveParams, BatchSaved,
     BatchUpdateParams, ItemFailure, LeaseRow, LeaseStatus, StoreError, StoreResult, Submitted,
@@ -137,15 +137,16 @@ fn row_from(r: &impl Cells) -> StoreResult<Row> {
     })
 }
 
-/// Whether a runner ever had the batch: it claimed it (an attempt counts) or saved.
+/// Whether a runner ever had the batch, as core defines it.
 fn started(task: &Task, row: &Row) -> bool {
-    task.attempt > 0 || row.saved_at.is_some()
+    tasktable_core::batch::started(task.attempt, row.saved_at.is_some())
 }
 
 fn batch(task: Task, row: Row) -> Batch {
-    let status = BatchStatus::of(task.state, row.control, started(&task, &row));
+    let started = started(&task, &row);
     Batch {
-        status,
+        status: BatchStatus::of(task.state, row.control, started),
+        started,
         spec: row.spec,
         control: row.control,
         low_water: row.low_water,
@@ -376,8 +377,9 @@ async fn save_failures<E: Exec>(
 }
 
 /// An operator's action, inside the caller's write transaction: what core's
-/// [`BatchAction::apply`] decides, the task's part applied as the matching operator
-/// change. Answers the batch as it is now and what to wake.
+/// [`tasktable_core::batch::BatchAction::apply`] decides, the task's part applied as the
+/// operator change core names ([`tasktable_core::batch::ControlChange::task_change`]).
+/// Answers the batch as it is now and what to wake.
 pub async fn control_in<E: Exec>(
     e: &mut E,
     p: &BatchControlParams,
@@ -388,13 +390,7 @@ pub async fn control_in<E: Exec>(
         .apply(task.state, row.control, started(&task, &row))
         .map_err(|refusal| StoreError::BatchRefused { id: p.id, refusal })?;
     let mut changed = Changed::default();
-    if let Some(to) = change.state.filter(|to| *to != task.state) {
-        let operator_change = match (to, task.state) {
-            (TaskState::Pending, TaskState::Held) => Change::Release,
-            (TaskState::Pending, _) => Change::Retry,
-            (TaskState::Held, _) => Change::Hold,
-            _ => Change::Cancel,
-        };
+    if let Some(operator_change) = change.task_change(task.state) {
         let now = e.now(p.now).await?;
         changed = crate::update::apply_one(e, p.id, &operator_change, now).await?;
     }

@@ -5,7 +5,8 @@
 //! thing differently: placeholders, id lists, a substring test, minute truncation, row
 //! locks and index hints, upserts); [`Sql`], a statement with its typed arguments; the
 //! queries themselves (filters, list/get/count/attempts, queues, operator changes and the
-//! history rows they write, statistics aggregates, schedules and their firing, the
+//! history rows they write, statistics aggregates, schedules and their firing, the runs
+//! of multi-run tasks ([`runs`]), batches' rows, saves and actions ([`batches`]), the
 //! migration runner) and the decoding
 //! of their rows into core types ([`row`]); and the one `Store` implementation
 //! ([`impl_store!`]) over what a backend provides ([`Backend`]).

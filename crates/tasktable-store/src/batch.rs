@@ -19,6 +19,8 @@ pub struct Batch {
     pub spec: BatchSpec,
     pub control: BatchControl,
     pub status: BatchStatus,
+    /// A runner ever had it ([`tasktable_core::batch::started`]).
+    pub started: bool,
     /// Every item below it is done: the offset a takeover starts from.
     pub low_water: u64,
     /// The last item plus one, when known: `items`, or where an open-ended batch's

@@ -7,7 +7,8 @@
 //! per-minute rollups, histograms, percentiles; the SQL half comes through
 //! [`stats::StatsSource`]); and the walk of a bulk operator change in short chunks
 //! ([`bulk`]: backends supply one chunk, [`update_in_chunks`] walks the filter); the
-//! schedule calls' types ([`schedule`]) and the worker registry's ([`worker`]). Rules
+//! schedule calls' types ([`schedule`]), the worker registry's ([`worker`]) and the batch
+//! calls' ([`batch`]). Rules
 //! (retry delays, which state an operation may start from) come from `tasktable-core` and
 //! reach the store as parameters; the store only makes each transition atomic and fenced.
 //!

@@ -222,10 +222,15 @@ async fn edit(api: &Api, a: &EditArgs, json: bool) -> Result<(), CliError> {
     ))
 }
 
-/// `low_water/end` (or `low_water/?`) with the errors.
-fn progress(b: &Batch) -> String {
+/// `low_water/end items` (`?` for an end not known yet).
+fn done(b: &Batch) -> String {
     let of = b.end.map_or_else(|| "?".to_owned(), |e| e.to_string());
-    format!("{}/{of} items, {} failed", b.low_water, b.errors)
+    format!("{}/{of} items", b.low_water)
+}
+
+/// [`done`] with the errors.
+fn progress(b: &Batch) -> String {
+    format!("{}, {} failed", done(b), b.errors)
 }
 
 fn describe(b: &Batch, failures: &[Failure]) -> String {
@@ -334,7 +339,7 @@ async fn list(api: &Api, limit: u32, json: bool) -> Result<(), CliError> {
             b.task.id.to_string(),
             b.task.kind.clone(),
             b.status.clone(),
-            progress(b).split(',').next().unwrap_or_default().to_owned(),
+            done(b),
             b.errors.to_string(),
             b.items_per_second
                 .map_or_else(|| "-".into(), |r| format!("{r:.0}")),

@@ -293,7 +293,7 @@ pub async fn the_rate_limit_holds_within_the_buckets_burst(db: &impl Backend) {
     let starts = ledger.starts.lock().unwrap().clone();
     assert_eq!(starts.len() as u64, n);
     // Over any span, at most rate x span + burst items start (the burst is 4 here).
-    let burst = TokenBucketBurst::of(rate);
+    let burst = tasktable_core::batch::TokenBucket::new(rate, 0.0).burst();
     for (i, first) in starts.iter().enumerate() {
         for (j, later) in starts.iter().enumerate().skip(i) {
             let span = later.duration_since(*first).as_secs_f64();
@@ -305,14 +305,6 @@ pub async fn the_rate_limit_holds_within_the_buckets_burst(db: &impl Backend) {
         }
     }
     running.shutdown().await;
-}
-
-/// The bucket's burst for a rate, as core sets it.
-struct TokenBucketBurst;
-impl TokenBucketBurst {
-    fn of(rate: u32) -> f64 {
-        tasktable_core::batch::TokenBucket::new(rate, 0.0).burst()
-    }
 }
 
 pub async fn a_pause_and_a_stop_are_seen_within_two_seconds_and_a_resume_goes_on(

@@ -260,6 +260,30 @@ fn actions_follow_the_lifecycle() {
 }
 
 #[test]
+fn each_action_moves_the_task_through_an_operator_change() {
+    use crate::Change;
+    use BatchAction as A;
+    use BatchControl as C;
+    use TaskState as S;
+    let change =
+        |a: A, from: S, control: C| a.apply(from, control, true).unwrap().task_change(from);
+    assert_eq!(change(A::Resume, S::Held, C::Pause), Some(Change::Release));
+    assert_eq!(change(A::Resume, S::Failed, C::Run), Some(Change::Retry));
+    assert_eq!(
+        change(A::Resume, S::Cancelled, C::Stop),
+        Some(Change::Retry)
+    );
+    assert_eq!(change(A::Pause, S::Pending, C::Run), Some(Change::Hold));
+    assert_eq!(change(A::Stop, S::Held, C::Pause), Some(Change::Cancel));
+    assert_eq!(
+        change(A::Pause, S::Running, C::Run),
+        None,
+        "the runner moves it"
+    );
+    assert_eq!(change(A::Pause, S::Held, C::Pause), None, "already held");
+}
+
+#[test]
 fn status_follows_state_control_and_start() {
     use BatchControl as C;
     use BatchStatus as B;

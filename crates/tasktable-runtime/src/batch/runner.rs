@@ -3,7 +3,6 @@
 //! lease, saving every [`SAVE_EVERY`](super::SAVE_EVERY).
 
 use super::{BatchContext, BatchHandler, Item, SAVE_EVERY};
-use crate::context::StopReason;
 use crate::handler::HandlerError;
 use crate::metrics::BatchMetrics;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -14,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::batch::{BatchControl, BatchSpec, Budget, TokenBucket, Window};
 use tasktable_core::HandlerOutcome;
-use tasktable_store::{BatchSaveParams, BatchSaved, ItemFailure, LeaseStatus};
+use tasktable_store::{BatchSaveParams, BatchSaved, ItemFailure};
 use tokio::time::{Instant, MissedTickBehavior};
 
 /// The least time between two saves that a filling window asks for.
@@ -328,20 +327,8 @@ async fn save<D: serde::de::DeserializeOwned>(
     state.done_since = 0;
     state.saved_at = Instant::now();
     state.early_from = state.saved_at + MIN_SAVE_GAP;
-    match saved.lease {
-        LeaseStatus::Held { .. } => {}
-        LeaseStatus::Cancelled => {
-            task.stop(StopReason::Cancelled);
-            return Err(stopped());
-        }
-        LeaseStatus::Retargeted => {
-            task.stop(StopReason::Retargeted);
-            return Err(stopped());
-        }
-        LeaseStatus::Lost => {
-            task.stop(StopReason::LeaseLost);
-            return Err(stopped());
-        }
+    if task.heed(&saved.lease).is_err() {
+        return Err(stopped());
     }
     state.window.mark_saved(low);
     state.budget.allowed = saved.error_budget;
