@@ -1,5 +1,6 @@
 //! A real store with a switch that freezes its worker-side writes, to play a worker that
-//! stalls (a long GC pause, a stopped VM) while the database and other workers go on.
+//! stalls (a long GC pause, a stopped VM) while the database and other workers go on. It
+//! also counts the claims that reach the database, for tests of what waiting costs.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -13,6 +14,7 @@ pub struct Freezable {
     inner: Arc<dyn Store>,
     frozen: watch::Sender<bool>,
     finishes_frozen: watch::Sender<bool>,
+    claims: std::sync::atomic::AtomicU64,
 }
 
 impl Freezable {
@@ -21,6 +23,7 @@ impl Freezable {
             inner,
             frozen: watch::Sender::new(false),
             finishes_frozen: watch::Sender::new(false),
+            claims: Default::default(),
         })
     }
 
@@ -40,6 +43,11 @@ impl Freezable {
     pub fn thaw_all_but_finishes(&self) {
         self.finishes_frozen.send_replace(true);
         self.frozen.send_replace(false);
+    }
+
+    /// How many claim calls went through this store.
+    pub fn claims(&self) -> u64 {
+        self.claims.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn thaw(&self) {
@@ -69,6 +77,8 @@ impl Store for Freezable {
     }
     async fn task_claim(&self, p: ClaimParams) -> StoreResult<Vec<Task>> {
         self.wait_thawed().await;
+        self.claims
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.task_claim(p).await
     }
     async fn task_release_affinity(&self, p: AffinityReleaseParams) -> StoreResult<u64> {

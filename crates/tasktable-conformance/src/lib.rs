@@ -210,6 +210,7 @@ macro_rules! conformance_suite {
             workers::registry::the_registry_counts_what_each_worker_runs,
             workers::registry::bad_worker_facts_are_refused_and_change_nothing,
             workers::discovery::discovery_finds_each_queue_with_pending_tasks_once,
+            workers::discovery::a_due_check_sees_due_tasks_of_its_kinds_in_queues_not_paused,
         );
         $crate::conformance_suite!(@area $backend, targets, 2;
             targets::claim::targeted_tasks_go_only_to_the_workers_they_allow,

@@ -630,6 +630,10 @@ macro_rules! impl_store {
                     workers::discover(&mut self.read().await?).await
                 }
 
+                async fn queue_has_due(&self, params: DueParams) -> StoreResult<bool> {
+                    query::has_due(&mut self.read().await?, &params).await
+                }
+
                 async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
                     Backend::subscribe(self).await
                 }

@@ -6,8 +6,8 @@ use crate::row::{ATTEMPT_COLUMNS, TASK_COLUMNS};
 use crate::{exec::count as count_cell, exec::required, Cells, Exec, Sql};
 use tasktable_core::{Attempt, Task, TaskId};
 use tasktable_store::{
-    Checked, CountParams, ListParams, QueueInfo, QueuePauseParams, StoreResult, TaskFilter,
-    TaskPage,
+    Checked, CountParams, DueParams, ListParams, QueueInfo, QueuePauseParams, StoreResult,
+    TaskFilter, TaskPage,
 };
 
 /// Appends ` AND ...` for every set field of the filter.
@@ -183,6 +183,29 @@ pub async fn queues<E: Exec>(e: &mut E) -> StoreResult<Vec<QueueInfo>> {
     // Byte order, whatever the database's collation.
     out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(out)
+}
+
+/// More kinds than this are not named in the query: it asks for any kind instead, which
+/// only makes a waiting claim look again when it did not have to.
+const MAX_DUE_KINDS: usize = 64;
+
+/// Whether a queue that is not paused has a pending task of one of the kinds due now.
+/// The claim index (queue, priority, run_at) finds the first such task, or runs out.
+pub async fn has_due<E: Exec>(e: &mut E, p: &DueParams) -> StoreResult<bool> {
+    let now = e.now(None).await?;
+    let mut sql = Sql::new(
+        e.dialect(),
+        "SELECT 1 AS due FROM tasktable_tasks WHERE state = 'pending' AND queue = ",
+    );
+    sql.bind(p.queue.as_str()).push(" AND run_at <= ").bind(now);
+    if !p.kinds.is_empty() && p.kinds.len() <= MAX_DUE_KINDS {
+        let kinds: Vec<&str> = p.kinds.iter().map(String::as_str).collect();
+        sql.push(" AND ").push_in_texts("kind", &kinds);
+    }
+    sql.push(" AND NOT EXISTS (SELECT 1 FROM tasktable_queues q WHERE q.name = ")
+        .bind(p.queue.as_str())
+        .push(" AND q.paused) LIMIT 1");
+    Ok(!e.fetch(sql).await?.is_empty())
 }
 
 /// Pauses or resumes a queue (waking its workers is the caller's part).

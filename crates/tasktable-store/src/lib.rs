@@ -222,6 +222,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// them.
     async fn queue_discover(&self) -> StoreResult<Vec<String>>;
 
+    /// Whether `queue` is not paused and has a pending task of one of the kinds that is due
+    /// now: one indexed read, so that claims waiting for work can learn cheaply, once for
+    /// all of them, that a task became due by the clock (which sends no wake). A `true`
+    /// does not promise the task can be claimed (a policy, a target or another claimer
+    /// may stand in the way).
+    async fn queue_has_due(&self, params: DueParams) -> StoreResult<bool>;
+
     /// Hints that a queue may have due work. Delivery is best effort: callers poll too.
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;
 }

@@ -188,6 +188,14 @@ pub struct QueueInfo {
     pub counts: Vec<(TaskState, u64)>,
 }
 
+/// What a waiting claim could take: tasks of any of `kinds` in `queue`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueParams {
+    pub queue: String,
+    /// Empty: any kind.
+    pub kinds: Vec<String>,
+}
+
 /// A hint that `queue` may have due tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wake {

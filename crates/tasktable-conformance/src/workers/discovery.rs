@@ -5,6 +5,7 @@ use crate::Backend;
 use serde_json::json;
 use std::time::Duration;
 use tasktable_core::NewTask;
+use tasktable_store::{DueParams, QueuePauseParams, SubmitParams};
 
 pub async fn discovery_finds_each_queue_with_pending_tasks_once(db: &impl Backend) {
     let s = db.store().await;
@@ -42,4 +43,70 @@ pub async fn discovery_finds_each_queue_with_pending_tasks_once(db: &impl Backen
     let mut want: Vec<String> = ["a", "b", "delayed"].map(String::from).to_vec();
     want.extend(many);
     assert_eq!(found, want);
+}
+
+/// The due check that lets claims waiting on a server sleep: a pending task of one of the
+/// kinds, due by the database's clock, in a queue not paused.
+pub async fn a_due_check_sees_due_tasks_of_its_kinds_in_queues_not_paused(db: &impl Backend) {
+    let s = db.store().await;
+    let due = |queue: &str, kinds: &[&str]| {
+        let s = s.clone();
+        let params = DueParams {
+            queue: queue.into(),
+            kinds: kinds.iter().map(|k| k.to_string()).collect(),
+        };
+        async move { s.queue_has_due(params).await.unwrap() }
+    };
+    assert!(!due("q", &[]).await, "an empty table has nothing due");
+    let later = NewTask::new("job", json!({}))
+        .queue("q")
+        .delay(Duration::from_secs(3600));
+    s.task_submit(SubmitParams {
+        tasks: vec![later],
+        now: None,
+    })
+    .await
+    .unwrap();
+    assert!(
+        !due("q", &["job"]).await,
+        "a task due in an hour is not due"
+    );
+
+    let now = NewTask::new("job", json!({})).queue("q");
+    s.task_submit(SubmitParams {
+        tasks: vec![now],
+        now: None,
+    })
+    .await
+    .unwrap();
+    assert!(due("q", &["job"]).await);
+    assert!(due("q", &[]).await, "no kinds: any kind");
+    assert!(due("q", &["other", "job"]).await);
+    assert!(!due("q", &["other"]).await, "a kind nobody waits for");
+    assert!(!due("elsewhere", &["job"]).await, "another queue");
+
+    s.queue_set_paused(QueuePauseParams {
+        queue: "q".into(),
+        paused: true,
+    })
+    .await
+    .unwrap();
+    assert!(
+        !due("q", &["job"]).await,
+        "a paused queue has nothing to claim"
+    );
+    s.queue_set_paused(QueuePauseParams {
+        queue: "q".into(),
+        paused: false,
+    })
+    .await
+    .unwrap();
+    assert!(due("q", &["job"]).await);
+
+    // Once claimed, it is no longer pending.
+    let mut claim = claim_params("q", &["job"], 10, at(0));
+    claim.now = None;
+    let claimed = s.task_claim(claim).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(!due("q", &["job"]).await);
 }
