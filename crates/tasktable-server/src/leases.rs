@@ -5,6 +5,7 @@
 //! claimer's own lease) and changes nothing: a wrong credential cannot be told from a
 //! stale one.
 
+use crate::acks::{carry_out, Done};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Path};
@@ -17,16 +18,12 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
-use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
-use tasktable_core::runs::RunState;
+use tasktable_core::outcome::HandlerOutcome;
 use tasktable_core::target::valid_member;
 use tasktable_core::task::{DEFAULT_QUEUE, MAX_DELAY, MAX_NAME_LEN};
 use tasktable_core::worker::{MAX_GROUPS, MAX_NAME_CHARS};
-use tasktable_core::{AttemptOutcome, Lease, LeaseCredential, TaskId, TaskState};
-use tasktable_store::{
-    lost_lease_status, CheckpointParams, ClaimParams, FinishItem, FinishParams, LeaseRow,
-    LeaseStatus, RenewParams,
-};
+use tasktable_core::{Lease, LeaseCredential, TaskId};
+use tasktable_store::ClaimParams;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
@@ -34,9 +31,6 @@ use tokio::time::Instant;
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub(crate) const MIN_LEASE: Duration = Duration::from_secs(1);
 pub(crate) const MAX_LEASE: Duration = Duration::from_secs(3600);
-/// How often a waiting claim looks again when no wake arrives (tasks also become due by
-/// the clock, which sends no wake).
-const CLAIM_POLL: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,7 +52,7 @@ pub struct ClaimRequest {
     wait_ms: Option<u64>,
 }
 
-fn lease_duration(ms: Option<u64>) -> ApiResult<Duration> {
+pub(crate) fn lease_duration(ms: Option<u64>) -> ApiResult<Duration> {
     let lease = ms.map_or(DEFAULT_LEASE, Duration::from_millis);
     if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
         return Err(ApiError::invalid(format!(
@@ -172,20 +166,29 @@ pub async fn claim(
                 .ok_or_else(|| ApiError::too_many_waiting_claims(&caller.name, limit))?,
         )
     };
-    // Subscribe before the first claim so a submit between the two is not missed.
+    // Take a place at the bell and subscribe before the first claim, so that nothing
+    // that happens between the two is missed.
+    let mut bell = (!wait.is_zero()).then(|| {
+        state.doorbells.wait_on(
+            &state.store,
+            &params.queue,
+            &params.kinds,
+            state.limits.due_check,
+        )
+    });
     let mut wakes = state.store.subscribe().await?;
     let deadline = Instant::now() + wait;
     loop {
         let tasks = state.store.task_claim(params.clone()).await?;
-        let now = Instant::now();
-        if !tasks.is_empty() || now >= deadline || state.stop.is_cancelled() {
+        let waits = tasks.is_empty() && Instant::now() < deadline && !state.stop.is_cancelled();
+        let (true, Some(bell)) = (waits, bell.as_mut()) else {
             let tasks: Vec<ClaimedTask> = tasks.into_iter().map(ClaimedTask::from).collect();
             return Ok(Json(json!({ "tasks": tasks })).into_response());
-        }
-        let nap = (deadline - now).min(CLAIM_POLL);
+        };
         tokio::select! {
             () = wake_for(&mut wakes, &params.queue) => {}
-            () = tokio::time::sleep(nap) => {}
+            () = bell.rung() => {}
+            () = tokio::time::sleep_until(deadline) => {}
             () = state.stop.cancelled() => {}
         }
     }
@@ -205,9 +208,15 @@ async fn wake_for(wakes: &mut broadcast::Receiver<tasktable_store::Wake>, queue:
 }
 
 /// Every lease call names its token and credential; the rest depends on the operation.
+/// In a batched acknowledgement each call also names its `task` and `op`, which the path
+/// names in a single call.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    pub(crate) task: Option<TaskId>,
+    #[serde(default)]
+    pub(crate) op: Option<String>,
     #[serde(deserialize_with = "crate::whole::number")]
     token: i64,
     credential: String,
@@ -242,8 +251,89 @@ pub const LEASE_OPERATIONS: &[(&str, &[&str])] = &[
     ("release", &[]),
 ];
 
+/// What one lease call asks for, checked.
+#[derive(Debug, Clone)]
+pub(crate) enum Call {
+    Renew {
+        lease_for: Duration,
+    },
+    Checkpoint {
+        checkpoint: Option<Value>,
+        progress: Option<Value>,
+    },
+    /// Ends the attempt as the handler's outcome says; `None` gives the task back unspent.
+    Finish(Option<HandlerOutcome>),
+}
+
 impl LeaseRequest {
-    /// Refuses fields that do not belong to `op`, so a misplaced field is not ignored.
+    /// Checks the call as `op` on task `id`, refusing fields that do not belong to `op`
+    /// (so a misplaced field is not ignored), into the lease it names and what it asks.
+    pub(crate) fn into_call(self, id: TaskId, op: &str) -> ApiResult<(Lease, Call)> {
+        let Some(&(_, allowed)) = LEASE_OPERATIONS.iter().find(|(name, _)| *name == op) else {
+            let names: Vec<&str> = LEASE_OPERATIONS.iter().map(|(n, _)| *n).collect();
+            return Err(ApiError::not_found(format!(
+                "unknown lease operation {op:?}; operations are {}",
+                names.join(", ")
+            )));
+        };
+        self.only(op, allowed)?;
+        let credential: LeaseCredential = self.credential.parse().map_err(|_| {
+            ApiError::invalid(format!(
+                "credential must be the {} hex digits the claim returned",
+                LeaseCredential::HEX_LEN
+            ))
+        })?;
+        let lease = Lease {
+            task_id: id,
+            token: self.token,
+            credential: Some(credential),
+            run: self.run,
+        };
+        let call = match op {
+            "renew" => Call::Renew {
+                lease_for: lease_duration(self.lease_ms)?,
+            },
+            "checkpoint" => {
+                if self.checkpoint.is_none() && self.progress.is_none() {
+                    return Err(ApiError::invalid(
+                        "checkpoint needs checkpoint, progress or both",
+                    ));
+                }
+                Call::Checkpoint {
+                    checkpoint: self.checkpoint,
+                    progress: self.progress,
+                }
+            }
+            "complete" => Call::Finish(Some(HandlerOutcome::Succeeded {
+                result: self.result,
+            })),
+            "fail" => {
+                let message = self
+                    .error
+                    .filter(|m| !m.trim().is_empty())
+                    .ok_or_else(|| ApiError::invalid("fail needs an error message"))?;
+                let retry_after = bounded_delay("retry_after_ms", self.retry_after_ms)?;
+                Call::Finish(Some(match (self.retryable.unwrap_or(true), retry_after) {
+                    (true, retry_after) => HandlerOutcome::Error {
+                        message,
+                        retry_after,
+                    },
+                    (false, None) => HandlerOutcome::Failed { message },
+                    (false, Some(_)) => {
+                        return Err(ApiError::invalid(
+                            "retry_after_ms applies only to a retryable failure",
+                        ))
+                    }
+                }))
+            }
+            "snooze" => Call::Finish(Some(HandlerOutcome::Snooze {
+                after: bounded_delay("delay_ms", self.delay_ms)?.unwrap_or_default(),
+            })),
+            _ => Call::Finish(None),
+        };
+        Ok((lease, call))
+    }
+
     fn only(&self, op: &str, allowed: &[&str]) -> ApiResult<()> {
         let present = [
             ("lease_ms", self.lease_ms.is_some()),
@@ -265,172 +355,34 @@ impl LeaseRequest {
     }
 }
 
-/// Why a write under a run's lease missed: the run was cancelled with its task, or the
-/// lease is lost.
-async fn run_status(state: &AppState, lease: Lease, run: u32) -> ApiResult<LeaseStatus> {
-    let runs = state.store.run_list(lease.task_id).await?;
-    let cancelled = runs.iter().any(|r| {
-        r.run == run
-            && r.lease_token == lease.token
-            && r.state == RunState::Ended(AttemptOutcome::Cancelled)
-    });
-    Ok(if cancelled {
-        LeaseStatus::Cancelled
-    } else {
-        LeaseStatus::Lost
-    })
-}
-
-fn status_error(id: TaskId, status: LeaseStatus) -> ApiError {
-    match status {
-        LeaseStatus::Cancelled => ApiError::task_cancelled(id),
-        LeaseStatus::Retargeted => ApiError::task_retargeted(id),
-        _ => ApiError::lease_lost(id),
-    }
-}
-
+/// One lease call, named by its path: `POST /api/v1/leases/{id}/{op}`.
 pub async fn lease_op(
     State(state): State<AppState>,
     Path((id, op)): Path<(TaskId, String)>,
     Body(req): Body<LeaseRequest>,
 ) -> ApiResult<Response> {
-    let Some(&(_, allowed)) = LEASE_OPERATIONS.iter().find(|(name, _)| *name == op) else {
-        let names: Vec<&str> = LEASE_OPERATIONS.iter().map(|(n, _)| *n).collect();
-        return Err(ApiError::not_found(format!(
-            "unknown lease operation {op:?}; operations are {}",
-            names.join(", ")
-        )));
-    };
-    req.only(&op, allowed)?;
-    let credential: LeaseCredential = req.credential.parse().map_err(|_| {
-        ApiError::invalid(format!(
-            "credential must be the {} hex digits the claim returned",
-            LeaseCredential::HEX_LEN
-        ))
-    })?;
-    let lease = Lease {
-        task_id: id,
-        token: req.token,
-        credential: Some(credential),
-        run: req.run,
-    };
-    match op.as_str() {
-        "renew" => {
-            let lease_for = lease_duration(req.lease_ms)?;
-            let status = state
-                .store
-                .task_renew(RenewParams {
-                    leases: vec![lease],
-                    lease_for,
-                    now: None,
-                })
-                .await?
-                .pop()
-                .unwrap_or(LeaseStatus::Lost);
-            match status {
-                LeaseStatus::Held { expires_at } => {
-                    Ok(Json(json!({ "lease_expires_at": expires_at })).into_response())
-                }
-                other => Err(status_error(id, other)),
-            }
-        }
-        "checkpoint" => {
-            if req.checkpoint.is_none() && req.progress.is_none() {
-                return Err(ApiError::invalid(
-                    "checkpoint needs checkpoint, progress or both",
-                ));
-            }
-            let status = state
-                .store
-                .task_checkpoint(CheckpointParams {
-                    lease,
-                    checkpoint: req.checkpoint,
-                    progress: req.progress,
-                })
-                .await?;
-            match status {
-                LeaseStatus::Held { .. } => Ok(Json(json!({ "saved": true })).into_response()),
-                other => Err(status_error(id, other)),
-            }
-        }
-        _ => {
-            let outcome = match op.as_str() {
-                "complete" => HandlerOutcome::Succeeded { result: req.result },
-                "fail" => {
-                    let message = req
-                        .error
-                        .filter(|m| !m.trim().is_empty())
-                        .ok_or_else(|| ApiError::invalid("fail needs an error message"))?;
-                    let retry_after = bounded_delay("retry_after_ms", req.retry_after_ms)?;
-                    match (req.retryable.unwrap_or(true), retry_after) {
-                        (true, retry_after) => HandlerOutcome::Error {
-                            message,
-                            retry_after,
-                        },
-                        (false, None) => HandlerOutcome::Failed { message },
-                        (false, Some(_)) => {
-                            return Err(ApiError::invalid(
-                                "retry_after_ms applies only to a retryable failure",
-                            ))
-                        }
-                    }
-                }
-                "snooze" => HandlerOutcome::Snooze {
-                    after: bounded_delay("delay_ms", req.delay_ms)?.unwrap_or_default(),
-                },
-                _ => return finish(&state, lease, FinishPlan::interrupted()).await,
-            };
-            let task = state
+    if req.task.is_some() || req.op.is_some() {
+        return Err(ApiError::invalid(
+            "the path names the task and the operation; the body may not (task and op belong in POST /api/v1/leases)",
+        ));
+    }
+    let (lease, call) = req.into_call(id, &op)?;
+    let done = carry_out(&state, vec![(lease, call)])
+        .await?
+        .pop()
+        .unwrap_or_else(|| Err(ApiError::lease_lost(id)))?;
+    Ok(match done {
+        Done::Renewed { expires_at } => Json(json!({ "lease_expires_at": expires_at })),
+        Done::Saved => Json(json!({ "saved": true })),
+        Done::Finished => {
+            let (state_now, run_at) = state
                 .store
                 .task_get(id)
                 .await?
-                .ok_or_else(|| ApiError::lease_lost(id))?;
-            // A run's number is its attempt, for the backoff.
-            let attempt = lease.run.unwrap_or(task.attempt);
-            let plan = FinishPlan::for_handler(outcome, attempt, &task.backoff, rand::random());
-            finish(&state, lease, plan).await
+                .map(|t| (Some(t.state), Some(t.run_at)))
+                .unwrap_or_default();
+            Json(json!({ "state": state_now, "run_at": run_at }))
         }
     }
-}
-
-/// Ends the attempt under `lease`; answers with the task's state afterwards.
-async fn finish(state: &AppState, lease: Lease, plan: FinishPlan) -> ApiResult<Response> {
-    let applied = state
-        .store
-        .task_finish(FinishParams {
-            items: vec![FinishItem { lease, plan }],
-            only_if_expired: false,
-            now: None,
-        })
-        .await?;
-    let task = state.store.task_get(lease.task_id).await?;
-    if applied.first() != Some(&true) {
-        if let Some(run) = lease.run {
-            return Err(status_error(
-                lease.task_id,
-                run_status(state, lease, run).await?,
-            ));
-        }
-        // A pending task's latest attempt tells a lease taken back by a new target.
-        let last_outcome = match &task {
-            Some(t) if t.state == TaskState::Pending => state
-                .store
-                .attempt_list(t.id)
-                .await?
-                .last()
-                .map(|a| a.outcome),
-            _ => None,
-        };
-        let row = task.map(|t| LeaseRow {
-            state: t.state,
-            token: t.lease_token,
-            credential: t.lease_credential,
-            last_outcome,
-        });
-        return Err(status_error(lease.task_id, lost_lease_status(lease, row)));
-    }
-    let (state_now, run_at) = task
-        .map(|t| (Some(t.state), Some(t.run_at)))
-        .unwrap_or_default();
-    Ok(Json(json!({ "state": state_now, "run_at": run_at })).into_response())
+    .into_response())
 }

@@ -12,9 +12,11 @@
 //! handlers. It computes retry plans with `tasktable-core` exactly as the runtime does,
 //! so a remote worker's failure is treated like a local one.
 
+mod acks;
 pub mod auth;
 mod batch_wire;
 mod batches;
+pub mod doorbell;
 mod error;
 mod extract;
 mod guard;
@@ -55,6 +57,11 @@ pub struct Limits {
     pub max_claim: u32,
     /// Most long-poll claims (`wait_ms` > 0) one token may have waiting at once.
     pub max_waiting_claims_per_token: usize,
+    /// How often the claims waiting on a queue learn whether a task became due by the
+    /// clock ([`doorbell`]); wake-ups reach them at once.
+    pub due_check: Duration,
+    /// Most lease calls in one batched acknowledgement (`POST /api/v1/leases`).
+    pub max_lease_calls: usize,
 }
 
 impl Default for Limits {
@@ -65,6 +72,8 @@ impl Default for Limits {
             max_claim_wait: Duration::from_secs(60),
             max_claim: 100,
             max_waiting_claims_per_token: 32,
+            due_check: Duration::from_secs(1),
+            max_lease_calls: 1000,
         }
     }
 }
@@ -80,6 +89,8 @@ pub struct AppState {
     pub stop: CancellationToken,
     /// Long-poll claims waiting now, per token.
     pub waiting: Arc<waiting::WaitingClaims>,
+    /// One watcher per queue with waiting claims, for tasks that become due by the clock.
+    pub doorbells: Arc<doorbell::Doorbells>,
     /// The payload fields readers must not see.
     pub redactions: Arc<redact::Redactions>,
 }
@@ -92,6 +103,7 @@ impl AppState {
             limits: Limits::default(),
             stop: CancellationToken::new(),
             waiting: Arc::default(),
+            doorbells: Arc::default(),
             redactions: Arc::default(),
         }
     }
@@ -142,6 +154,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/api/v1/heartbeat", Access::Work),
     ("POST", "/api/v1/leave", Access::Work),
     ("POST", "/api/v1/claim", Access::Work),
+    ("POST", "/api/v1/leases", Access::Work),
     ("POST", "/api/v1/leases/{id}/{op}", Access::Work),
     ("POST", "/api/v1/admin/migrate", Access::Admin),
     ("POST", "/api/v1/admin/purge", Access::Admin),
@@ -183,6 +196,7 @@ pub fn router(state: AppState) -> Router {
             ("POST", "/api/v1/heartbeat") => post(workers::heartbeat),
             ("POST", "/api/v1/leave") => post(workers::leave),
             ("POST", "/api/v1/claim") => post(leases::claim),
+            ("POST", "/api/v1/leases") => post(acks::acknowledge),
             ("POST", "/api/v1/leases/{id}/{op}") => post(leases::lease_op),
             ("POST", "/api/v1/admin/migrate") => post(queues::migrate),
             ("POST", "/api/v1/admin/purge") => post(queues::purge),

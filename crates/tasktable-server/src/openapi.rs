@@ -127,6 +127,29 @@ mod tests {
         }
     }
 
+    /// Each call of a batched acknowledgement is its single route's body plus `task` and
+    /// `op`, one variant per operation, at most `max_lease_calls` of them.
+    #[test]
+    fn each_batched_lease_call_is_its_single_routes_body_with_task_and_op() {
+        let doc = doc();
+        let leases = &body_schema(&doc, "/api/v1/leases")["properties"]["leases"];
+        assert_eq!(leases["maxItems"], Limits::default().max_lease_calls);
+        let variants = leases["items"]["oneOf"].as_array().unwrap();
+        assert_eq!(variants.len(), crate::leases::LEASE_OPERATIONS.len());
+        for ((op, _), variant) in crate::leases::LEASE_OPERATIONS.iter().zip(variants) {
+            assert_eq!(variant["properties"]["op"]["const"], *op);
+            let single = body_schema(&doc, &format!("/api/v1/leases/{{id}}/{op}"));
+            let mut expected = single.clone();
+            let props = expected["properties"].as_object_mut().unwrap();
+            props.insert("task".into(), variant["properties"]["task"].clone());
+            props.insert("op".into(), variant["properties"]["op"].clone());
+            let required = expected["required"].as_array_mut().unwrap();
+            required.splice(0..0, [Value::from("task"), Value::from("op")]);
+            expected["title"] = variant["title"].clone();
+            assert_eq!(variant, &expected, "{op}");
+        }
+    }
+
     #[test]
     fn document_states_the_policy_bounds_core_enforces() {
         use tasktable_core::policy::{MAX_KIND_LIMITS, MAX_LIMIT, MAX_PER_SECOND, MIN_PER_SECOND};

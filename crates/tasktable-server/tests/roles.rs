@@ -197,6 +197,15 @@ fn matrix(id: i64, batch: i64) -> Vec<Row> {
         ),
         (
             "POST",
+            "/api/v1/leases",
+            "/api/v1/leases".into(),
+            Some(
+                json!({"leases": [{"task": id, "op": "renew", "token": 0, "credential": "0".repeat(32)}]}),
+            ),
+            work,
+        ),
+        (
+            "POST",
             "/api/v1/leases/{id}/{op}",
             format!("/api/v1/leases/{id}/renew"),
             Some(json!({"token": 0, "credential": "0".repeat(32)})),

@@ -34,6 +34,15 @@ pub fn worker_facts(id: &str) -> tasktable_core::worker::WorkerFacts {
     }
 }
 
+/// A token set with [`TOKENS`].
+pub fn all_tokens() -> TokenSet {
+    let mut tokens = TokenSet::default();
+    for (role, token) in TOKENS {
+        tokens.add_plain(role.as_str(), role, token).unwrap();
+    }
+    tokens
+}
+
 pub fn token(role: Role) -> &'static str {
     TOKENS
         .iter()
@@ -56,11 +65,7 @@ impl Server {
     /// A server with a token per role, on a fresh database; `None` when the backend is
     /// unreachable outside CI.
     pub async fn start(backend: &str) -> Option<Server> {
-        let mut tokens = TokenSet::default();
-        for (role, token) in TOKENS {
-            tokens.add_plain(role.as_str(), role, token).unwrap();
-        }
-        Self::start_with(backend, tokens, |_| {}).await
+        Self::start_with(backend, all_tokens(), |_| {}).await
     }
 
     pub async fn start_with(
@@ -68,8 +73,19 @@ impl Server {
         tokens: TokenSet,
         adjust: impl FnOnce(&mut AppState),
     ) -> Option<Server> {
+        Self::start_wrapped(backend, tokens, |store| store, adjust).await
+    }
+
+    /// A server whose store is `wrap` of the fresh database's (a store that counts or
+    /// freezes calls, say); [`Server::store`] is the wrapped one too.
+    pub async fn start_wrapped(
+        backend: &str,
+        tokens: TokenSet,
+        wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
+        adjust: impl FnOnce(&mut AppState),
+    ) -> Option<Server> {
         let db = TestDb::fresh(backend).await?;
-        let store = db.store().await;
+        let store = wrap(db.store().await);
         let mut state = AppState::new(store.clone(), tokens);
         // As `tasktable serve` hands over its built-in `http` handler's secret fields.
         state.redactions = std::sync::Arc::new(tasktable_server::redact::Redactions::new(
