@@ -1,0 +1,353 @@
+"""A worker that runs handlers for tasks it claims through the pull protocol.
+
+Threads, each with one job: the claimer long-polls for as many tasks as there are free
+slots; a pool of `concurrency` threads runs handlers; the acknowledger sends the ends of
+attempts in batches (one request for many tasks); the lease keeper renews every held lease
+in one request per third of the lease, and beats the worker registry. A lease the server
+refuses sets the task's `stopped` event, which a long handler should watch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as queues
+import signal
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .client import Claimed, Client
+from .errors import ApiError, ConnectionFailed, Fail, LeaseGone, Snooze, TasktableError
+
+log = logging.getLogger("tasktable.worker")
+
+#: A handler takes the task and returns its result (any JSON value), or raises Fail or
+#: Snooze, or any other exception (a retryable failure).
+Handler = Callable[["Task"], Any]
+
+#: A claim: the task, its run, and the claim's fencing token (a task claimed again is
+#: another claim, whose handler must not stand in for the first one's).
+_Key = Tuple[int, Optional[int], int]
+
+
+def _key(c: Claimed) -> _Key:
+    return (c.id, c.run, c.token)
+
+
+class Task:
+    """What a handler is given: the task, its lease's fencing token, and a way to save
+    where it got to."""
+
+    def __init__(self, claimed: Claimed, client: Client) -> None:
+        self._claimed = claimed
+        self._client = client
+        #: Set when the lease is gone (expired and rescued, cancelled, retargeted) or the
+        #: worker is shutting down: stop, the result will not be recorded.
+        self.stopped = threading.Event()
+
+    id = property(lambda self: self._claimed.id)
+    kind = property(lambda self: self._claimed.kind)
+    queue = property(lambda self: self._claimed.queue)
+    payload = property(lambda self: self._claimed.payload)
+    attempt = property(lambda self: self._claimed.attempt)
+    max_attempts = property(lambda self: self._claimed.max_attempts)
+    run = property(lambda self: self._claimed.run)
+
+    @property
+    def checkpoint(self) -> Any:
+        """What an earlier attempt saved with `save`, to resume from (None at first)."""
+        return self._claimed.checkpoint
+
+    @property
+    def fencing_token(self) -> int:
+        """Grows on every claim of the task: pass it to systems you write to, so they can
+        refuse a write from an older attempt (docs/api.md, "Fencing your own side effects")."""
+        return self._claimed.token
+
+    def save(self, checkpoint: Any = None, progress: Any = None) -> None:
+        """Saves a checkpoint (given to the next attempt) and/or progress, under the lease.
+        Raises LeaseGone if the lease is no longer this worker's."""
+        call: Dict[str, Any] = {**self._claimed.lease(), "op": "checkpoint"}
+        if checkpoint is not None:
+            call["checkpoint"] = checkpoint
+        if progress is not None:
+            call["progress"] = progress
+        (result,) = self._client.acknowledge([call])
+        if not result.ok:
+            if result.code in ("lease_lost", "task_cancelled", "task_retargeted"):
+                self.stopped.set()
+                raise LeaseGone(self.id, result.code or "", result.message or "")
+            raise ApiError(422, result.code or "unknown", result.message or "")
+
+
+class Worker:
+    """Runs `handlers` (task kind -> function) for tasks of `queue`.
+
+    `run()` blocks until `stop()` is called or the process gets SIGTERM or SIGINT (when
+    `run` is called on the main thread); then it claims nothing more, gives running
+    handlers `shutdown_grace` seconds, and gives back the tasks still running without
+    spending an attempt."""
+
+    def __init__(
+        self,
+        client: Client,
+        handlers: Mapping[str, Handler],
+        *,
+        queue: str = "default",
+        concurrency: int = 10,
+        lease_ms: int = 30_000,
+        worker_id: Optional[str] = None,
+        groups: Sequence[str] = (),
+        claim_wait_ms: int = 10_000,
+        ack_batch: int = 200,
+        ack_delay: float = 0.005,
+        shutdown_grace: float = 30.0,
+        beat_every: float = 5.0,
+    ) -> None:
+        if not handlers:
+            raise ValueError("handlers must name at least one task kind")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.client = client
+        self.handlers = dict(handlers)
+        self.queue = queue
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.worker_id = worker_id or f"py-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.groups = list(groups)
+        self.claim_wait_ms = claim_wait_ms
+        self.ack_batch = ack_batch
+        self.ack_delay = ack_delay
+        self.shutdown_grace = shutdown_grace
+        self.beat_every = beat_every
+        self._free = threading.Semaphore(concurrency)
+        self._running = 0
+        self._idle = threading.Condition()
+        self._held: Dict[_Key, Task] = {}
+        self._lock = threading.Lock()
+        self._acks: "queues.Queue[Optional[Dict[str, Any]]]" = queues.Queue()
+        self._stopping = threading.Event()
+        self._draining = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tasktable-handler")
+        self._threads: List[threading.Thread] = []
+
+    # Lifecycle.
+
+    def run(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop())
+        log.info("worker %s takes %s from queue %s, %d at once", self.worker_id,
+                 ", ".join(self.handlers), self.queue, self.concurrency)
+        acker = self._spawn("tasktable-acks", self._acknowledge_loop)
+        keeper = self._spawn("tasktable-leases", self._keep_leases)
+        claimer = self._spawn("tasktable-claims", self._claim_loop)
+        self._stopping.wait()
+        self._shut_down(claimer, keeper, acker)
+
+    def stop(self) -> None:
+        """Asks `run` to shut down gracefully; returns at once."""
+        self._stopping.set()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return thread
+
+    def _shut_down(self, claimer: threading.Thread, keeper: threading.Thread, acker: threading.Thread) -> None:
+        log.info("worker %s shutting down", self.worker_id)
+        deadline = time.monotonic() + self.shutdown_grace
+        with self._idle:
+            while self._running and time.monotonic() < deadline:
+                self._idle.wait(timeout=deadline - time.monotonic())
+        # A claim in flight gives back what it gets (see _claim_loop). Waiting for it
+        # before giving back the tasks still running keeps it from taking them again.
+        claimer.join(timeout=self.claim_wait_ms / 1000 + 5)
+        with self._lock:
+            left = list(self._held.values())
+            self._held.clear()
+        for task in left:
+            task.stopped.set()
+            self._acks.put({**task._claimed.lease(), "op": "release"})
+        if left:
+            log.info("released %d tasks still running", len(left))
+        self._acks.put(None)
+        acker.join(timeout=30)
+        keeper.join(timeout=self.beat_every + 5)
+        self._pool.shutdown(wait=False)
+        try:
+            self.client.leave(self.worker_id)
+        except TasktableError as error:
+            log.debug("leave: %s", error)
+
+    # Claiming and running.
+
+    def _claim_loop(self) -> None:
+        pause = 0.1
+        while not self._stopping.is_set():
+            if self._draining.is_set():
+                self._stopping.wait(1.0)
+                continue
+            if not self._free.acquire(timeout=0.5):
+                continue
+            free = 1
+            while free < min(self.concurrency, 100) and self._free.acquire(blocking=False):
+                free += 1
+            try:
+                claimed = self.client.claim(
+                    list(self.handlers), self.worker_id, queue=self.queue, limit=free,
+                    lease_ms=self.lease_ms, wait_ms=self.claim_wait_ms, groups=self.groups,
+                    worker_host=socket.gethostname(),
+                )
+                pause = 0.1
+            except TasktableError as error:
+                self._release_slots(free)
+                log.warning("claim failed, trying again in %.1f s: %s", pause, error)
+                self._stopping.wait(pause)
+                pause = min(pause * 2, 5.0)
+                continue
+            self._release_slots(free - len(claimed))
+            for c in claimed:
+                task = Task(c, self.client)
+                if self._stopping.is_set():
+                    # Claimed while shutting down: give it straight back.
+                    self._acks.put({**c.lease(), "op": "release"})
+                    self._free.release()
+                    continue
+                with self._lock:
+                    self._held[_key(c)] = task
+                with self._idle:
+                    self._running += 1
+                self._pool.submit(self._run_one, task)
+
+    def _release_slots(self, n: int) -> None:
+        for _ in range(n):
+            self._free.release()
+
+    def _run_one(self, task: Task) -> None:
+        try:
+            call = self._outcome(task)
+            with self._lock:
+                still_held = self._held.pop(_key(task._claimed), None) is not None
+            if still_held:
+                self._acks.put({**task._claimed.lease(), **call})
+        finally:
+            self._free.release()
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def _outcome(self, task: Task) -> Dict[str, Any]:
+        handler = self.handlers[task.kind]
+        try:
+            result = handler(task)
+            return {"op": "complete", "result": result}
+        except Snooze as s:
+            return {"op": "snooze", "delay_ms": int(s.delay * 1000)}
+        except Fail as f:
+            call: Dict[str, Any] = {"op": "fail", "error": f.message or "failed", "retryable": f.retryable}
+            if f.retry_after is not None and f.retryable:
+                call["retry_after_ms"] = int(f.retry_after * 1000)
+            return call
+        except LeaseGone as gone:
+            log.info("%s", gone)
+            return {"op": "release"}
+        except Exception as error:  # noqa: BLE001 - any handler error is a retryable failure
+            log.exception("task %s (%s) failed", task.id, task.kind)
+            return {"op": "fail", "error": f"{type(error).__name__}: {error}" or "failed"}
+
+    # Acknowledging in batches.
+
+    def _acknowledge_loop(self) -> None:
+        done = False
+        while not done:
+            first = self._acks.get()
+            if first is None:
+                return
+            batch = [first]
+            deadline = time.monotonic() + self.ack_delay
+            while len(batch) < self.ack_batch:
+                try:
+                    call = self._acks.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queues.Empty:
+                    break
+                if call is None:
+                    done = True
+                    break
+                batch.append(call)
+            self._send(batch)
+
+    def _send(self, batch: List[Dict[str, Any]]) -> None:
+        pause = 0.1
+        while True:
+            try:
+                results = self.client.acknowledge(batch)
+                break
+            except ConnectionFailed as error:
+                log.warning("acknowledging %d tasks failed, trying again in %.1f s: %s", len(batch), pause, error)
+            except ApiError as error:
+                if error.status < 500:
+                    log.error("acknowledgement refused, dropped: %s", error)
+                    return
+                log.warning("acknowledging %d tasks failed, trying again in %.1f s: %s", len(batch), pause, error)
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+        for result in results:
+            if not result.ok:
+                log.info("task %s: %s: %s", result.task, result.code, result.message)
+
+    # Leases and the registry.
+
+    def _keep_leases(self) -> None:
+        every = max(self.lease_ms / 3000, 0.2)
+        next_beat = 0.0
+        starting = True
+        while not (self._stopping.is_set() and not self._held_now()):
+            now = time.monotonic()
+            if now >= next_beat:
+                starting = self._beat(starting)
+                next_beat = now + self.beat_every
+            self._renew()
+            if self._stopping.wait(min(every, self.beat_every)):
+                # Shutting down: keep renewing what is still held until it is released.
+                time.sleep(min(every, 1.0))
+
+    def _held_now(self) -> List[Task]:
+        with self._lock:
+            return list(self._held.values())
+
+    def _beat(self, starting: bool) -> bool:
+        try:
+            draining = self.client.heartbeat(
+                self.worker_id, host=socket.gethostname(), version="tasktable-python 0.1.0",
+                groups=self.groups, queues=[self.queue], capacity=self.concurrency, starting=starting,
+            )
+        except TasktableError as error:
+            log.debug("heartbeat: %s", error)
+            return starting
+        if draining and not self._draining.is_set():
+            log.info("worker %s is draining: claiming nothing new", self.worker_id)
+        (self._draining.set if draining else self._draining.clear)()
+        return False
+
+    def _renew(self) -> None:
+        held = self._held_now()
+        for start in range(0, len(held), 1000):
+            chunk = held[start:start + 1000]
+            calls = [{**t._claimed.lease(), "op": "renew", "lease_ms": self.lease_ms} for t in chunk]
+            try:
+                results = self.client.acknowledge(calls)
+            except TasktableError as error:
+                log.warning("renewing %d leases failed: %s", len(calls), error)
+                return
+            for task, result in zip(chunk, results):
+                if not result.ok:
+                    log.warning("task %s: lease gone (%s); stopping its handler", task.id, result.code)
+                    with self._lock:
+                        self._held.pop(_key(task._claimed), None)
+                    task.stopped.set()

@@ -1,0 +1,201 @@
+"""The Python worker against a real `tasktable serve`: each test has its own server and
+database."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import unittest
+
+from harness import TOKENS, Server, eventually
+
+from tasktable import ApiError, Fail, Snooze, Task, Worker
+
+FAST = {"initial_ms": 0, "multiplier": 1.0, "max_ms": 0, "jitter": 0.0}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class WorkerTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.server = Server()
+        self.ops = self.server.operator
+        self.workers = []
+
+    def tearDown(self) -> None:
+        for worker, thread in self.workers:
+            worker.stop()
+            thread.join(timeout=30)
+        self.server.close()
+
+    def start(self, handlers, **options) -> Worker:
+        worker = Worker(self.server.client("worker"), handlers, claim_wait_ms=2000, **options)
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        self.workers.append((worker, thread))
+        return worker
+
+    def finished(self, ids):
+        tasks = [self.ops.get(i) for i in ids]
+        return tasks if all(t["state"] in ("succeeded", "failed", "cancelled") for t in tasks) else None
+
+    def test_drains_tasks_and_records_results(self):
+        ids = self.ops.submit_many([{"kind": "double", "payload": {"n": n}} for n in range(60)])
+        self.start({"double": lambda task: {"doubled": task.payload["n"] * 2}}, concurrency=4)
+        tasks = eventually("every task finished", lambda: self.finished(ids))
+        for n, task in enumerate(tasks):
+            self.assertEqual(task["state"], "succeeded")
+            self.assertEqual(task["result"], {"doubled": n * 2})
+            self.assertEqual(len(task["attempts"]), 1)
+
+    def test_a_checkpoint_reaches_the_next_attempt_under_a_newer_fencing_token(self):
+        seen = []
+
+        def resumable(task: Task):
+            seen.append((task.attempt, task.checkpoint, task.fencing_token))
+            if task.checkpoint is None:
+                task.save(checkpoint={"step": 1}, progress={"pct": 50})
+                raise Fail("try again", retry_after=0)
+            return {"resumed_from": task.checkpoint["step"]}
+
+        task_id = self.ops.submit("resumable", {}, backoff=FAST)
+        self.start({"resumable": resumable}, concurrency=1)
+        (task,) = eventually("the task finished", lambda: self.finished([task_id]))
+        self.assertEqual(task["state"], "succeeded")
+        self.assertEqual(task["result"], {"resumed_from": 1})
+        self.assertEqual([a["outcome"] for a in task["attempts"]], ["error", "succeeded"])
+        (first, second) = seen
+        self.assertIsNone(first[1])
+        self.assertEqual(second[1], {"step": 1})
+        self.assertGreater(second[2], first[2], "the second claim's fencing token is newer")
+
+    def test_each_handler_outcome_is_recorded(self):
+        def fail_for_good(task):
+            raise Fail("not this one", retryable=False)
+
+        snoozed = []
+
+        def snooze_once(task):
+            if not snoozed:
+                snoozed.append(task.id)
+                raise Snooze(0.0)
+            return "after the snooze"
+
+        def crash(task):
+            raise KeyError("missing")
+
+        ids = [
+            self.ops.submit("fail_for_good", None),
+            self.ops.submit("snooze_once", None),
+            self.ops.submit("crash", None, max_attempts=1),
+            self.ops.submit("anything", {"text": "naïve ☃ \u2028 \U0001F600", "nested": [1, {"a": None}], "big": 2**53}),
+        ]
+        self.start({
+            "fail_for_good": fail_for_good, "snooze_once": snooze_once, "crash": crash,
+            "anything": lambda task: task.payload,
+        })
+        failed, snoozed_task, crashed, anything = eventually("every task finished", lambda: self.finished(ids))
+        self.assertEqual(failed["state"], "failed")
+        self.assertEqual(failed["last_error"], "not this one")
+        self.assertEqual(snoozed_task["state"], "succeeded")
+        self.assertEqual([a["outcome"] for a in snoozed_task["attempts"]], ["snoozed", "succeeded"])
+        self.assertEqual(crashed["state"], "failed")
+        self.assertIn("KeyError", crashed["last_error"])
+        self.assertEqual(anything["result"], anything["payload"])
+
+    def test_runs_the_copies_of_a_multi_run_task_on_distinct_workers(self):
+        task_id = self.ops.submit("copy", None, copies=2)
+        ran = []
+        for name in ("py-a", "py-b"):
+            self.start({"copy": lambda task, name=name: ran.append((name, task.run)) or name}, worker_id=name)
+        (task,) = eventually("the task finished", lambda: self.finished([task_id]))
+        self.assertEqual(task["state"], "succeeded")
+        self.assertEqual(sorted(name for name, _ in ran), ["py-a", "py-b"])
+        self.assertEqual(sorted(run for _, run in ran), [1, 2])
+
+    def test_survives_a_server_restart(self):
+        worker = self.start({"double": lambda task: task.payload * 2}, concurrency=2)
+        first = self.ops.submit_many([{"kind": "double", "payload": n} for n in range(10)])
+        eventually("the first tasks finished", lambda: self.finished(first))
+        self.server.restart()
+        second = self.server.operator.submit_many([{"kind": "double", "payload": n} for n in range(10, 20)])
+        tasks = eventually("the tasks after the restart finished", lambda: self.finished(second), timeout=90)
+        self.assertTrue(all(t["state"] == "succeeded" for t in tasks))
+        self.assertEqual([t["result"] for t in tasks], [n * 2 for n in range(10, 20)])
+        self.assertFalse(worker._stopping.is_set())
+
+    def test_a_lease_lost_to_the_rescuer_stops_its_handler(self):
+        task_id = self.ops.submit("wait_for_stop", None, backoff=FAST)
+        worker = self.spawn_worker(lease_ms=1000)
+        self.assertEqual(self.read_line(worker), {"started": task_id})
+        # Freeze the worker past its lease: the server's rescuer takes the task back.
+        worker.send_signal(signal.SIGSTOP)
+        try:
+            eventually(
+                "the rescuer took the task back",
+                lambda: any(a["outcome"] == "lease_expired" for a in self.ops.get(task_id)["attempts"]),
+            )
+        finally:
+            worker.send_signal(signal.SIGCONT)
+        # Its next renewal is refused, and the handler is told to stop. (Claims it had
+        # waiting may have taken the task again meanwhile: each is a handler of its own.)
+        said = self.read_line(worker)
+        while said == {"started": task_id}:
+            said = self.read_line(worker)
+        self.assertEqual(said, {"stopped": task_id})
+        self.stop_worker(worker)
+
+    def test_sigterm_gives_running_tasks_back_without_spending_an_attempt(self):
+        task_id = self.ops.submit("wait_for_stop", None)
+        worker = self.spawn_worker(grace="0.5")
+        self.assertEqual(self.read_line(worker), {"started": task_id})
+        self.stop_worker(worker)
+        task = self.ops.get(task_id)
+        self.assertEqual(task["state"], "pending")
+        self.assertEqual([a["outcome"] for a in task["attempts"]], ["interrupted"])
+        self.assertEqual(task["attempt"], 0, "an interrupted attempt is not spent")
+
+    def test_a_stale_lease_in_a_batch_spoils_nothing_else(self):
+        ids = self.ops.submit_many([{"kind": "k", "payload": n} for n in range(3)])
+        client = self.server.client("worker")
+        claimed = client.claim(["k"], "py-direct", limit=3)
+        self.assertEqual(len(claimed), 3)
+        stale = dict(claimed[1].lease(), credential="0" * 32)
+        results = client.acknowledge([
+            {**claimed[0].lease(), "op": "complete", "result": 0},
+            {**stale, "op": "complete", "result": 1},
+            {**claimed[2].lease(), "op": "renew", "lease_ms": 60000},
+        ])
+        self.assertEqual([r.ok for r in results], [True, False, True])
+        self.assertEqual(results[1].code, "lease_lost")
+        self.assertIsNotNone(results[2].lease_expires_at)
+        self.assertEqual([self.ops.get(i)["state"] for i in ids], ["succeeded", "running", "running"])
+        with self.assertRaises(ApiError) as refused:
+            client.acknowledge([{**claimed[1].lease(), "op": "finish"}])
+        self.assertEqual(refused.exception.status, 422)
+
+    # A worker in a process of its own, for the tests that signal it.
+
+    def spawn_worker(self, lease_ms=30000, grace="5"):
+        env = dict(os.environ, TASKTABLE_URL=self.server.url, TASKTABLE_TOKEN=TOKENS["worker"],
+                   LEASE_MS=str(lease_ms), GRACE=grace, PYTHONPATH=os.pathsep.join(sys.path))
+        process = subprocess.Popen([sys.executable, os.path.join(HERE, "stoppable_worker.py")],
+                                   stdout=subprocess.PIPE, env=env, text=True)
+        self.addCleanup(process.kill)
+        return process
+
+    def read_line(self, process):
+        line = process.stdout.readline()
+        self.assertTrue(line, "the worker process said nothing more")
+        return json.loads(line)
+
+    def stop_worker(self, process):
+        process.send_signal(signal.SIGTERM)
+        self.assertEqual(process.wait(timeout=60), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

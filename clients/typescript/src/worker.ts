@@ -1,0 +1,347 @@
+import { hostname } from "node:os";
+import { randomUUID } from "node:crypto";
+import { Claimed, Client, LeaseCall, leaseOf } from "./client.js";
+import { ApiError, Fail, LEASE_GONE, LeaseGone, Snooze, TasktableError } from "./errors.js";
+
+/** What a handler is given: the task, its lease's fencing token, a way to save where it
+ * got to, and a signal aborted when the lease is gone or the worker shuts down. */
+export class Task {
+  private readonly controller = new AbortController();
+
+  constructor(
+    readonly claimed: Claimed,
+    private readonly client: Client,
+  ) {}
+
+  get id(): number { return this.claimed.id; }
+  get kind(): string { return this.claimed.kind; }
+  get payload(): any { return this.claimed.payload; }
+  get attempt(): number { return this.claimed.attempt; }
+  get run(): number | null { return this.claimed.run; }
+  /** What an earlier attempt saved with `save`, to resume from (null at first). */
+  get checkpoint(): any { return this.claimed.checkpoint; }
+  /** Grows on every claim of the task: pass it to systems you write to, so that they can
+   * refuse a write from an older attempt. */
+  get fencingToken(): number { return this.claimed.token; }
+  /** Aborted when the lease is gone (expired and rescued, cancelled, retargeted) or the
+   * worker is shutting down: stop, the result will not be recorded. */
+  get signal(): AbortSignal { return this.controller.signal; }
+
+  /** @internal */
+  stop(reason: string): void {
+    this.controller.abort(new Error(reason));
+  }
+
+  /** Saves a checkpoint (given to the next attempt) and/or progress under the lease;
+   * rejects with LeaseGone if the lease is no longer this worker's. */
+  async save(checkpoint?: unknown, progress?: unknown): Promise<void> {
+    const call: LeaseCall = { ...leaseOf(this.claimed), op: "checkpoint" };
+    if (checkpoint !== undefined) call.checkpoint = checkpoint;
+    if (progress !== undefined) call.progress = progress;
+    const [result] = await this.client.acknowledge([call]);
+    if (!result.ok) {
+      const { code, message } = result.error ?? { code: "unknown", message: "" };
+      if (LEASE_GONE.has(code)) {
+        this.stop(code);
+        throw new LeaseGone(this.id, code, message);
+      }
+      throw new ApiError(422, code, message);
+    }
+  }
+}
+
+/** A handler resolves to the task's result (any JSON value), or throws Fail or Snooze, or
+ * any other error (a retryable failure). */
+export type Handler = (task: Task) => unknown | Promise<unknown>;
+
+export interface WorkerOptions {
+  queue?: string;
+  /** Handlers running at once (10). */
+  concurrency?: number;
+  leaseMs?: number;
+  workerId?: string;
+  groups?: string[];
+  /** How long a claim waits for work (10 s). */
+  claimWaitMs?: number;
+  /** Most acknowledgements per request (200), and how long the first waits for others (5 ms). */
+  ackBatch?: number;
+  ackDelayMs?: number;
+  /** How long running handlers get to finish at shutdown before their tasks are given back (30 s). */
+  shutdownGraceMs?: number;
+  beatEveryMs?: number;
+  /** Where the worker says what it does; console by default. */
+  logger?: Pick<Console, "info" | "warn" | "error">;
+  /** Shut down on SIGTERM and SIGINT (true). */
+  handleSignals?: boolean;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Runs handlers (task kind -> function) for the tasks of a queue. `run()` resolves once
+ * `stop()` was called (or SIGTERM/SIGINT arrived) and the worker shut down: it claims
+ * nothing more, gives running handlers `shutdownGraceMs`, and gives back the tasks still
+ * running without spending an attempt. */
+export class Worker {
+  readonly workerId: string;
+  private readonly o: Required<Omit<WorkerOptions, "workerId" | "logger">>;
+  private readonly log: Pick<Console, "info" | "warn" | "error">;
+  private readonly held = new Map<string, Task>();
+  private readonly running = new Set<Promise<void>>();
+  private acks: LeaseCall[] = [];
+  private ackTimer: NodeJS.Timeout | undefined;
+  private sending: Promise<void> = Promise.resolve();
+  private stopping = false;
+  private draining = false;
+  private wakeStop!: () => void;
+  private readonly stopped = new Promise<void>((resolve) => (this.wakeStop = resolve));
+  private slotFreed: (() => void) | undefined;
+
+  constructor(
+    readonly client: Client,
+    readonly handlers: Record<string, Handler>,
+    options: WorkerOptions = {},
+  ) {
+    if (Object.keys(handlers).length === 0) throw new Error("handlers must name at least one task kind");
+    this.workerId = options.workerId ?? `ts-${hostname()}-${process.pid}-${randomUUID().slice(0, 6)}`;
+    this.log = options.logger ?? console;
+    this.o = {
+      queue: options.queue ?? "default",
+      concurrency: options.concurrency ?? 10,
+      leaseMs: options.leaseMs ?? 30_000,
+      groups: options.groups ?? [],
+      claimWaitMs: options.claimWaitMs ?? 10_000,
+      ackBatch: options.ackBatch ?? 200,
+      ackDelayMs: options.ackDelayMs ?? 5,
+      shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
+      beatEveryMs: options.beatEveryMs ?? 5_000,
+      handleSignals: options.handleSignals ?? true,
+    };
+    if (this.o.concurrency < 1) throw new Error("concurrency must be at least 1");
+  }
+
+  /** Asks `run` to shut down gracefully; returns at once. */
+  stop(): void {
+    this.stopping = true;
+    this.wakeStop();
+    this.slotFreed?.();
+  }
+
+  async run(): Promise<void> {
+    const onSignal = () => this.stop();
+    if (this.o.handleSignals) {
+      process.once("SIGTERM", onSignal);
+      process.once("SIGINT", onSignal);
+    }
+    this.log.info(`worker ${this.workerId} takes ${Object.keys(this.handlers).join(", ")} from queue ${this.o.queue}, ${this.o.concurrency} at once`);
+    const keeper = this.keepLeases();
+    const claimer = this.claimLoop();
+    await this.stopped;
+    // Running handlers get their grace, then what is still held is given back.
+    let graceTimer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, this.o.shutdownGraceMs)));
+    await Promise.race([Promise.all(this.running), grace]);
+    clearTimeout(graceTimer);
+    // A claim in flight gives back what it gets; waiting for it before giving back the
+    // tasks still running keeps it from taking them again.
+    await claimer;
+    const left = [...this.held.values()];
+    this.held.clear();
+    for (const task of left) {
+      task.stop("the worker is shutting down");
+      this.enqueue({ ...leaseOf(task.claimed), op: "release" });
+    }
+    await this.flush();
+    await keeper;
+    try {
+      await this.client.leave(this.workerId);
+    } catch (error) {
+      this.log.warn(`leave: ${(error as Error).message}`);
+    }
+    if (this.o.handleSignals) {
+      process.off("SIGTERM", onSignal);
+      process.off("SIGINT", onSignal);
+    }
+  }
+
+  private async claimLoop(): Promise<void> {
+    let pause = 100;
+    while (!this.stopping) {
+      const free = Math.min(this.o.concurrency - this.running.size, 100);
+      if (free <= 0 || this.draining) {
+        await new Promise<void>((resolve) => {
+          this.slotFreed = resolve;
+          if (this.draining) setTimeout(resolve, 1000);
+        });
+        continue;
+      }
+      let claimed: Claimed[];
+      try {
+        claimed = await this.client.claim(Object.keys(this.handlers), this.workerId, {
+          queue: this.o.queue,
+          limit: free,
+          leaseMs: this.o.leaseMs,
+          waitMs: this.o.claimWaitMs,
+          groups: this.o.groups,
+          workerHost: hostname(),
+        });
+        pause = 100;
+      } catch (error) {
+        this.log.warn(`claim failed, trying again in ${pause} ms: ${(error as Error).message}`);
+        await Promise.race([sleep(pause), this.stopped]);
+        pause = Math.min(pause * 2, 5_000);
+        continue;
+      }
+      for (const c of claimed) {
+        if (this.stopping) {
+          // Claimed while shutting down: give it straight back.
+          this.enqueue({ ...leaseOf(c), op: "release" });
+          continue;
+        }
+        const task = new Task(c, this.client);
+        this.held.set(key(c), task);
+        const running: Promise<void> = this.runOne(task).finally(() => {
+          this.running.delete(running);
+          this.slotFreed?.();
+        });
+        this.running.add(running);
+      }
+    }
+  }
+
+  private async runOne(task: Task): Promise<void> {
+    const call = await this.outcome(task);
+    if (this.held.delete(key(task.claimed))) {
+      this.enqueue({ ...leaseOf(task.claimed), ...call } as LeaseCall);
+    }
+  }
+
+  private async outcome(task: Task): Promise<Record<string, unknown>> {
+    const handler = this.handlers[task.kind];
+    try {
+      const result = await handler(task);
+      return { op: "complete", result: result === undefined ? null : result };
+    } catch (error) {
+      if (error instanceof Snooze) return { op: "snooze", delay_ms: Math.max(0, Math.round(error.delayMs)) };
+      if (error instanceof Fail) {
+        const retryable = error.options.retryable ?? true;
+        const call: Record<string, unknown> = { op: "fail", error: error.message || "failed", retryable };
+        if (retryable && error.options.retryAfterMs !== undefined) call.retry_after_ms = Math.round(error.options.retryAfterMs);
+        return call;
+      }
+      if (error instanceof LeaseGone) return { op: "release" };
+      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      this.log.error(`task ${task.id} (${task.kind}) failed: ${message}`);
+      return { op: "fail", error: message || "failed" };
+    }
+  }
+
+  private enqueue(call: LeaseCall): void {
+    this.acks.push(call);
+    if (this.acks.length >= this.o.ackBatch) {
+      void this.flush();
+    } else if (this.ackTimer === undefined) {
+      this.ackTimer = setTimeout(() => void this.flush(), this.o.ackDelayMs);
+    }
+  }
+
+  /** Sends the acknowledgements waiting, one request at a time, retrying while the server
+   * cannot be reached. */
+  private flush(): Promise<void> {
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    const batch = this.acks;
+    this.acks = [];
+    if (batch.length === 0) return this.sending;
+    this.sending = this.sending.then(() => this.send(batch));
+    return this.sending;
+  }
+
+  private async send(batch: LeaseCall[]): Promise<void> {
+    let pause = 100;
+    for (;;) {
+      try {
+        const results = await this.client.acknowledge(batch);
+        for (const r of results) {
+          if (!r.ok) this.log.info(`task ${r.task}: ${r.error?.code}: ${r.error?.message}`);
+        }
+        return;
+      } catch (error) {
+        if (error instanceof ApiError && error.status < 500) {
+          this.log.error(`acknowledgement refused, dropped: ${error.message}`);
+          return;
+        }
+        this.log.warn(`acknowledging ${batch.length} tasks failed, trying again in ${pause} ms: ${(error as Error).message}`);
+        await sleep(pause);
+        pause = Math.min(pause * 2, 5_000);
+      }
+    }
+  }
+
+  /** Renews every held lease in one request per third of the lease, and beats the
+   * registry; ends once shutting down with nothing held. */
+  private async keepLeases(): Promise<void> {
+    const every = Math.max(this.o.leaseMs / 3, 200);
+    let nextBeat = 0;
+    let starting = true;
+    while (!(this.stopping && this.held.size === 0)) {
+      if (Date.now() >= nextBeat) {
+        starting = await this.beat(starting);
+        nextBeat = Date.now() + this.o.beatEveryMs;
+      }
+      await this.renew();
+      await Promise.race([sleep(Math.min(every, this.o.beatEveryMs)), this.stopping ? sleep(every) : this.stopped]);
+    }
+  }
+
+  private async beat(starting: boolean): Promise<boolean> {
+    try {
+      const draining = await this.client.heartbeat(this.workerId, {
+        host: hostname(),
+        version: "tasktable-typescript 0.1.0",
+        groups: this.o.groups,
+        queues: [this.o.queue],
+        capacity: this.o.concurrency,
+        starting,
+      });
+      if (draining && !this.draining) this.log.info(`worker ${this.workerId} is draining: claiming nothing new`);
+      this.draining = draining;
+      if (!draining) this.slotFreed?.();
+      return false;
+    } catch {
+      return starting;
+    }
+  }
+
+  private async renew(): Promise<void> {
+    const held = [...this.held.values()];
+    for (let start = 0; start < held.length; start += 1000) {
+      const chunk = held.slice(start, start + 1000);
+      let results;
+      try {
+        results = await this.client.acknowledge(
+          chunk.map((t) => ({ ...leaseOf(t.claimed), op: "renew", lease_ms: this.o.leaseMs }) as LeaseCall),
+        );
+      } catch (error) {
+        if (error instanceof TasktableError) {
+          this.log.warn(`renewing ${chunk.length} leases failed: ${error.message}`);
+          return;
+        }
+        throw error;
+      }
+      chunk.forEach((task, i) => {
+        const r = results[i];
+        if (r && !r.ok) {
+          this.log.warn(`task ${task.id}: lease gone (${r.error?.code}); stopping its handler`);
+          this.held.delete(key(task.claimed));
+          task.stop(r.error?.code ?? "lease gone");
+        }
+      });
+    }
+  }
+}
+
+/** A claim: the task, its run and the claim's fencing token (a task claimed again is
+ * another claim, whose handler must not stand in for the first one's). */
+function key(c: Claimed): string {
+  return `${c.id}/${c.run ?? ""}/${c.token}`;
+}

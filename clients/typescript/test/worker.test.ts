@@ -1,0 +1,195 @@
+// The TypeScript worker against a real `tasktable serve`: each test has its own server
+// and database.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, ChildProcess } from "node:child_process";
+import { createInterface, Interface } from "node:readline";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { Fail, Snooze, Task, Worker, WorkerOptions, Handler, ApiError } from "../src/index.js";
+import { Server, TOKENS, eventually } from "./harness.js";
+
+const FAST = { initial_ms: 0, multiplier: 1.0, max_ms: 0, jitter: 0.0 };
+const quiet = { info() {}, warn() {}, error() {} };
+
+async function withServer(body: (s: Server, start: (h: Record<string, Handler>, o?: WorkerOptions) => Worker) => Promise<void>) {
+  const server = await Server.start();
+  const running: [Worker, Promise<void>][] = [];
+  const start = (handlers: Record<string, Handler>, options: WorkerOptions = {}) => {
+    const worker = new Worker(server.client("worker"), handlers, { claimWaitMs: 2000, handleSignals: false, logger: quiet, ...options });
+    running.push([worker, worker.run()]);
+    return worker;
+  };
+  try {
+    await body(server, start);
+  } finally {
+    for (const [worker, done] of running) {
+      worker.stop();
+      await done;
+    }
+    await server.close();
+  }
+}
+
+async function finished(server: Server, ids: number[]) {
+  const ops = server.client("operator");
+  const tasks = await Promise.all(ids.map((id) => ops.get(id)));
+  return tasks.every((t) => ["succeeded", "failed", "cancelled"].includes(t.state)) ? tasks : undefined;
+}
+
+test("drains tasks and records their results", () =>
+  withServer(async (server, start) => {
+    const ids = await server.client("operator").submitMany(Array.from({ length: 60 }, (_, n) => ({ kind: "double", payload: { n } })));
+    start({ double: (task) => ({ doubled: task.payload.n * 2 }) }, { concurrency: 4 });
+    const tasks = await eventually("every task finished", () => finished(server, ids));
+    tasks.forEach((t, n) => {
+      assert.equal(t.state, "succeeded");
+      assert.deepEqual(t.result, { doubled: n * 2 });
+      assert.equal(t.attempts.length, 1);
+    });
+  }));
+
+test("a checkpoint reaches the next attempt under a newer fencing token", () =>
+  withServer(async (server, start) => {
+    const seen: [unknown, number][] = [];
+    const resumable = async (task: Task) => {
+      seen.push([task.checkpoint, task.fencingToken]);
+      if (task.checkpoint === null) {
+        await task.save({ step: 1 }, { pct: 50 });
+        throw new Fail("try again", { retryAfterMs: 0 });
+      }
+      return { resumedFrom: task.checkpoint.step };
+    };
+    const id = await server.client("operator").submit("resumable", {}, { backoff: FAST });
+    start({ resumable }, { concurrency: 1 });
+    const [task] = await eventually("the task finished", () => finished(server, [id]));
+    assert.equal(task.state, "succeeded");
+    assert.deepEqual(task.result, { resumedFrom: 1 });
+    assert.deepEqual(task.attempts.map((a: any) => a.outcome), ["error", "succeeded"]);
+    assert.equal(seen[0][0], null);
+    assert.deepEqual(seen[1][0], { step: 1 });
+    assert.ok(seen[1][1] > seen[0][1], "the second claim's fencing token is newer");
+  }));
+
+test("each handler outcome is recorded", () =>
+  withServer(async (server, start) => {
+    const ops = server.client("operator");
+    let snoozed = false;
+    const ids = [
+      await ops.submit("fail_for_good"),
+      await ops.submit("snooze_once"),
+      await ops.submit("crash", null, { max_attempts: 1 }),
+    ];
+    start({
+      fail_for_good: () => { throw new Fail("not this one", { retryable: false }); },
+      snooze_once: () => {
+        if (!snoozed) { snoozed = true; throw new Snooze(0); }
+        return "after the snooze";
+      },
+      crash: () => { throw new RangeError("out of range"); },
+    });
+    const [failed, snoozedTask, crashed] = await eventually("every task finished", () => finished(server, ids));
+    assert.equal(failed.state, "failed");
+    assert.equal(failed.last_error, "not this one");
+    assert.deepEqual(snoozedTask.attempts.map((a: any) => a.outcome), ["snoozed", "succeeded"]);
+    assert.equal(crashed.state, "failed");
+    assert.match(crashed.last_error, /RangeError: out of range/);
+  }));
+
+test("survives a server restart", () =>
+  withServer(async (server, start) => {
+    start({ double: (task) => task.payload * 2 }, { concurrency: 2 });
+    const first = await server.client("operator").submitMany(Array.from({ length: 10 }, (_, n) => ({ kind: "double", payload: n })));
+    await eventually("the first tasks finished", () => finished(server, first));
+    await server.restart();
+    const second = await server.client("operator").submitMany(Array.from({ length: 10 }, (_, n) => ({ kind: "double", payload: n + 10 })));
+    const tasks = await eventually("the tasks after the restart finished", () => finished(server, second), 90_000);
+    assert.deepEqual(tasks.map((t) => t.result), Array.from({ length: 10 }, (_, n) => (n + 10) * 2));
+  }));
+
+test("a stale lease in a batch spoils nothing else", () =>
+  withServer(async (server) => {
+    const ops = server.client("operator");
+    const ids = await ops.submitMany([0, 1, 2].map((n) => ({ kind: "k", payload: n })));
+    const client = server.client("worker");
+    const claimed = await client.claim(["k"], "ts-direct", { limit: 3 });
+    assert.equal(claimed.length, 3);
+    const lease = (i: number) => ({ task: claimed[i].id, token: claimed[i].token, credential: claimed[i].credential });
+    const results = await client.acknowledge([
+      { ...lease(0), op: "complete", result: 0 },
+      { ...lease(1), credential: "0".repeat(32), op: "complete", result: 1 },
+      { ...lease(2), op: "renew", lease_ms: 60_000 },
+    ]);
+    assert.deepEqual(results.map((r) => r.ok), [true, false, true]);
+    assert.equal(results[1].error?.code, "lease_lost");
+    const states = await Promise.all(ids.map(async (id) => (await ops.get(id)).state));
+    assert.deepEqual(states, ["succeeded", "running", "running"]);
+    await assert.rejects(client.acknowledge([{ ...lease(1), op: "finish" } as any]), (e: ApiError) => e.status === 422);
+  }));
+
+// A worker in a process of its own, for the tests that signal it.
+function spawnWorker(server: Server, leaseMs: number, graceMs: number): { child: ChildProcess; lines: AsyncIterator<string> } {
+  const script = fileURLToPath(new URL("./stoppable-worker.js", import.meta.url));
+  const child = spawn(process.execPath, [script], {
+    env: { ...process.env, TASKTABLE_URL: server.url, TASKTABLE_TOKEN: TOKENS.worker, LEASE_MS: String(leaseMs), GRACE_MS: String(graceMs) },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const lines: Interface = createInterface({ input: child.stdout! });
+  return { child, lines: lines[Symbol.asyncIterator]() };
+}
+
+async function nextLine(lines: AsyncIterator<string>): Promise<unknown> {
+  const { value, done } = await lines.next();
+  assert.ok(!done, "the worker process said nothing more");
+  return JSON.parse(value);
+}
+
+async function stopWorker(child: ChildProcess): Promise<void> {
+  const exited = once(child, "exit");
+  child.kill("SIGTERM");
+  const [code] = await exited;
+  assert.equal(code, 0);
+}
+
+test("a lease lost to the rescuer aborts its handler's signal", () =>
+  withServer(async (server) => {
+    const ops = server.client("operator");
+    const id = await ops.submit("wait_for_stop", null, { backoff: FAST });
+    const { child, lines } = spawnWorker(server, 1000, 5000);
+    try {
+      assert.deepEqual(await nextLine(lines), { started: id });
+      // Freeze the worker past its lease: the server's rescuer takes the task back.
+      child.kill("SIGSTOP");
+      try {
+        await eventually("the rescuer took the task back", async () =>
+          (await ops.get(id)).attempts.some((a: any) => a.outcome === "lease_expired"));
+      } finally {
+        child.kill("SIGCONT");
+      }
+      // Its next renewal is refused, and the handler's signal aborts. (Claims it had
+      // waiting may have taken the task again meanwhile: each is a handler of its own.)
+      let said = await nextLine(lines);
+      while ((said as any).started === id) said = await nextLine(lines);
+      assert.deepEqual(said, { stopped: id });
+      await stopWorker(child);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }));
+
+test("SIGTERM gives running tasks back without spending an attempt", () =>
+  withServer(async (server) => {
+    const ops = server.client("operator");
+    const id = await ops.submit("wait_for_stop");
+    const { child, lines } = spawnWorker(server, 30_000, 500);
+    try {
+      assert.deepEqual(await nextLine(lines), { started: id });
+      await stopWorker(child);
+    } finally {
+      child.kill("SIGKILL");
+    }
+    const task = await ops.get(id);
+    assert.equal(task.state, "pending");
+    assert.deepEqual(task.attempts.map((a: any) => a.outcome), ["interrupted"]);
+    assert.equal(task.attempt, 0, "an interrupted attempt is not spent");
+  }));
