@@ -1,0 +1,10 @@
+"""The Python package's worker with a no-op handler, for clients/bench/remote.py."""
+
+import logging
+import os
+
+from tasktable import Client, Worker
+
+logging.basicConfig(level=logging.WARNING)
+client = Client(os.environ["TASKTABLE_URL"], os.environ["TASKTABLE_TOKEN"])
+Worker(client, {"noop": lambda task: None}, concurrency=int(os.environ["CONCURRENCY"]), shutdown_grace=1).run()
