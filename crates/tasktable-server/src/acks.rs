@@ -96,7 +96,9 @@ pub(crate) async fn carry_out(
     let mut renewals: BTreeMap<Duration, Vec<usize>> = BTreeMap::new();
     let mut ends = Vec::new();
     for (i, (lease, call)) in calls.iter().enumerate() {
-        if !seen.insert((lease.task_id, lease.run)) {
+        // A stale call and the current one for the same task differ in their token: each
+        // is carried out (the stale one is answered lease_lost).
+        if !seen.insert((lease.task_id, lease.run, lease.token)) {
             out[i] = Some(Err(ApiError::invalid(format!(
                 "leases[{i}] names the lease of task {} again; a request names each lease once",
                 lease.task_id

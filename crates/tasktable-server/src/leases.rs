@@ -283,6 +283,13 @@ impl LeaseRequest {
                 LeaseCredential::HEX_LEN
             ))
         })?;
+        // Runs are numbered from 1, and stored as 32-bit integers.
+        if let Some(run) = self.run.filter(|r| *r == 0 || *r > i32::MAX as u32) {
+            return Err(ApiError::invalid(format!(
+                "run must be between 1 and {}, got {run}",
+                i32::MAX
+            )));
+        }
         let lease = Lease {
             task_id: id,
             token: self.token,

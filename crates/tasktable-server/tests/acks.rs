@@ -12,6 +12,7 @@ on_every_backend!(
     a_result_too_large_is_refused_alone,
     checkpoints_and_runs_go_through_a_batch,
     a_cancelled_task_answers_task_cancelled_in_a_batch,
+    a_stale_call_beside_the_current_one_for_the_same_task_is_answered_on_its_own,
 );
 
 async fn submit_many(s: &Server, kind: &str, n: usize) -> Vec<i64> {
@@ -150,6 +151,22 @@ async fn a_malformed_call_refuses_the_whole_request_and_changes_nothing(s: Serve
             "leases[1]: lease_ms",
         ),
         (
+            {
+                let mut bad = call(&held[1], "release", json!({}));
+                bad["run"] = json!(2_147_483_648_u64);
+                bad
+            },
+            "leases[1]: run must be between 1 and 2147483647",
+        ),
+        (
+            {
+                let mut bad = call(&held[1], "release", json!({}));
+                bad["run"] = json!(0);
+                bad
+            },
+            "leases[1]: run must be",
+        ),
+        (
             json!({"op": "release", "token": 1, "credential": "0".repeat(32)}),
             "task is required",
         ),
@@ -281,4 +298,26 @@ async fn a_cancelled_task_answers_task_cancelled_in_a_batch(s: Server) {
     assert_eq!(results[0]["error"]["code"], "task_cancelled");
     assert_eq!(task(&s, ids[0]).await["state"], "cancelled");
     assert_eq!(task(&s, ids[1]).await["attempts"][0]["outcome"], "snoozed");
+}
+
+async fn a_stale_call_beside_the_current_one_for_the_same_task_is_answered_on_its_own(s: Server) {
+    let id = submit_many(&s, "k", 1).await[0];
+    let first = claim(&s, "k", "w-1", 1).await.remove(0);
+    let released = acknowledge(&s, vec![call(&first, "release", json!({}))]).await;
+    assert_eq!(released[0]["ok"], true, "{released:?}");
+    let second = claim(&s, "k", "w-1", 1).await.remove(0);
+    assert_eq!(second["id"], id);
+    let results = acknowledge(
+        &s,
+        vec![
+            call(&first, "complete", json!({"result": "stale"})),
+            call(&second, "complete", json!({"result": "current"})),
+        ],
+    )
+    .await;
+    assert_eq!(results[0]["error"]["code"], "lease_lost", "{results:?}");
+    assert_eq!(results[1]["ok"], true, "{results:?}");
+    let done = task(&s, id).await;
+    assert_eq!(done["state"], "succeeded");
+    assert_eq!(done["result"], "current");
 }
