@@ -106,6 +106,37 @@ class WorkerTest(unittest.TestCase):
         self.assertIn("KeyError", crashed["last_error"])
         self.assertEqual(anything["result"], anything["payload"])
 
+    def test_results_the_server_cannot_take_fail_the_task_saying_why(self):
+        import datetime
+
+        ids = [
+            self.ops.submit("not_json", None),
+            self.ops.submit("too_large", None),
+            self.ops.submit("fine", None),
+            self.ops.submit("snooze_back", None),
+        ]
+        snoozed = []
+
+        def snooze_back(task):
+            if not snoozed:
+                snoozed.append(task.id)
+                raise Snooze(-5)  # a delay in the past: at once
+            return "ok"
+
+        self.start({
+            "not_json": lambda task: {"at": datetime.datetime.now()},
+            "too_large": lambda task: "x" * 1_100_000,
+            "fine": lambda task: "fine",
+            "snooze_back": snooze_back,
+        }, concurrency=4)
+        not_json, too_large, fine, snooze_task = eventually("every task finished", lambda: self.finished(ids))
+        self.assertEqual(not_json["state"], "failed")
+        self.assertIn("not JSON", not_json["last_error"])
+        self.assertEqual(too_large["state"], "failed")
+        self.assertIn("payload_too_large", too_large["last_error"])
+        self.assertEqual(fine["result"], "fine")
+        self.assertEqual([a["outcome"] for a in snooze_task["attempts"]], ["snoozed", "succeeded"])
+
     def test_runs_the_copies_of_a_multi_run_task_on_distinct_workers(self):
         task_id = self.ops.submit("copy", None, copies=2)
         ran = []

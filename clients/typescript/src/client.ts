@@ -77,13 +77,11 @@ export class Client {
   /** The decoded JSON answer; throws ApiError for an error answer, ConnectionFailed when
    * the server cannot be reached. */
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    // Outside the try: a value that is not JSON is the caller's error, not the network's.
+    const data = body === undefined ? undefined : JSON.stringify(body);
     let response: Response;
     try {
-      response = await fetch(this.base + path, {
-        method,
-        headers: this.headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
+      response = await fetch(this.base + path, { method, headers: this.headers, body: data });
     } catch (error) {
       throw new ConnectionFailed(`${method} ${path}: ${(error as Error).message}`, { cause: error });
     }
@@ -93,7 +91,13 @@ export class Client {
     } catch (error) {
       throw new ConnectionFailed(`${method} ${path}: ${(error as Error).message}`, { cause: error });
     }
-    const answer = text ? JSON.parse(text) : undefined;
+    let answer: any;
+    try {
+      answer = text ? JSON.parse(text) : undefined;
+    } catch {
+      // Not tasktable's answer: a proxy's error page, say.
+      throw new ApiError(response.ok ? 502 : response.status, "bad_response", text.slice(0, 200));
+    }
     if (!response.ok) {
       const detail = answer?.error ?? {};
       throw new ApiError(response.status, detail.code ?? "unknown", detail.message ?? text);

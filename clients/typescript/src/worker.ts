@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { Claimed, Client, LeaseCall, leaseOf } from "./client.js";
-import { ApiError, Fail, LEASE_GONE, LeaseGone, Snooze, TasktableError } from "./errors.js";
+import { ApiError, Fail, LEASE_GONE, LeaseGone, Snooze } from "./errors.js";
 
 /** What a handler is given: the task, its lease's fencing token, a way to save where it
  * got to, and a signal aborted when the lease is gone or the worker shuts down. */
@@ -23,8 +23,9 @@ export class Task {
   /** Grows on every claim of the task: pass it to systems you write to, so that they can
    * refuse a write from an older attempt. */
   get fencingToken(): number { return this.claimed.token; }
-  /** Aborted when the lease is gone (expired and rescued, cancelled, retargeted) or the
-   * worker is shutting down: stop, the result will not be recorded. */
+  /** Aborted when the lease is gone (expired and rescued, cancelled, retargeted), or when
+   * a shutdown's grace ran out and the task was given back: stop, the result will not be
+   * recorded. */
   get signal(): AbortSignal { return this.controller.signal; }
 
   /** @internal */
@@ -66,7 +67,7 @@ export interface WorkerOptions {
   /** Most acknowledgements per request (200), and how long the first waits for others (5 ms). */
   ackBatch?: number;
   ackDelayMs?: number;
-  /** How long running handlers get to finish at shutdown before their tasks are given back (30 s). */
+  /** How long running handlers get to finish at shutdown before their tasks are given back (15 s). */
   shutdownGraceMs?: number;
   beatEveryMs?: number;
   /** Where the worker says what it does; console by default. */
@@ -77,10 +78,25 @@ export interface WorkerOptions {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** The longest delay the server takes (10 years), in milliseconds. */
+const MAX_DELAY_MS = 315_360_000_000;
+/** Acknowledgements are sent in requests of at most this many bytes of JSON. */
+const MAX_ACK_BYTES = 4 << 20;
+/** How long a shutdown keeps trying to send what is left to acknowledge. */
+const FINAL_FLUSH_MS = 30_000;
+
+/** A delay as the server takes it: whole milliseconds, 0 to 10 years. */
+function millis(ms: number): number {
+  if (Number.isNaN(ms)) return 0;
+  return Math.round(Math.min(Math.max(ms, 0), MAX_DELAY_MS));
+}
+
 /** Runs handlers (task kind -> function) for the tasks of a queue. `run()` resolves once
  * `stop()` was called (or SIGTERM/SIGINT arrived) and the worker shut down: it claims
- * nothing more, gives running handlers `shutdownGraceMs`, and gives back the tasks still
- * running without spending an attempt. */
+ * nothing more, gives running handlers `shutdownGraceMs` to finish (their results are
+ * recorded), then aborts the signals of those still running and gives their tasks back
+ * without spending an attempt. A shutdown takes at most about `shutdownGraceMs` plus
+ * `claimWaitMs` (a claim in flight is waited for, and what it brings is given back). */
 export class Worker {
   readonly workerId: string;
   private readonly o: Required<Omit<WorkerOptions, "workerId" | "logger">>;
@@ -88,6 +104,8 @@ export class Worker {
   private readonly held = new Map<string, Task>();
   private readonly running = new Set<Promise<void>>();
   private acks: LeaseCall[] = [];
+  private ackBytes = 0;
+  private stoppedAt = 0;
   private ackTimer: NodeJS.Timeout | undefined;
   private sending: Promise<void> = Promise.resolve();
   private stopping = false;
@@ -112,7 +130,7 @@ export class Worker {
       claimWaitMs: options.claimWaitMs ?? 10_000,
       ackBatch: options.ackBatch ?? 200,
       ackDelayMs: options.ackDelayMs ?? 5,
-      shutdownGraceMs: options.shutdownGraceMs ?? 30_000,
+      shutdownGraceMs: options.shutdownGraceMs ?? 15_000,
       beatEveryMs: options.beatEveryMs ?? 5_000,
       handleSignals: options.handleSignals ?? true,
     };
@@ -121,6 +139,7 @@ export class Worker {
 
   /** Asks `run` to shut down gracefully; returns at once. */
   stop(): void {
+    if (!this.stopping) this.stoppedAt = Date.now();
     this.stopping = true;
     this.wakeStop();
     this.slotFreed?.();
@@ -217,63 +236,102 @@ export class Worker {
 
   private async outcome(task: Task): Promise<Record<string, unknown>> {
     const handler = this.handlers[task.kind];
+    let result: unknown;
     try {
-      const result = await handler(task);
-      return { op: "complete", result: result === undefined ? null : result };
+      result = await handler(task);
     } catch (error) {
-      if (error instanceof Snooze) return { op: "snooze", delay_ms: Math.max(0, Math.round(error.delayMs)) };
+      if (error instanceof Snooze) return { op: "snooze", delay_ms: millis(error.delayMs) };
       if (error instanceof Fail) {
         const retryable = error.options.retryable ?? true;
-        const call: Record<string, unknown> = { op: "fail", error: error.message || "failed", retryable };
-        if (retryable && error.options.retryAfterMs !== undefined) call.retry_after_ms = Math.round(error.options.retryAfterMs);
+        const call: Record<string, unknown> = { op: "fail", error: error.message.trim() || "failed", retryable };
+        if (retryable && error.options.retryAfterMs !== undefined) call.retry_after_ms = millis(error.options.retryAfterMs);
         return call;
       }
       if (error instanceof LeaseGone) return { op: "release" };
       const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
       this.log.error(`task ${task.id} (${task.kind}) failed: ${message}`);
-      return { op: "fail", error: message || "failed" };
+      return { op: "fail", error: message.trim() || "failed" };
     }
+    try {
+      JSON.stringify(result);
+    } catch (error) {
+      return { op: "fail", error: `the handler's result is not JSON: ${(error as Error).message}`, retryable: false };
+    }
+    return { op: "complete", result: result === undefined ? null : result };
   }
 
   private enqueue(call: LeaseCall): void {
     this.acks.push(call);
-    if (this.acks.length >= this.o.ackBatch) {
+    this.ackBytes += JSON.stringify(call).length;
+    if (this.acks.length >= this.o.ackBatch || this.ackBytes >= MAX_ACK_BYTES) {
       void this.flush();
     } else if (this.ackTimer === undefined) {
       this.ackTimer = setTimeout(() => void this.flush(), this.o.ackDelayMs);
     }
   }
 
-  /** Sends the acknowledgements waiting, one request at a time, retrying while the server
-   * cannot be reached. */
+  /** Sends the acknowledgements waiting, one request at a time. */
   private flush(): Promise<void> {
     clearTimeout(this.ackTimer);
     this.ackTimer = undefined;
     const batch = this.acks;
     this.acks = [];
+    this.ackBytes = 0;
     if (batch.length === 0) return this.sending;
     this.sending = this.sending.then(() => this.send(batch));
     return this.sending;
   }
 
+  /** Sends `batch`, retrying while the server cannot be reached (during a shutdown, for
+   * at most FINAL_FLUSH_MS). A request the server refuses is split until the call it
+   * refuses stands alone; that call's task is then failed with the server's reason, so
+   * that no attempt waits for its lease to run out. */
   private async send(batch: LeaseCall[]): Promise<void> {
     let pause = 100;
     for (;;) {
       try {
         const results = await this.client.acknowledge(batch);
-        for (const r of results) {
-          if (!r.ok) this.log.info(`task ${r.task}: ${r.error?.code}: ${r.error?.message}`);
+        for (const [i, r] of results.entries()) {
+          if (r.ok) continue;
+          const { code, message } = r.error ?? { code: "unknown", message: "" };
+          if (code === "payload_too_large" || code === "invalid_input") {
+            await this.refused(batch[i], new ApiError(422, code, message));
+          } else {
+            this.log.info(`task ${r.task}: ${code}: ${message}`);
+          }
         }
         return;
       } catch (error) {
         if (error instanceof ApiError && error.status < 500) {
-          this.log.error(`acknowledgement refused, dropped: ${error.message}`);
+          if (batch.length > 1) {
+            const half = Math.floor(batch.length / 2);
+            await this.send(batch.slice(0, half));
+            await this.send(batch.slice(half));
+          } else {
+            await this.refused(batch[0], error);
+          }
+          return;
+        }
+        if (this.stopping && Date.now() - this.stoppedAt > FINAL_FLUSH_MS) {
+          this.log.error(`giving up on ${batch.length} acknowledgements while shutting down: ${(error as Error).message}`);
           return;
         }
         this.log.warn(`acknowledging ${batch.length} tasks failed, trying again in ${pause} ms: ${(error as Error).message}`);
         await sleep(pause);
         pause = Math.min(pause * 2, 5_000);
       }
+    }
+  }
+
+  private async refused(call: LeaseCall, error: ApiError): Promise<void> {
+    this.log.error(`task ${call.task}: the server refused ${call.op}: ${error.message}`);
+    if (call.op !== "complete" && call.op !== "snooze" && call.op !== "fail") return;
+    const { task, token, credential, run } = call;
+    const reason = `the server refused the worker's ${call.op}: ${error.code}: ${error.message}`.slice(0, 4000);
+    try {
+      await this.client.acknowledge([{ task, token, credential, run, op: "fail", error: reason, retryable: false }]);
+    } catch (again) {
+      this.log.error(`task ${call.task}: failing it was refused too: ${(again as Error).message}`);
     }
   }
 
@@ -322,11 +380,8 @@ export class Worker {
           chunk.map((t) => ({ ...leaseOf(t.claimed), op: "renew", lease_ms: this.o.leaseMs }) as LeaseCall),
         );
       } catch (error) {
-        if (error instanceof TasktableError) {
-          this.log.warn(`renewing ${chunk.length} leases failed: ${error.message}`);
-          return;
-        }
-        throw error;
+        this.log.warn(`renewing ${chunk.length} leases failed: ${(error as Error).message}`);
+        return;
       }
       chunk.forEach((task, i) => {
         const r = results[i];

@@ -96,6 +96,23 @@ test("each handler outcome is recorded", () =>
     assert.match(crashed.last_error, /RangeError: out of range/);
   }));
 
+test("results the server cannot take fail the task, saying why", () =>
+  withServer(async (server, start) => {
+    const ops = server.client("operator");
+    const ids = [await ops.submit("not_json"), await ops.submit("too_large"), await ops.submit("fine")];
+    start({
+      not_json: () => ({ n: 10n }),
+      too_large: () => "x".repeat(1_100_000),
+      fine: () => "fine",
+    }, { concurrency: 3 });
+    const [notJson, tooLarge, fine] = await eventually("every task finished", () => finished(server, ids));
+    assert.equal(notJson.state, "failed");
+    assert.match(notJson.last_error, /not JSON/);
+    assert.equal(tooLarge.state, "failed");
+    assert.match(tooLarge.last_error, /payload_too_large/);
+    assert.equal(fine.result, "fine");
+  }));
+
 test("survives a server restart", () =>
   withServer(async (server, start) => {
     start({ double: (task) => task.payload * 2 }, { concurrency: 2 });

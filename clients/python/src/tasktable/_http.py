@@ -51,7 +51,8 @@ class Transport:
     ) -> Any:
         """The decoded JSON answer; raises ApiError for an error answer and
         ConnectionFailed when the server cannot be reached."""
-        data = None if body is None else json.dumps(body).encode()
+        # allow_nan=False: NaN and infinities are not JSON, and the server refuses them.
+        data = None if body is None else json.dumps(body, allow_nan=False).encode()
         wait = self._timeout if timeout is None else timeout
         # A kept-alive connection the server closed fails on first use: try once more.
         for attempt in (1, 2):
@@ -66,7 +67,12 @@ class Transport:
                 self._drop()
                 if attempt == 2 or not _stale_connection(error):
                     raise ConnectionFailed(f"{method} {path}: {error}") from error
-        answer = json.loads(raw) if raw else None
+        try:
+            answer = json.loads(raw) if raw else None
+        except ValueError:
+            # Not tasktable's answer: a proxy's error page, say.
+            raise ApiError(status if status >= 400 else 502, "bad_response",
+                           raw[:200].decode(errors="replace")) from None
         if status >= 400:
             detail = (answer or {}).get("error", {}) if isinstance(answer, dict) else {}
             raise ApiError(status, detail.get("code", "unknown"), detail.get("message", raw.decode(errors="replace")))

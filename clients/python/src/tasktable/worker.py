@@ -9,7 +9,9 @@ refuses sets the task's `stopped` event, which a long handler should watch.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import queue as queues
 import signal
@@ -17,11 +19,10 @@ import socket
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .client import Claimed, Client
-from .errors import ApiError, ConnectionFailed, Fail, LeaseGone, Snooze, TasktableError
+from .errors import ApiError, Fail, LeaseGone, Snooze, TasktableError
 
 log = logging.getLogger("tasktable.worker")
 
@@ -32,6 +33,18 @@ Handler = Callable[["Task"], Any]
 #: A claim: the task, its run, and the claim's fencing token (a task claimed again is
 #: another claim, whose handler must not stand in for the first one's).
 _Key = Tuple[int, Optional[int], int]
+
+#: The longest delay the server takes (10 years), in milliseconds.
+_MAX_DELAY_MS = 315_360_000_000
+#: Acknowledgements are sent in requests of at most this many bytes of JSON.
+_MAX_ACK_BYTES = 4 << 20
+
+
+def _millis(seconds: float) -> int:
+    """A delay in seconds as the server takes it: whole milliseconds, 0 to 10 years."""
+    if math.isnan(seconds):
+        return 0
+    return int(min(max(seconds * 1000, 0), _MAX_DELAY_MS))
 
 
 def _key(c: Claimed) -> _Key:
@@ -45,8 +58,9 @@ class Task:
     def __init__(self, claimed: Claimed, client: Client) -> None:
         self._claimed = claimed
         self._client = client
-        #: Set when the lease is gone (expired and rescued, cancelled, retargeted) or the
-        #: worker is shutting down: stop, the result will not be recorded.
+        #: Set when the lease is gone (expired and rescued, cancelled, retargeted), or when
+        #: a shutdown's grace ran out and the task was given back: stop, the result will
+        #: not be recorded.
         self.stopped = threading.Event()
 
     id = property(lambda self: self._claimed.id)
@@ -89,8 +103,10 @@ class Worker:
 
     `run()` blocks until `stop()` is called or the process gets SIGTERM or SIGINT (when
     `run` is called on the main thread); then it claims nothing more, gives running
-    handlers `shutdown_grace` seconds, and gives back the tasks still running without
-    spending an attempt."""
+    handlers `shutdown_grace` seconds to finish (their results are recorded), then sets
+    the stop signal of those still running and gives their tasks back without spending an
+    attempt. A shutdown takes at most about `shutdown_grace` plus `claim_wait_ms` (a claim
+    in flight is waited for, and what it brings is given back)."""
 
     def __init__(
         self,
@@ -105,7 +121,7 @@ class Worker:
         claim_wait_ms: int = 10_000,
         ack_batch: int = 200,
         ack_delay: float = 0.005,
-        shutdown_grace: float = 30.0,
+        shutdown_grace: float = 15.0,
         beat_every: float = 5.0,
     ) -> None:
         if not handlers:
@@ -129,10 +145,10 @@ class Worker:
         self._idle = threading.Condition()
         self._held: Dict[_Key, Task] = {}
         self._lock = threading.Lock()
-        self._acks: "queues.Queue[Optional[Dict[str, Any]]]" = queues.Queue()
+        self._acks: "queues.Queue[Optional[Tuple[Dict[str, Any], int]]]" = queues.Queue()
+        self._jobs: "queues.Queue[Optional[Task]]" = queues.Queue()
         self._stopping = threading.Event()
         self._draining = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tasktable-handler")
         self._threads: List[threading.Thread] = []
 
     # Lifecycle.
@@ -143,6 +159,10 @@ class Worker:
                 signal.signal(sig, lambda *_: self.stop())
         log.info("worker %s takes %s from queue %s, %d at once", self.worker_id,
                  ", ".join(self.handlers), self.queue, self.concurrency)
+        # Handlers run on daemon threads: one that ignores its stop signal cannot keep the
+        # process alive after its task was given back.
+        for n in range(self.concurrency):
+            self._spawn(f"tasktable-handler-{n}", self._handler_loop)
         acker = self._spawn("tasktable-acks", self._acknowledge_loop)
         keeper = self._spawn("tasktable-leases", self._keep_leases)
         claimer = self._spawn("tasktable-claims", self._claim_loop)
@@ -173,13 +193,14 @@ class Worker:
             self._held.clear()
         for task in left:
             task.stopped.set()
-            self._acks.put({**task._claimed.lease(), "op": "release"})
+            self._ack({**task._claimed.lease(), "op": "release"})
         if left:
             log.info("released %d tasks still running", len(left))
         self._acks.put(None)
         acker.join(timeout=30)
         keeper.join(timeout=self.beat_every + 5)
-        self._pool.shutdown(wait=False)
+        for _ in range(self.concurrency):
+            self._jobs.put(None)
         try:
             self.client.leave(self.worker_id)
         except TasktableError as error:
@@ -205,7 +226,7 @@ class Worker:
                     worker_host=socket.gethostname(),
                 )
                 pause = 0.1
-            except TasktableError as error:
+            except Exception as error:  # noqa: BLE001 - the loop must outlive any failure
                 self._release_slots(free)
                 log.warning("claim failed, trying again in %.1f s: %s", pause, error)
                 self._stopping.wait(pause)
@@ -216,26 +237,37 @@ class Worker:
                 task = Task(c, self.client)
                 if self._stopping.is_set():
                     # Claimed while shutting down: give it straight back.
-                    self._acks.put({**c.lease(), "op": "release"})
+                    self._ack({**c.lease(), "op": "release"})
                     self._free.release()
                     continue
                 with self._lock:
                     self._held[_key(c)] = task
                 with self._idle:
                     self._running += 1
-                self._pool.submit(self._run_one, task)
+                self._jobs.put(task)
 
     def _release_slots(self, n: int) -> None:
         for _ in range(n):
             self._free.release()
 
+    def _handler_loop(self) -> None:
+        while True:
+            task = self._jobs.get()
+            if task is None:
+                return
+            self._run_one(task)
+
     def _run_one(self, task: Task) -> None:
         try:
-            call = self._outcome(task)
+            try:
+                call = self._outcome(task)
+            except BaseException as error:  # noqa: BLE001 - SystemExit raised by a handler, say
+                log.error("task %s (%s) ended with %r", task.id, task.kind, error)
+                call = {"op": "fail", "error": f"{type(error).__name__}: {error}"}
             with self._lock:
                 still_held = self._held.pop(_key(task._claimed), None) is not None
             if still_held:
-                self._acks.put({**task._claimed.lease(), **call})
+                self._ack({**task._claimed.lease(), **call})
         finally:
             self._free.release()
             with self._idle:
@@ -246,22 +278,29 @@ class Worker:
         handler = self.handlers[task.kind]
         try:
             result = handler(task)
-            return {"op": "complete", "result": result}
         except Snooze as s:
-            return {"op": "snooze", "delay_ms": int(s.delay * 1000)}
+            return {"op": "snooze", "delay_ms": _millis(s.delay)}
         except Fail as f:
-            call: Dict[str, Any] = {"op": "fail", "error": f.message or "failed", "retryable": f.retryable}
+            call: Dict[str, Any] = {"op": "fail", "error": f.message.strip() or "failed", "retryable": f.retryable}
             if f.retry_after is not None and f.retryable:
-                call["retry_after_ms"] = int(f.retry_after * 1000)
+                call["retry_after_ms"] = _millis(f.retry_after)
             return call
         except LeaseGone as gone:
             log.info("%s", gone)
             return {"op": "release"}
         except Exception as error:  # noqa: BLE001 - any handler error is a retryable failure
             log.exception("task %s (%s) failed", task.id, task.kind)
-            return {"op": "fail", "error": f"{type(error).__name__}: {error}" or "failed"}
+            return {"op": "fail", "error": f"{type(error).__name__}: {error}"}
+        try:
+            json.dumps(result, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            return {"op": "fail", "error": f"the handler's result is not JSON: {error}", "retryable": False}
+        return {"op": "complete", "result": result}
 
     # Acknowledging in batches.
+
+    def _ack(self, call: Dict[str, Any]) -> None:
+        self._acks.put((call, len(json.dumps(call))))
 
     def _acknowledge_loop(self) -> None:
         done = False
@@ -269,37 +308,65 @@ class Worker:
             first = self._acks.get()
             if first is None:
                 return
-            batch = [first]
+            batch, size = [first[0]], first[1]
             deadline = time.monotonic() + self.ack_delay
-            while len(batch) < self.ack_batch:
+            while len(batch) < self.ack_batch and size < _MAX_ACK_BYTES:
                 try:
-                    call = self._acks.get(timeout=max(0.0, deadline - time.monotonic()))
+                    item = self._acks.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queues.Empty:
                     break
-                if call is None:
+                if item is None:
                     done = True
                     break
-                batch.append(call)
+                batch.append(item[0])
+                size += item[1]
             self._send(batch)
 
     def _send(self, batch: List[Dict[str, Any]]) -> None:
+        """Sends `batch`, retrying while the server cannot be reached. A request the
+        server refuses is split until the call it refuses stands alone; that call's task
+        is then failed with the server's reason, so that no attempt waits for its lease
+        to run out."""
         pause = 0.1
         while True:
             try:
                 results = self.client.acknowledge(batch)
                 break
-            except ConnectionFailed as error:
-                log.warning("acknowledging %d tasks failed, trying again in %.1f s: %s", len(batch), pause, error)
             except ApiError as error:
-                if error.status < 500:
-                    log.error("acknowledgement refused, dropped: %s", error)
+                if error.status >= 500:
+                    log.warning("acknowledging %d tasks failed, trying again in %.1f s: %s", len(batch), pause, error)
+                elif len(batch) > 1:
+                    half = len(batch) // 2
+                    self._send(batch[:half])
+                    self._send(batch[half:])
                     return
+                else:
+                    self._refused(batch[0], error)
+                    return
+            except Exception as error:  # noqa: BLE001 - the server is away; keep the calls
                 log.warning("acknowledging %d tasks failed, trying again in %.1f s: %s", len(batch), pause, error)
+            if self._stopping.is_set() and pause >= 5.0:
+                log.error("giving up on %d acknowledgements while shutting down", len(batch))
+                return
             time.sleep(pause)
             pause = min(pause * 2, 5.0)
-        for result in results:
-            if not result.ok:
+        for call, result in zip(batch, results):
+            if result.ok:
+                continue
+            if result.code in ("payload_too_large", "invalid_input"):
+                self._refused(call, ApiError(422, result.code, result.message or ""))
+            else:
                 log.info("task %s: %s: %s", result.task, result.code, result.message)
+
+    def _refused(self, call: Dict[str, Any], error: ApiError) -> None:
+        log.error("task %s: the server refused %s: %s", call.get("task"), call.get("op"), error)
+        if call.get("op") in ("complete", "snooze", "fail"):
+            lease = {k: call[k] for k in ("task", "token", "credential", "run") if k in call}
+            reason = f"the server refused the worker's {call['op']}: {error.code}: {error.message}"
+            try:
+                self.client.acknowledge([{**lease, "op": "fail", "error": reason[:4000], "retryable": False}])
+            except Exception as again:  # noqa: BLE001
+                log.error("task %s: failing it was refused too: %s", call.get("task"), again)
 
     # Leases and the registry.
 
@@ -342,7 +409,7 @@ class Worker:
             calls = [{**t._claimed.lease(), "op": "renew", "lease_ms": self.lease_ms} for t in chunk]
             try:
                 results = self.client.acknowledge(calls)
-            except TasktableError as error:
+            except Exception as error:  # noqa: BLE001 - the keeper must outlive any failure
                 log.warning("renewing %d leases failed: %s", len(calls), error)
                 return
             for task, result in zip(chunk, results):
