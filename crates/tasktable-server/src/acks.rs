@@ -18,8 +18,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
-use tasktable_core::runs::RunState;
-use tasktable_core::{AttemptOutcome, Lease, TaskId, TaskState};
+use tasktable_core::{Lease, TaskId, TaskState};
 use tasktable_store::{
     lost_lease_status, CheckpointParams, FinishItem, FinishParams, LeaseRow, LeaseStatus,
     RenewParams, StoreError,
@@ -224,18 +223,8 @@ async fn end_attempts(
 /// to a credential that was never the claimer's).
 async fn why_missed(state: &AppState, lease: Lease) -> ApiResult<ApiError> {
     let id = lease.task_id;
-    if let Some(run) = lease.run {
-        let runs = state.store.run_list(id).await?;
-        let cancelled = runs.iter().any(|r| {
-            r.run == run
-                && r.lease_token == lease.token
-                && r.state == RunState::Ended(AttemptOutcome::Cancelled)
-        });
-        let status = if cancelled {
-            LeaseStatus::Cancelled
-        } else {
-            LeaseStatus::Lost
-        };
+    if lease.run.is_some() {
+        let status = state.store.run_lease_status(lease).await?;
         return Ok(status_error(id, status));
     }
     let task = state.store.task_get(id).await?;

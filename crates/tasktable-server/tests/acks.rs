@@ -13,6 +13,7 @@ on_every_backend!(
     checkpoints_and_runs_go_through_a_batch,
     a_cancelled_task_answers_task_cancelled_in_a_batch,
     a_stale_call_beside_the_current_one_for_the_same_task_is_answered_on_its_own,
+    a_forged_credential_on_a_cancelled_run_learns_nothing,
 );
 
 async fn submit_many(s: &Server, kind: &str, n: usize) -> Vec<i64> {
@@ -320,4 +321,27 @@ async fn a_stale_call_beside_the_current_one_for_the_same_task_is_answered_on_it
     let done = task(&s, id).await;
     assert_eq!(done["state"], "succeeded");
     assert_eq!(done["result"], "current");
+}
+
+async fn a_forged_credential_on_a_cancelled_run_learns_nothing(s: Server) {
+    let (status, body) = s
+        .post("/api/v1/tasks", json!({"kind": "copy", "copies": 2}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_i64().unwrap();
+    let run = claim(&s, "copy", "w-a", 1).await.remove(0);
+    assert!(run["run"].is_number(), "{run}");
+    let (status, body) = s
+        .post(&format!("/api/v1/tasks/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let mut forged = call(&run, "complete", json!({}));
+    forged["credential"] = json!("0".repeat(32));
+    let answer = acknowledge(&s, vec![forged]).await;
+    assert_eq!(
+        answer[0]["error"]["code"], "lease_lost",
+        "a guessed credential is told nothing about the run"
+    );
+    let answer = acknowledge(&s, vec![call(&run, "complete", json!({}))]).await;
+    assert_eq!(answer[0]["error"]["code"], "task_cancelled");
 }

@@ -663,7 +663,7 @@ fn push_fence(sql: &mut Sql, lease: &Lease, run: u32) {
 
 /// The status of a run's lease after a fenced write (which changed nothing when the
 /// lease is no longer held): held, cancelled (the run was, with its task) or lost.
-async fn status<E: Exec>(e: &mut E, lease: &Lease, run: u32) -> StoreResult<LeaseStatus> {
+pub async fn status<E: Exec>(e: &mut E, lease: &Lease, run: u32) -> StoreResult<LeaseStatus> {
     let Some((row, credential)) = get(e, lease.task_id, run).await? else {
         return Ok(LeaseStatus::Lost);
     };

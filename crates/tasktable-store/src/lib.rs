@@ -50,7 +50,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tasktable_core::runs::Run;
 use tasktable_core::worker::WorkerInfo;
-use tasktable_core::{Attempt, Task, TaskId};
+use tasktable_core::{Attempt, Lease, Task, TaskId};
 use tokio::sync::broadcast;
 
 /// Storage for tasks. Every method is one atomic transition; methods that take a
@@ -115,6 +115,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// A multi-run task's runs, by number (none for a task that runs once).
     async fn run_list(&self, task_id: TaskId) -> StoreResult<Vec<Run>>;
+
+    /// Where a run's lease stands, changing nothing: held, cancelled (the run was, with its
+    /// task, under this very token and credential) or lost (also for a credential that is
+    /// not the claim's, so that a guess learns nothing). A lease without a run is `Lost`.
+    async fn run_lease_status(&self, lease: Lease) -> StoreResult<LeaseStatus>;
 
     /// A batch ([`batch`]), or `None` when the task is none or does not exist.
     async fn batch_get(&self, id: TaskId) -> StoreResult<Option<Batch>>;
