@@ -71,7 +71,9 @@ class Server:
 
 
 def eventually(what: str, check, timeout: float = 60.0):
-    """Polls `check` until it answers something true; fails after `timeout` seconds."""
+    """Polls `check` until it answers something true; fails after `timeout` seconds. The
+    server is another process and the worker acknowledges on its own thread, so the
+    task's state in the server is the only signal there is: it is read, not slept on."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()

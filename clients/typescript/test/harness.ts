@@ -70,7 +70,9 @@ export class Server {
   }
 }
 
-/** Polls `check` until it answers something truthy; fails after `timeoutMs`. */
+/** Polls `check` until it answers something truthy; fails after `timeoutMs`. The server
+ * is another process and the worker acknowledges on its own schedule, so the task's state
+ * in the server is the only signal there is: it is read, not slept on. */
 export async function eventually<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

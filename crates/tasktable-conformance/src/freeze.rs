@@ -14,7 +14,8 @@ pub struct Freezable {
     inner: Arc<dyn Store>,
     frozen: watch::Sender<bool>,
     finishes_frozen: watch::Sender<bool>,
-    claims: std::sync::atomic::AtomicU64,
+    /// Claim calls that went through, for tests to wait on.
+    claims: watch::Sender<u64>,
 }
 
 impl Freezable {
@@ -23,7 +24,7 @@ impl Freezable {
             inner,
             frozen: watch::Sender::new(false),
             finishes_frozen: watch::Sender::new(false),
-            claims: Default::default(),
+            claims: watch::Sender::new(0),
         })
     }
 
@@ -45,9 +46,9 @@ impl Freezable {
         self.frozen.send_replace(false);
     }
 
-    /// How many claim calls went through this store.
-    pub fn claims(&self) -> u64 {
-        self.claims.load(std::sync::atomic::Ordering::SeqCst)
+    /// How many claim calls went through this store, now and as it grows.
+    pub fn claims(&self) -> watch::Receiver<u64> {
+        self.claims.subscribe()
     }
 
     pub fn thaw(&self) {
@@ -77,8 +78,7 @@ impl Store for Freezable {
     }
     async fn task_claim(&self, p: ClaimParams) -> StoreResult<Vec<Task>> {
         self.wait_thawed().await;
-        self.claims
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.claims.send_modify(|n| *n += 1);
         self.inner.task_claim(p).await
     }
     async fn task_release_affinity(&self, p: AffinityReleaseParams) -> StoreResult<u64> {

@@ -166,6 +166,7 @@ macro_rules! conformance_suite {
             claim::fencing::cancel_of_a_running_task_is_seen_by_its_worker,
             claim::credentials::every_claim_gets_a_credential_of_its_own,
             claim::credentials::writes_with_a_wrong_credential_change_nothing,
+            claim::credentials::a_lease_status_tells_the_holder_and_no_one_else,
             claim::rescue::rescue_takes_back_expired_leases_and_counts_the_attempt,
             claim::rescue::rescue_leaves_a_renewed_lease_alone,
             claim::rescue::timeout_caps_the_lease_at_the_deadline,

@@ -18,10 +18,9 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
-use tasktable_core::{Lease, TaskId, TaskState};
+use tasktable_core::{Lease, TaskId};
 use tasktable_store::{
-    lost_lease_status, CheckpointParams, FinishItem, FinishParams, LeaseRow, LeaseStatus,
-    RenewParams, StoreError,
+    CheckpointParams, FinishItem, FinishParams, LeaseStatus, RenewParams, StoreError,
 };
 
 /// What a lease call did.
@@ -184,7 +183,10 @@ async fn end_attempts(
         };
         items.push((i, FinishItem { lease, plan }));
     }
-    while !items.is_empty() {
+    let applied = loop {
+        if items.is_empty() {
+            return Ok(());
+        }
         let finished = state
             .store
             .task_finish(FinishParams {
@@ -193,8 +195,8 @@ async fn end_attempts(
                 now: None,
             })
             .await;
-        let applied = match finished {
-            Ok(applied) => applied,
+        match finished {
+            Ok(applied) => break applied,
             Err(StoreError::PayloadTooLarge { index, size, limit }) if index < items.len() => {
                 let (i, _) = items.remove(index);
                 out[i] = Some(Err(ApiError::from(StoreError::PayloadTooLarge {
@@ -202,49 +204,20 @@ async fn end_attempts(
                     size,
                     limit,
                 })));
-                continue;
             }
             Err(e) => return Err(e.into()),
-        };
-        for (k, (i, item)) in items.iter().enumerate() {
-            out[*i] = Some(if applied.get(k) == Some(&true) {
-                Ok(Done::Finished)
-            } else {
-                Err(why_missed(state, item.lease).await?)
-            });
         }
-        break;
+    };
+    for (k, (i, item)) in items.iter().enumerate() {
+        out[*i] = Some(if applied.get(k) == Some(&true) {
+            Ok(Done::Finished)
+        } else {
+            // Why it missed: cancelled or retargeted under this very lease, or lost.
+            let status = state.store.lease_status(item.lease).await?;
+            Err(status_error(item.lease.task_id, status))
+        });
     }
     Ok(())
-}
-
-/// Why a write under `lease` missed: the run or task was cancelled under this very lease,
-/// an operator's new target took it back, or the lease is lost (which is also the answer
-/// to a credential that was never the claimer's).
-async fn why_missed(state: &AppState, lease: Lease) -> ApiResult<ApiError> {
-    let id = lease.task_id;
-    if lease.run.is_some() {
-        let status = state.store.run_lease_status(lease).await?;
-        return Ok(status_error(id, status));
-    }
-    let task = state.store.task_get(id).await?;
-    // A pending task's latest attempt tells a lease taken back by a new target.
-    let last_outcome = match &task {
-        Some(t) if t.state == TaskState::Pending => state
-            .store
-            .attempt_list(t.id)
-            .await?
-            .last()
-            .map(|a| a.outcome),
-        _ => None,
-    };
-    let row = task.map(|t| LeaseRow {
-        state: t.state,
-        token: t.lease_token,
-        credential: t.lease_credential,
-        last_outcome,
-    });
-    Ok(status_error(id, lost_lease_status(lease, row)))
 }
 
 fn status_error(id: TaskId, status: LeaseStatus) -> ApiError {

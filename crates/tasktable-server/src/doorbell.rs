@@ -17,11 +17,19 @@ use tasktable_store::{DueParams, Store};
 use tokio::sync::watch;
 
 /// The watchers of every queue with waiting claims on this server.
-#[derive(Default)]
 pub struct Doorbells {
     bells: Mutex<HashMap<String, Weak<Bell>>>,
     /// Due checks run so far, by every watcher.
-    checks: std::sync::atomic::AtomicU64,
+    checks: watch::Sender<u64>,
+}
+
+impl Default for Doorbells {
+    fn default() -> Self {
+        Doorbells {
+            bells: Mutex::default(),
+            checks: watch::Sender::new(0),
+        }
+    }
 }
 
 impl std::fmt::Debug for Doorbells {
@@ -94,9 +102,9 @@ impl Doorbells {
         }
     }
 
-    /// How many due checks the watchers ran so far.
-    pub fn checks(&self) -> u64 {
-        self.checks.load(std::sync::atomic::Ordering::SeqCst)
+    /// How many due checks the watchers ran so far, now and as it grows.
+    pub fn checks(&self) -> watch::Receiver<u64> {
+        self.checks.subscribe()
     }
 
     /// How many queues have a watcher now.
@@ -161,9 +169,7 @@ async fn watch_queue(
                 kinds,
             })
             .await;
-        bells
-            .checks
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        bells.checks.send_modify(|n| *n += 1);
         metrics::counter!("tasktable_api_due_checks_total").increment(1);
         match due {
             Ok(true) => bell.ring.send_modify(|n| *n = n.wrapping_add(1)),

@@ -3,7 +3,8 @@
 //! Owns: the REST API for submitting, querying and intervening (batches among them); the
 //! pull protocol that
 //! lets workers in any language claim, renew, checkpoint, complete and fail tasks with the
-//! same leases and fencing tokens as in-process workers; bearer-token roles; request
+//! same leases and fencing tokens as in-process workers, many leases in one call
+//! (`acks`), with waiting claims that share one due check per queue ([`doorbell`]); bearer-token roles; request
 //! limits; the JSON error format; the OpenAPI document describing all of it; the
 //! Prometheus exposition at `/metrics` ([`metrics`]); and the Host rule that keeps a server
 //! without tokens from answering web pages by DNS rebinding ([`host`]).

@@ -32,6 +32,15 @@ async fn submit_many(s: &Server, kind: &str, n: usize) -> Vec<i64> {
         .collect()
 }
 
+/// A multi-run task of `kind` that wants `copies` runs.
+async fn submit_copies(s: &Server, kind: &str, copies: u32) -> i64 {
+    let (status, body) = s
+        .post("/api/v1/tasks", json!({"kind": kind, "copies": copies}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_i64().unwrap()
+}
+
 /// Claims `n` tasks of `kind` as `worker`, in id order.
 async fn claim(s: &Server, kind: &str, worker: &str, n: usize) -> Vec<Value> {
     let (status, body) = s
@@ -235,11 +244,7 @@ async fn a_result_too_large_is_refused_alone(s: Server) {
 }
 
 async fn checkpoints_and_runs_go_through_a_batch(s: Server) {
-    let (status, body) = s
-        .post("/api/v1/tasks", json!({"kind": "copy", "copies": 2}))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let copy = body["id"].as_i64().unwrap();
+    let copy = submit_copies(&s, "copy", 2).await;
     let single = submit_many(&s, "once", 1).await[0];
     let a = claim(&s, "copy", "w-a", 1).await.remove(0);
     let b = claim(&s, "copy", "w-b", 1).await.remove(0);
@@ -324,11 +329,7 @@ async fn a_stale_call_beside_the_current_one_for_the_same_task_is_answered_on_it
 }
 
 async fn a_forged_credential_on_a_cancelled_run_learns_nothing(s: Server) {
-    let (status, body) = s
-        .post("/api/v1/tasks", json!({"kind": "copy", "copies": 2}))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let id = body["id"].as_i64().unwrap();
+    let id = submit_copies(&s, "copy", 2).await;
     let run = claim(&s, "copy", "w-a", 1).await.remove(0);
     assert!(run["run"].is_number(), "{run}");
     let (status, body) = s

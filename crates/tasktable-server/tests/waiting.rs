@@ -11,6 +11,7 @@ use std::time::Duration;
 use tasktable_conformance::freeze::Freezable;
 use tasktable_server::doorbell::Doorbells;
 use tasktable_server::Role;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 const WAITING: usize = 20;
@@ -32,16 +33,12 @@ macro_rules! on_every_backend_here {
 
 on_every_backend_here!(idle_waiting_claims_run_no_claims_and_a_task_due_by_the_clock_wakes_one);
 
-/// Waits until `check` holds, looking every 10 ms; fails after 30 s.
-async fn until(what: &str, check: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Waits until the count `rx` follows satisfies `check`; fails after 30 s.
+async fn until(what: &str, rx: &mut watch::Receiver<u64>, check: impl FnMut(&u64) -> bool) {
+    tokio::time::timeout(Duration::from_secs(30), rx.wait_for(check))
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within 30 s"))
+        .expect("the counter lives as long as the server");
 }
 
 async fn idle_waiting_claims_run_no_claims_and_a_task_due_by_the_clock_wakes_one(backend: &str) {
@@ -79,15 +76,17 @@ async fn idle_waiting_claims_run_no_claims_and_a_task_due_by_the_clock_wakes_one
         });
     }
     // Each waiting claim runs its first claim, then waits at the queue's one bell.
-    until("every claim ran its first claim", || {
-        counted.claims() == WAITING as u64
+    let mut claimed = counted.claims();
+    until("every claim ran its first claim", &mut claimed, |n| {
+        *n == WAITING as u64
     })
     .await;
     assert_eq!(bells.watched_queues(), 1);
-    let checks = bells.checks();
-    until("five due checks ran", || bells.checks() >= checks + 5).await;
+    let mut checks = bells.checks();
+    let from = *checks.borrow();
+    until("five due checks ran", &mut checks, |n| *n >= from + 5).await;
     assert_eq!(
-        counted.claims(),
+        *claimed.borrow(),
         WAITING as u64,
         "waiting claims ran no claim while nothing was due"
     );

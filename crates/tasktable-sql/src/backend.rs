@@ -368,11 +368,8 @@ macro_rules! impl_store {
                     runs::list(&mut self.read().await?, task_id).await
                 }
 
-                async fn run_lease_status(&self, lease: Lease) -> StoreResult<LeaseStatus> {
-                    match lease.run {
-                        Some(run) => runs::status(&mut self.read().await?, &lease, run).await,
-                        None => Ok(LeaseStatus::Lost),
-                    }
+                async fn lease_status(&self, lease: Lease) -> StoreResult<LeaseStatus> {
+                    query::lease_status(&mut self.read().await?, &lease).await
                 }
 
                 async fn batch_get(&self, id: TaskId) -> StoreResult<Option<Batch>> {

@@ -1,13 +1,14 @@
-//! Reads: one task, filtered pages and counts, attempt history, queues; and the one
-//! write among them, pausing a queue.
+//! Reads: one task, filtered pages and counts, attempt history, queues, where a lease
+//! stands, whether a queue has due work; and the one write among them, pausing a queue.
 
 use crate::row::{attempt_from_row, light_task_columns, state, task_from_row};
 use crate::row::{ATTEMPT_COLUMNS, TASK_COLUMNS};
 use crate::{exec::count as count_cell, exec::required, Cells, Exec, Sql};
-use tasktable_core::{Attempt, Task, TaskId};
+use tasktable_core::{Attempt, Lease, Task, TaskId, TaskState};
 use tasktable_store::{
-    Checked, CountParams, DueParams, ListParams, QueueInfo, QueuePauseParams, StoreResult,
-    TaskFilter, TaskPage,
+    credential_from_db, lost_lease_status, outcome_from_db, Checked, CountParams, DueParams,
+    LeaseRow, LeaseStatus, ListParams, QueueInfo, QueuePauseParams, StoreResult, TaskFilter,
+    TaskPage,
 };
 
 /// Appends ` AND ...` for every set field of the filter.
@@ -183,6 +184,46 @@ pub async fn queues<E: Exec>(e: &mut E) -> StoreResult<Vec<QueueInfo>> {
     // Byte order, whatever the database's collation.
     out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(out)
+}
+
+/// Where a lease stands, changing nothing ([`tasktable_store::Store::lease_status`]): a
+/// run's by its run row, a task's by its row and, for a pending task, how its latest
+/// attempt ended (a new target's take-back), judged by [`lost_lease_status`]. The hot
+/// path's `lease_rows.sql` reads the same columns for all of a batch's misses inside its
+/// own statement; this is the read for one lease, outside any write.
+pub async fn lease_status<E: Exec>(e: &mut E, lease: &Lease) -> StoreResult<LeaseStatus> {
+    if let Some(run) = lease.run {
+        return crate::runs::status(e, lease, run).await;
+    }
+    let mut sql = Sql::new(
+        e.dialect(),
+        "SELECT t.state, t.lease_token, t.lease_credential, t.lease_expires_at, \
+         CASE WHEN t.state = 'pending' THEN (SELECT a.outcome FROM tasktable_attempts a \
+         WHERE a.task_id = t.id ORDER BY a.id DESC LIMIT 1) END AS last_outcome \
+         FROM tasktable_tasks t WHERE t.id = ",
+    );
+    sql.bind(lease.task_id);
+    let rows = e.fetch(sql).await?;
+    let Some(r) = rows.first() else {
+        return Ok(LeaseStatus::Lost);
+    };
+    let row = LeaseRow {
+        state: state(&required(r.text("state"), "state")?)?,
+        token: required(r.int("lease_token"), "lease_token")?,
+        credential: credential_from_db(r.text("lease_credential")?.as_deref())?,
+        last_outcome: outcome_from_db(r.text("last_outcome")?.as_deref()),
+    };
+    let holds = row.state == TaskState::Running
+        && row.token == lease.token
+        && row.credential.is_some()
+        && row.credential == lease.credential;
+    Ok(if holds {
+        LeaseStatus::Held {
+            expires_at: r.time("lease_expires_at")?,
+        }
+    } else {
+        lost_lease_status(*lease, Some(row))
+    })
 }
 
 /// More kinds than this are not named in the query: it asks for any kind instead, which

@@ -116,10 +116,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A multi-run task's runs, by number (none for a task that runs once).
     async fn run_list(&self, task_id: TaskId) -> StoreResult<Vec<Run>>;
 
-    /// Where a run's lease stands, changing nothing: held, cancelled (the run was, with its
-    /// task, under this very token and credential) or lost (also for a credential that is
-    /// not the claim's, so that a guess learns nothing). A lease without a run is `Lost`.
-    async fn run_lease_status(&self, lease: Lease) -> StoreResult<LeaseStatus>;
+    /// Where a lease (of a task, or of a run of a multi-run task) stands, changing
+    /// nothing: held; cancelled by an operator under this very token and credential;
+    /// retargeted (an operator's new target took the task back from under it); or lost,
+    /// which is also the answer to a credential that is not the claim's, so that a guess
+    /// learns nothing. What a fenced write that missed answers.
+    async fn lease_status(&self, lease: Lease) -> StoreResult<LeaseStatus>;
 
     /// A batch ([`batch`]), or `None` when the task is none or does not exist.
     async fn batch_get(&self, id: TaskId) -> StoreResult<Option<Batch>>;

@@ -126,7 +126,7 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, queue_discover() -> Vec<String>);
         $crate::forward_maintenance_calls!(@one $inner, queue_has_due(p: $crate::DueParams) -> bool);
         $crate::forward_maintenance_calls!(@one $inner, run_list(id: $crate::__core::TaskId) -> Vec<$crate::__core::runs::Run>);
-        $crate::forward_maintenance_calls!(@one $inner, run_lease_status(lease: $crate::__core::Lease) -> $crate::LeaseStatus);
+        $crate::forward_maintenance_calls!(@one $inner, lease_status(lease: $crate::__core::Lease) -> $crate::LeaseStatus);
         $crate::forward_maintenance_calls!(@one $inner, batch_get(id: $crate::__core::TaskId) -> Option<$crate::Batch>);
         $crate::forward_maintenance_calls!(@one $inner, batch_list(p: $crate::BatchListParams) -> Vec<$crate::Batch>);
         $crate::forward_maintenance_calls!(@one $inner, batch_control(p: $crate::BatchControlParams) -> $crate::Batch);

@@ -144,3 +144,42 @@ pub async fn writes_with_a_wrong_credential_change_nothing(db: &impl Backend) {
     );
     assert_eq!(get(&*s, other.id).await.state, TaskState::Succeeded);
 }
+
+/// Where a lease stands, asked without writing (what a fenced write that missed answers):
+/// held with its expiry, cancelled only to the holder, lost to a guess and for no task.
+pub async fn a_lease_status_tells_the_holder_and_no_one_else(db: &impl Backend) {
+    let s = db.store().await;
+    let ids = submit_at(&*s, vec![NewTask::new("k", json!(0))], at(0)).await;
+    let t = claim(&*s, &["k"], 1, at(1)).await.remove(0);
+    let forged = guessed(t.lease());
+    let status = |lease: Lease| {
+        let s = s.clone();
+        async move { s.lease_status(lease).await.unwrap() }
+    };
+    assert_eq!(
+        status(t.lease()).await,
+        LeaseStatus::Held {
+            expires_at: get(&*s, ids[0]).await.lease_expires_at
+        }
+    );
+    assert_eq!(status(forged).await, LeaseStatus::Lost);
+    let before = get(&*s, ids[0]).await;
+    update(&*s, Target::Id(t.id), Change::Cancel).await.unwrap();
+    assert_eq!(status(t.lease()).await, LeaseStatus::Cancelled);
+    assert_eq!(
+        status(forged).await,
+        LeaseStatus::Lost,
+        "a guess learns nothing"
+    );
+    let nowhere = Lease {
+        task_id: t.id + 1000,
+        ..t.lease()
+    };
+    assert_eq!(status(nowhere).await, LeaseStatus::Lost);
+    let after = get(&*s, ids[0]).await;
+    assert_eq!(
+        (after.lease_token, after.lease_credential),
+        (before.lease_token, before.lease_credential),
+        "asking changed no lease"
+    );
+}

@@ -80,6 +80,10 @@ pub async fn a_new_target_takes_a_running_task_only_from_a_worker_it_leaves_out(
 
     // The old worker is told why, and its result is refused.
     assert_eq!(renew(&*s, lease).await, LeaseStatus::Retargeted);
+    assert_eq!(
+        s.lease_status(lease).await.unwrap(),
+        LeaseStatus::Retargeted
+    );
     assert!(!finish(&*s, lease, ok(), 1, at(7)).await);
     assert_eq!(get(&*s, id).await.state, TaskState::Pending);
 

@@ -57,50 +57,44 @@ pub async fn a_due_check_sees_due_tasks_of_its_kinds_in_queues_not_paused(db: &i
         };
         async move { s.queue_has_due(params).await.unwrap() }
     };
+    let submit = |task: NewTask| {
+        let s = s.clone();
+        async move {
+            let tasks = vec![task.queue("q")];
+            s.task_submit(SubmitParams { tasks, now: None })
+                .await
+                .unwrap();
+        }
+    };
+    let pause = |paused: bool| {
+        let s = s.clone();
+        async move {
+            let queue = "q".into();
+            s.queue_set_paused(QueuePauseParams { queue, paused })
+                .await
+                .unwrap();
+        }
+    };
     assert!(!due("q", &[]).await, "an empty table has nothing due");
-    let later = NewTask::new("job", json!({}))
-        .queue("q")
-        .delay(Duration::from_secs(3600));
-    s.task_submit(SubmitParams {
-        tasks: vec![later],
-        now: None,
-    })
-    .await
-    .unwrap();
+    submit(NewTask::new("job", json!({})).delay(Duration::from_secs(3600))).await;
     assert!(
         !due("q", &["job"]).await,
         "a task due in an hour is not due"
     );
 
-    let now = NewTask::new("job", json!({})).queue("q");
-    s.task_submit(SubmitParams {
-        tasks: vec![now],
-        now: None,
-    })
-    .await
-    .unwrap();
+    submit(NewTask::new("job", json!({}))).await;
     assert!(due("q", &["job"]).await);
     assert!(due("q", &[]).await, "no kinds: any kind");
     assert!(due("q", &["other", "job"]).await);
     assert!(!due("q", &["other"]).await, "a kind nobody waits for");
     assert!(!due("elsewhere", &["job"]).await, "another queue");
 
-    s.queue_set_paused(QueuePauseParams {
-        queue: "q".into(),
-        paused: true,
-    })
-    .await
-    .unwrap();
+    pause(true).await;
     assert!(
         !due("q", &["job"]).await,
         "a paused queue has nothing to claim"
     );
-    s.queue_set_paused(QueuePauseParams {
-        queue: "q".into(),
-        paused: false,
-    })
-    .await
-    .unwrap();
+    pause(false).await;
     assert!(due("q", &["job"]).await);
 
     // Once claimed, it is no longer pending.
