@@ -367,6 +367,7 @@ pub async fn bulk(ctx: &mut Ctx, op: Operation) -> BenchResult<()> {
     let changed = match op {
         Operation::Cancel => operator
             .task_update(UpdateParams {
+                actor: tasktable::Actor::rust(),
                 target: Target::Filter(TaskFilter::default().kind("backlog")),
                 change: Change::Cancel,
                 now: None,

@@ -199,6 +199,7 @@ pub async fn churn(ctx: &mut Ctx) -> BenchResult<()> {
             failed: Some(KEEP),
             cancelled: Some(KEEP),
             archive: false,
+            events: Some(KEEP),
         })
         .register(noop.clone())
         .build()

@@ -88,6 +88,37 @@ impl Api {
         self.send(request).await
     }
 
+    /// A server-sent events stream, resumed after `last_id` when given; its body is read
+    /// as it comes. (The client's 300 s request timeout ends it; callers reconnect.)
+    pub async fn open_stream(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+        last_id: Option<&str>,
+    ) -> Result<reqwest::Response, CliError> {
+        let mut url = self.url(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        let mut request = self
+            .http
+            .get(url)
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        if let Some(id) = last_id {
+            request = request.header("last-event-id", id);
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| self.unreachable(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.bytes().await.map_err(|e| self.unreachable(&e))?;
+            return Err(self.refused(status, &body));
+        }
+        Ok(response)
+    }
+
     async fn send(&self, request: RequestBuilder) -> Result<Value, CliError> {
         let request = match &self.token {
             Some(token) => request.bearer_auth(token),

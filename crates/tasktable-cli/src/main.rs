@@ -88,7 +88,7 @@ enum Command {
     /// List tasks, newest first.
     #[command(after_long_help = EXIT_CODES_HELP)]
     Ls(ListArgs),
-    /// Show a task and its attempts.
+    /// Show a task, its attempts and its history: who submitted, claimed, changed it.
     #[command(after_long_help = EXIT_CODES_HELP)]
     Show { id: i64 },
     /// Cancel tasks (a running handler is told to stop).
@@ -159,6 +159,21 @@ enum Command {
         #[command(subcommand)]
         command: commands::batch::BatchCommand,
     },
+    /// The event log, newest first: who changed what, and when.
+    ///
+    /// Every operator change (task edits, cancels, retries, holds, releases, new targets;
+    /// queues paused, resumed or given a policy; workers drained or released; schedules
+    /// and batches) and every schedule firing, with the token, dashboard user or part of
+    /// tasktable that made it.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Audit(commands::audit::AuditArgs),
+    /// Follow what happens, live: tasks submitted, attempts ended (succeeded, failed,
+    /// retried, rescued), operators' changes. One line each; --json: one JSON object each.
+    ///
+    /// A dropped connection is resumed from the last item seen, so nothing is missed.
+    /// Stops on Ctrl-C, or after --count items.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Watch(commands::watch::WatchArgs),
     /// Drain a worker: it finishes what it runs and claims nothing new (the same as
     /// `tasktable workers drain ID`; `tasktable workers release ID` undoes it).
     #[command(after_long_help = EXIT_CODES_HELP)]
@@ -232,6 +247,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Schedule { command } => commands::schedule::run(&api()?, &command, json).await,
         Command::Workers(args) => commands::workers::run(&api()?, &args, json).await,
         Command::Batch { command } => commands::batch::run(&api()?, &command, json).await,
+        Command::Audit(args) => commands::audit::run(&api()?, &args, json).await,
+        Command::Watch(args) => commands::watch::run(&api()?, &args, json).await,
         Command::Drain { id } => commands::workers::set_draining(&api()?, &id, true, json).await,
     }
 }

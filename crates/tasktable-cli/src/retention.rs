@@ -25,6 +25,10 @@ pub struct RetentionArgs {
     /// tasktable_attempts_archive instead of deleting them.
     #[arg(long)]
     archive: bool,
+    /// Keep events that concern no task (queues paused, workers drained, schedules
+    /// edited) this long; a task's events go with the task. 0 keeps them forever.
+    #[arg(long, value_name = "AGE", value_parser = input::duration, default_value = "90d")]
+    retain_events: Duration,
 }
 
 impl RetentionArgs {
@@ -34,6 +38,7 @@ impl RetentionArgs {
             failed: self.retain_failed,
             cancelled: self.retain_cancelled,
             archive: self.archive,
+            events: (!self.retain_events.is_zero()).then_some(self.retain_events),
         }
     }
 }

@@ -505,6 +505,89 @@ fn cancel_retry_hold_and_release_change_each_task_named() {
     assert_eq!(doc["task"]["state"], "cancelled");
     let doc = server.tt(&["retry", &a_id, &b_id, "--json"]).json();
     assert_eq!(doc["tasks"].as_array().map(Vec::len), Some(2), "{doc}");
+
+    // Each change is in the event log, by this command line, and in the task's history.
+    let log = server.tt(&["audit", "--task", &a_id, "--json"]).json();
+    let events: Vec<&str> = log["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "retried",
+            "cancelled",
+            "retried",
+            "cancelled",
+            "released",
+            "held"
+        ],
+        "{log}"
+    );
+    assert_eq!(
+        log["events"][0]["actor"],
+        json!({"kind": "cli", "name": "env-1", "role": "admin"})
+    );
+    let page = server
+        .tt(&["audit", "--event", "held", "--limit", "1"])
+        .ok()
+        .stdout;
+    assert!(
+        page.contains("held") && page.contains("env-1 (admin, cli)"),
+        "{page}"
+    );
+    assert!(page.contains("more events follow: add --before"), "{page}");
+    let shown = server.tt(&["show", &a_id]).ok().stdout;
+    let history = shown
+        .split("\nhistory\n")
+        .nth(1)
+        .expect("a history section");
+    assert!(
+        history.contains("submitted") && history.contains("pending -> held"),
+        "{shown}"
+    );
+    let run = server.tt(&["audit", "--event", "exploded"]);
+    assert_eq!(run.code, 2, "{run:?}");
+}
+
+#[test]
+fn watch_follows_the_event_stream_from_a_cursor() {
+    let server = Server::start(&[]);
+    let a = server.submit(&["email"]);
+    let b = server.submit(&["report"]);
+    server.tt(&["hold", &b.to_string()]).ok();
+    let out = server
+        .tt(&["watch", "--after", "e0.a0.t0", "--count", "3", "--json"])
+        .ok()
+        .stdout;
+    let items: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+        .collect();
+    let seen: Vec<(&str, i64)> = items
+        .iter()
+        .map(|i| (i["event"].as_str().unwrap(), i["task_id"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("submitted", a), ("submitted", b), ("held", b)],
+        "{out}"
+    );
+    let out = server
+        .tt(&[
+            "watch", "--after", "e0.a0.t0", "--event", "held", "--count", "1",
+        ])
+        .ok()
+        .stdout;
+    assert!(
+        out.contains("held") && out.contains(&format!("task {b} (default/report)")),
+        "{out}"
+    );
+    assert!(out.contains("pending -> held"), "{out}");
+    let bad = server.tt(&["watch", "--after", "yesterday"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
 }
 
 #[test]

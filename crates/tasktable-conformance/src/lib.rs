@@ -32,6 +32,8 @@
 //! - [`runs`] — multi-run tasks: runs by distinct workers, `at_once`, repeats, failures,
 //!   each run's lease fenced, rescued and taken over, operators' changes reaching runs;
 //! - [`runtime`] — the real worker on top of the store;
+//! - [`events`] — the event log: operators' changes with their actor and what changed,
+//!   tasktable's own, the audit's filters and pages, and the log's retention;
 //! - [`schema`] — migrations.
 //!
 //! A case is an `async fn` whose one parameter is the backend (`db: &impl Backend`, or
@@ -43,6 +45,7 @@
 
 pub mod batches;
 pub mod claim;
+pub mod events;
 pub mod freeze;
 pub mod operator;
 pub mod pace;
@@ -263,6 +266,14 @@ macro_rules! conformance_suite {
             batches::control::a_held_batch_waits_for_its_start_and_each_action_applies_where_it_may,
             batches::control::the_budget_changes_any_time_and_the_data_only_while_waiting_or_serial,
             batches::control::retention_archives_a_batch_with_its_task,
+        );
+        $crate::conformance_suite!(@area $backend, events, 2;
+            events::audit::task_changes_are_recorded_with_their_actor_and_what_they_changed,
+            events::audit::refused_changes_record_nothing,
+            events::audit::queue_worker_and_schedule_changes_are_recorded,
+            events::retention::a_tasks_events_are_deleted_or_archived_with_it_and_the_rest_pruned_by_age,
+            events::feed::a_follower_sees_submits_attempts_and_events_once_and_resumes_without_a_gap,
+            events::feed::a_row_that_commits_after_the_cursor_passed_its_id_is_still_given_out,
         );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,

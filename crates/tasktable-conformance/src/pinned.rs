@@ -91,6 +91,7 @@ pub async fn finish(
 pub async fn update(store: &dyn Store, target: Target, change: Change) -> StoreResult<u64> {
     store
         .task_update(UpdateParams {
+            actor: tasktable_core::Actor::rust(),
             target,
             change,
             now: Some(at(5)),

@@ -104,7 +104,15 @@ async fn bulk_chunk_never_waits_for_a_row_that_left_its_states() {
         let paced = paced.clone();
         async move {
             let q = TaskFilter::default().queue("q");
-            update_in_chunks(&*paced, &q, &Change::Hold, Some(at(5)), 2).await
+            update_in_chunks(
+                &*paced,
+                &q,
+                &Change::Hold,
+                &tasktable_core::Actor::rust(),
+                Some(at(5)),
+                2,
+            )
+            .await
         }
     });
     assert_eq!(chunks.recv().await, Some(2), "the first chunk");

@@ -18,6 +18,7 @@
 pub mod backoff;
 pub mod batch;
 pub mod change;
+pub mod event;
 pub mod outcome;
 pub mod policy;
 pub mod retention;
@@ -31,6 +32,7 @@ pub mod worker;
 
 pub use backoff::Backoff;
 pub use change::{Change, ChangeEffect};
+pub use event::{Actor, ActorKind, EventKind};
 pub use outcome::{AttemptOutcome, FinishAction, HandlerOutcome};
 pub use state::{Operation, TaskState};
 pub use target::Target;

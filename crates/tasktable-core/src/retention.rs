@@ -18,6 +18,10 @@ pub struct Retention {
     /// Move them (and their attempts) to `tasktable_tasks_archive` and
     /// `tasktable_attempts_archive` instead of deleting them.
     pub archive: bool,
+    /// Events that concern no task (a queue paused, a worker drained, a schedule
+    /// edited) older than this go. A task's events go with the task.
+    #[serde(default)]
+    pub events: Option<Duration>,
 }
 
 /// Why a retention policy cannot be used.
@@ -25,6 +29,8 @@ pub struct Retention {
 pub enum InvalidRetention {
     #[error("{0} tasks are kept for at most 100 years; give a shorter age")]
     TooLong(TaskState),
+    #[error("events are kept for at most 100 years; give a shorter age")]
+    EventsTooLong,
 }
 
 /// Longest age a policy may give.
@@ -45,10 +51,13 @@ impl Retention {
 
     /// Whether the policy removes anything at all.
     pub fn is_empty(&self) -> bool {
-        self.ages().is_empty()
+        self.ages().is_empty() && self.events.is_none()
     }
 
     pub fn validate(&self) -> Result<(), InvalidRetention> {
+        if self.events.is_some_and(|age| age > MAX_AGE) {
+            return Err(InvalidRetention::EventsTooLong);
+        }
         match self.ages().into_iter().find(|(_, age)| *age > MAX_AGE) {
             Some((state, _)) => Err(InvalidRetention::TooLong(state)),
             None => Ok(()),

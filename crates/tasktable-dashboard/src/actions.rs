@@ -122,6 +122,7 @@ pub async fn task_action(
             .app
             .store
             .task_update(UpdateParams {
+                actor: session.actor(),
                 target: Target::Id(id),
                 change,
                 now: None,
@@ -161,6 +162,7 @@ pub async fn queue_action(
         .app
         .store
         .queue_set_paused(QueuePauseParams {
+            actor: session.actor(),
             queue: name.clone(),
             paused,
         })

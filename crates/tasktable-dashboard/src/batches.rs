@@ -216,6 +216,7 @@ pub async fn batch_action(
         .app
         .store
         .batch_control(BatchControlParams {
+            actor: session.actor(),
             id,
             action,
             now: None,

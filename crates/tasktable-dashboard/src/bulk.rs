@@ -118,6 +118,7 @@ pub async fn bulk_apply(
             .app
             .store
             .task_update(UpdateParams {
+                actor: session.actor(),
                 target: Target::Filter(filter),
                 change,
                 now: None,

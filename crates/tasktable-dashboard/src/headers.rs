@@ -1,9 +1,11 @@
 //! What the dashboard tells browsers with every response, and the cross-site posts it
 //! refuses before any form handler runs.
 //!
-//! The pages run no script and load nothing: the content security policy allows no
-//! script, no frame, no plugin and no fetch at all, and styles only from the one `<style>`
-//! element every page carries, named by its hash. Inline SVG charts draw with
+//! The pages load nothing and run one script, the refresh of pages that show live
+//! numbers ([`crate::refresh`]): the content security policy allows that script by its
+//! hash and nothing else, no frame, no plugin, fetches only from the dashboard's own
+//! origin (the script's event stream), and styles only from the one `<style>` element
+//! every page carries, named by its hash. Inline SVG charts draw with
 //! presentation attributes, which the policy does not govern, so they need no exception.
 //! Nobody may frame a page (clickjacking), no URL leaks in a `Referer`, content types are
 //! not sniffed, and pages (payloads, CSRF tokens) are not cached.
@@ -17,11 +19,11 @@ use sha2::{Digest, Sha256};
 use std::sync::LazyLock;
 
 static CSP: LazyLock<HeaderValue> = LazyLock::new(|| {
-    let digest = Sha256::digest(crate::layout::STYLE.as_bytes());
-    let hash = base64::engine::general_purpose::STANDARD.encode(digest);
+    let hash = |text: &str| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text));
+    let (style, script) = (hash(crate::layout::STYLE), hash(crate::refresh::SCRIPT));
     HeaderValue::try_from(format!(
-        "default-src 'none'; style-src 'sha256-{hash}'; form-action 'self'; \
-         frame-ancestors 'none'; base-uri 'none'"
+        "default-src 'none'; style-src 'sha256-{style}'; script-src 'sha256-{script}'; \
+         connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ))
     .expect("the policy is ASCII")
 });

@@ -69,14 +69,17 @@ pub fn page(
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                @if refresh { meta http-equiv="refresh" content="5"; }
+                @if refresh {
+                    noscript { meta http-equiv="refresh" content="5"; }
+                    script { (PreEscaped(crate::refresh::SCRIPT)) }
+                }
                 title { (title) " · tasktable" }
                 style { (PreEscaped(STYLE)) }
             }
             body {
                 header {
                     strong { "tasktable" }
-                    @for (href, name) in [("/ui", "Overview"), ("/ui/tasks", "Tasks"), ("/ui/workers", "Workers"), ("/ui/batches", "Batches"), ("/ui/schedules", "Schedules")] {
+                    @for (href, name) in [("/ui", "Overview"), ("/ui/tasks", "Tasks"), ("/ui/workers", "Workers"), ("/ui/batches", "Batches"), ("/ui/schedules", "Schedules"), ("/ui/audit", "Audit")] {
                         a href=(href) class=[(nav == name).then_some("on")] { (name) }
                     }
                     @if let Some(s) = session {

@@ -8,10 +8,12 @@
 //! their progress and the start, pause, stop and resume buttons, one batch with its failed
 //! items,
 //! schedules with their next fire times and one schedule with its template and the tasks
-//! it fired, and the forms that enable, disable and fire a schedule),
+//! it fired, and the forms that enable, disable and fire a schedule; the audit, the event
+//! log filtered by actor, task, queue and event; a task's history on its page),
 //! sign-in with an API token and its throttling, sessions, CSRF protection, the headers
-//! every page is sent with, and the bounds on what a page reads. Pages need no JavaScript
-//! and no build step; everything shown is escaped.
+//! every page is sent with, the bounds on what a page reads, and the refresh of live
+//! pages from the event stream (`/ui/events`, one script allowed by its hash). Pages
+//! need no JavaScript and no build step; everything shown is escaped.
 //!
 //! Must not know: SQL or any backend. It reads and changes tasks and schedules through the
 //! same `Arc<dyn Store>` and token set as the HTTP API (`tasktable-server`), so the
@@ -20,6 +22,7 @@
 //! to the whole application where it is composed.
 
 mod actions;
+mod audit;
 mod batches;
 mod bulk;
 mod charts;
@@ -29,6 +32,7 @@ mod layout;
 mod links;
 mod overview;
 mod policy;
+mod refresh;
 mod scan;
 mod schedule_actions;
 mod schedules;
@@ -146,6 +150,8 @@ pub fn router_with(app: AppState, config: DashConfig) -> Router {
             get(batches::batch).post(batches::batch_action),
         )
         .route("/ui/schedules", get(schedules::schedules))
+        .route("/ui/audit", get(audit::audit))
+        .route("/ui/events", get(refresh::events))
         .route("/ui/schedules/{id}", get(schedules::schedule))
         .route(
             "/ui/schedules/{id}/{op}",

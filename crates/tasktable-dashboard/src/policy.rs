@@ -443,6 +443,7 @@ pub async fn set_policy(
         .app
         .store
         .queue_set_policy(QueuePolicyParams {
+            actor: session.actor(),
             queue: name.clone(),
             policy,
         })

@@ -43,6 +43,7 @@ pub async fn schedule_action(
                 .app
                 .store
                 .schedule_fire_now(FireNowParams {
+                    actor: session.actor(),
                     schedule,
                     now: None,
                 })
@@ -70,6 +71,7 @@ pub async fn schedule_action(
         .app
         .store
         .schedule_edit(EditScheduleParams {
+            actor: session.actor(),
             schedule,
             edit: ScheduleEdit {
                 enabled: Some(enabled),

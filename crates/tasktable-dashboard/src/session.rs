@@ -37,6 +37,11 @@ impl Session {
     pub fn can_act(&self) -> bool {
         matches!(self.principal.role, Role::Admin | Role::Operator)
     }
+
+    /// The signed-in user as the event log records their changes.
+    pub fn actor(&self) -> tasktable_core::Actor {
+        self.principal.actor(tasktable_core::ActorKind::Dashboard)
+    }
 }
 
 /// Sessions of signed-in users, in memory: a restart signs everyone out.

@@ -221,6 +221,15 @@ pub async fn task(
         Ok(r) => r,
         Err(e) => return crate::failure::page_for(e),
     };
+    let events = match state.app.store.task_events(id).await {
+        Ok(e) => e,
+        Err(e) => return crate::failure::page_for(e),
+    };
+    let events: Vec<_> = events
+        .into_iter()
+        .map(|e| state.app.event_for(session.principal.role, e))
+        .collect();
+    let timeline = tasktable_store::timeline(&task, &attempts, &events);
     task.payload = state
         .app
         .payload_for(session.principal.role, &task.kind, task.payload);
@@ -341,6 +350,8 @@ pub async fn task(
                 @if attempts.is_empty() { tr { td colspan="7" .muted { "No attempt has ended yet." } } }
             }
         }
+        h2 { "History" }
+        (crate::audit::history(&timeline))
     };
     page(&format!("Task {id}"), "Tasks", Some(&session), false, body).into_response()
 }

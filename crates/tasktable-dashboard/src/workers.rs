@@ -193,6 +193,7 @@ pub async fn worker_action(
         .app
         .store
         .worker_set_draining(WorkerDrainParams {
+            actor: session.actor(),
             id: id.clone(),
             draining,
         })

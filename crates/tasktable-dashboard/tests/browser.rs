@@ -1,7 +1,8 @@
 //! The dashboard in a real headless Chromium, driven through chromedriver: sign-in, the
 //! overview's counts, the task filter, a task's page, and the forms that cancel, retry and
 //! pause, set and clear a queue's policy, a schedule's disable, enable and fire-now
-//! buttons, and a batch's progress and its pause and resume buttons, each checked on the page and in the store. The last test saves screenshots of the main pages.
+//! buttons, and a batch's progress and its pause and resume buttons, each checked on the page and in the store; a
+//! cancel's row in the task's history and on the audit page. The last test saves screenshots of the main pages.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
 //! other paths through TASKTABLE_TEST_CHROME and TASKTABLE_TEST_CHROMEDRIVER). Without
@@ -324,6 +325,46 @@ async fn cancelling_a_pending_task_from_its_page() {
     b.flash("flash", "cancel: done").await;
     assert_eq!(heading_state(&b).await, "cancelled");
     assert_eq!(app.state(id).await, TaskState::Cancelled);
+
+    // The task's history and the audit both say who cancelled it, from where.
+    let history = b.text("#history").await;
+    assert!(history.contains("submitted"), "{history}");
+    assert!(
+        history.contains("cancelled") && history.contains("ops (operator, dashboard)"),
+        "{history}"
+    );
+    b.goto(&app.url("/ui/audit")).await;
+    let row = b.text("#audit tbody tr").await;
+    assert!(row.contains("cancelled"), "{row}");
+    assert!(row.contains(&format!("task {id}")), "{row}");
+    assert!(row.contains("ops (operator, dashboard)"), "{row}");
+    b.goto(&app.url("/ui/audit?actor=someone-else")).await;
+    assert!(b.text("#audit").await.contains("No events match."));
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_live_page_follows_the_event_stream_and_reloads_when_something_happens() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let app = App::start().await;
+    app.submit(NewTask::new("email.send", json!({})).queue("email"))
+        .await;
+    sign_in(&b, &app, OPERATOR, "ops (operator)").await;
+    app.wait_for_streams(1).await;
+    b.execute("window.unchanged = true; return null").await;
+    app.submit(NewTask::new("report.render", json!({})).queue("fresh"))
+        .await;
+    b.find(XPath("//a[@href='/ui/tasks?queue=fresh']")).await;
+    assert_eq!(
+        b.execute("return typeof window.unchanged").await,
+        json!("undefined"),
+        "the page was loaded again"
+    );
+    app.wait_for_streams(1).await;
+    b.goto(&app.url("/ui/tasks")).await;
+    app.wait_for_streams(0).await;
     b.close().await;
 }
 

@@ -729,6 +729,7 @@ async fn readers_see_a_queue_policy_but_cannot_set_one(backend: &str) {
     };
     ui.store
         .queue_set_policy(QueuePolicyParams {
+            actor: tasktable_core::Actor::rust(),
             queue: "email".into(),
             policy: set.clone(),
         })

@@ -81,6 +81,7 @@ async fn fire(ui: &Ui, id: i64, minutes: i64) -> i64 {
     let fired = ui
         .store
         .schedule_fire_now(FireNowParams {
+            actor: tasktable_core::Actor::rust(),
             schedule: ScheduleRef::Id(id),
             now: Some(created_at() + chrono::Duration::minutes(minutes)),
         })
@@ -268,7 +269,13 @@ async fn an_operator_disables_enables_and_fires_a_schedule_from_its_page(backend
     // A schedule gone by the time the form is sent: back to the list, saying so.
     let (client, _) = ui.sign_in(OPERATOR).await;
     let csrf = csrf(&ui.page(&client, &path).await);
-    ui.store.schedule_delete(ScheduleRef::Id(id)).await.unwrap();
+    ui.store
+        .schedule_delete(tasktable_store::DeleteScheduleParams {
+            schedule: ScheduleRef::Id(id),
+            actor: tasktable_core::Actor::rust(),
+        })
+        .await
+        .unwrap();
     let resp = post(&client, &ui, &format!("{path}/fire"), &csrf).await;
     let to = resp.headers()[LOCATION].to_str().unwrap().to_owned();
     assert!(to.starts_with("/ui/schedules?error="), "{to}");

@@ -202,6 +202,7 @@ async fn cancelling_a_running_command_kills_its_process_group() {
     let changed = h
         .store
         .task_update(UpdateParams {
+            actor: tasktable_core::Actor::rust(),
             target: Target::Id(id),
             change: Change::Cancel,
             now: None,

@@ -449,7 +449,9 @@ impl Backend for MySqlStore {
     async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
         let p = &params;
         self.retrying("queue_set_paused", || async move {
-            query::set_paused(&mut self.read().await?, p).await
+            let mut tx = Connect::write(self).await?;
+            query::set_paused(&mut tx, p).await?;
+            tx.commit().await
         })
         .await?;
         if !params.paused {

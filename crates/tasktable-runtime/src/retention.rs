@@ -1,5 +1,6 @@
 //! Keeps the tasks table from growing without end: deletes (or archives) finished tasks
-//! past their state's age, in batches of short transactions, so it never holds locks a
+//! past their state's age (their events and log lines with them), and events that
+//! concern no task past theirs, in batches of short transactions, so it never holds locks a
 //! claim waits for. After each full batch it rests as long as the batch took, so a large
 //! sweep takes at most half of the database's write time (on SQLite, whose one writer
 //! claims share, that is what keeps claims going during a sweep). Safe to run in every process at once: a batch locks only the rows it
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::retention::Retention;
 use tasktable_core::TaskState;
-use tasktable_store::{PurgeParams, Store, StoreResult};
+use tasktable_store::{EventPruneParams, PurgeParams, Store, StoreResult};
 
 /// Settings of the [`Retainer`].
 #[derive(Debug, Clone)]
@@ -38,6 +39,8 @@ impl Default for RetentionConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Swept {
     pub by_state: Vec<(TaskState, u64)>,
+    /// Events that concerned no task.
+    pub events: u64,
 }
 
 impl Swept {
@@ -89,6 +92,24 @@ impl Retainer {
             }
             metrics::purged(state, total, self.config.policy.archive);
             swept.by_state.push((state, total));
+        }
+        if let Some(age) = self.config.policy.events {
+            loop {
+                let started = tokio::time::Instant::now();
+                let n = self
+                    .store
+                    .event_prune(EventPruneParams {
+                        older_than: age,
+                        limit: self.config.batch,
+                        now,
+                    })
+                    .await?;
+                swept.events += n;
+                if n < u64::from(self.config.batch) {
+                    break;
+                }
+                tokio::time::sleep(started.elapsed()).await;
+            }
         }
         if swept.total() > 0 {
             tracing::info!(

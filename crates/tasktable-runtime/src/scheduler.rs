@@ -56,6 +56,8 @@ impl Scheduler {
                 .schedule_create(CreateScheduleParams {
                     spec: spec.clone(),
                     on_existing: OnExisting::Update,
+                    // Declared in the application's code.
+                    actor: tasktable_core::Actor::rust(),
                     now: None,
                 })
                 .await?;

@@ -103,6 +103,12 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// This caller as the event log records it, reaching the server as `kind` (a token,
+    /// the command line, the dashboard).
+    pub fn actor(&self, kind: tasktable_core::ActorKind) -> tasktable_core::Actor {
+        tasktable_core::Actor::new(kind, &self.name, Some(self.role.as_str()))
+    }
+
     /// Whether this caller may claim tasks of `queue`.
     pub fn may_claim_from(&self, queue: &str) -> bool {
         self.queues

@@ -6,7 +6,7 @@
 use crate::auth::Principal;
 use crate::batch_wire::{BatchEdit, BatchView, ItemFailureView};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Body, NoValues, Path, Query};
+use crate::extract::{Body, Caller, NoValues, Path, Query};
 use crate::wire::SubmitTask;
 use crate::AppState;
 use axum::extract::State;
@@ -138,6 +138,7 @@ pub async fn show(
 
 pub async fn edit(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Extension(caller): Extension<Principal>,
     Path(id): Path<TaskId>,
     Body(edit): Body<BatchEdit>,
@@ -156,6 +157,7 @@ pub async fn edit(
             id,
             error_budget: edit.error_budget,
             data: edit.data,
+            actor,
             now: None,
         })
         .await
@@ -168,6 +170,7 @@ pub async fn edit(
 
 pub async fn operate(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Extension(caller): Extension<Principal>,
     Path((id, op)): Path<(TaskId, String)>,
     NoValues: NoValues,
@@ -183,6 +186,7 @@ pub async fn operate(
         .batch_control(BatchControlParams {
             id,
             action,
+            actor,
             now: None,
         })
         .await

@@ -9,6 +9,41 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
+/// Who a request's changes are recorded as in the event log: its token's name and role,
+/// as `cli` when the request comes from the `tasktable` command line (by its user
+/// agent, which only sorts the log: the token is what authorises).
+#[derive(Debug, Clone)]
+pub struct Caller(pub tasktable_core::Actor);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        use tasktable_core::ActorKind;
+        let principal = parts
+            .extensions
+            .get::<crate::auth::Principal>()
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the route has no authorised caller",
+                )
+            })?;
+        let cli = parts
+            .headers
+            .get(axum::http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ua| ua.starts_with("tasktable-cli/"));
+        let kind = if cli {
+            ActorKind::Cli
+        } else {
+            ActorKind::Token
+        };
+        Ok(Caller(principal.actor(kind)))
+    }
+}
+
 /// A JSON body: an object, read into `T`. (serde would also read a struct from an
 /// array of its fields in order, which the API does not take.)
 #[derive(Debug)]

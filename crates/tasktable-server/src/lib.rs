@@ -14,6 +14,7 @@
 //! so a remote worker's failure is treated like a local one.
 
 mod acks;
+mod audit;
 pub mod auth;
 mod batch_wire;
 mod batches;
@@ -23,6 +24,7 @@ mod extract;
 mod guard;
 pub mod host;
 mod leases;
+pub mod live;
 pub mod metrics;
 mod openapi;
 mod queues;
@@ -63,6 +65,10 @@ pub struct Limits {
     pub due_check: Duration,
     /// Most lease calls in one batched acknowledgement (`POST /api/v1/leases`).
     pub max_lease_calls: usize,
+    /// Most event streams (`GET /api/v1/events` as server-sent events) open at once.
+    pub max_event_streams: usize,
+    /// How often an event stream reads the database when nothing woke it.
+    pub event_poll: Duration,
 }
 
 impl Default for Limits {
@@ -75,6 +81,8 @@ impl Default for Limits {
             max_waiting_claims_per_token: 32,
             due_check: Duration::from_secs(1),
             max_lease_calls: 1000,
+            max_event_streams: 64,
+            event_poll: Duration::from_secs(1),
         }
     }
 }
@@ -94,6 +102,8 @@ pub struct AppState {
     pub doorbells: Arc<doorbell::Doorbells>,
     /// The payload fields readers must not see.
     pub redactions: Arc<redact::Redactions>,
+    /// Event streams open now.
+    pub streams: Arc<live::Streams>,
 }
 
 impl AppState {
@@ -106,6 +116,7 @@ impl AppState {
             waiting: Arc::default(),
             doorbells: Arc::default(),
             redactions: Arc::default(),
+            streams: Arc::default(),
         }
     }
 
@@ -138,6 +149,8 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/api/v1/queues/{name}/{op}", Access::Operate),
     ("PUT", "/api/v1/queues/{name}/policy", Access::Operate),
     ("GET", "/api/v1/stats", Access::Read),
+    ("GET", "/api/v1/audit", Access::Read),
+    ("GET", "/api/v1/events", Access::Read),
     ("GET", "/api/v1/schedules", Access::Read),
     ("POST", "/api/v1/schedules", Access::Operate),
     ("GET", "/api/v1/schedules/{schedule}", Access::Read),
@@ -180,6 +193,8 @@ pub fn router(state: AppState) -> Router {
             ("POST", "/api/v1/queues/{name}/{op}") => post(queues::set_paused),
             ("PUT", "/api/v1/queues/{name}/policy") => put(queues::set_policy),
             ("GET", "/api/v1/stats") => get(queues::stats),
+            ("GET", "/api/v1/audit") => get(audit::list),
+            ("GET", "/api/v1/events") => get(live::follow),
             ("GET", "/api/v1/schedules") => get(schedules::list),
             ("POST", "/api/v1/schedules") => post(schedules::create),
             ("GET", "/api/v1/schedules/{schedule}") => get(schedules::show),

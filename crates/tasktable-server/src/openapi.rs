@@ -66,6 +66,34 @@ mod tests {
     }
 
     #[test]
+    fn the_feeds_event_names_are_the_servers() {
+        let doc = doc();
+        let documented: std::collections::BTreeSet<&str> = at(
+            &doc,
+            "/paths/~1api~1v1~1events/get/parameters/3/schema/items/enum",
+        )
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+        let served: std::collections::BTreeSet<&str> =
+            crate::live::feed_event_names().into_iter().collect();
+        assert_eq!(documented, served);
+        let audit: Vec<&str> = at(&doc, "/components/schemas/EventName/enum")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let kinds: Vec<&str> = tasktable_core::EventKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(audit, kinds);
+    }
+
+    #[test]
     fn document_describes_exactly_the_served_routes() {
         let doc = doc();
         let paths = doc["paths"].as_object().unwrap();

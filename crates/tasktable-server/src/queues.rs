@@ -1,7 +1,7 @@
 //! Queues (pause and resume, policies), counts, and maintenance (migrations, retention).
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{NoValues, Path, Query};
+use crate::extract::{Caller, NoValues, Path, Query};
 use crate::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -95,6 +95,7 @@ impl From<PolicyBody> for QueuePolicy {
 /// Replaces a queue's policy; answers the policy now in force.
 pub async fn set_policy(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Path(name): Path<String>,
     crate::extract::Body(body): crate::extract::Body<PolicyBody>,
 ) -> ApiResult<Response> {
@@ -111,6 +112,7 @@ pub async fn set_policy(
         .queue_set_policy(QueuePolicyParams {
             queue: name.clone(),
             policy: policy.clone(),
+            actor,
         })
         .await?;
     Ok(Json(json!({"name": name, "policy": policy})).into_response())
@@ -132,6 +134,7 @@ pub const QUEUE_OPERATIONS: &[&str] = &["pause", "resume"];
 
 pub async fn set_paused(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Path((name, op)): Path<(String, String)>,
     NoValues: NoValues,
 ) -> ApiResult<Response> {
@@ -151,6 +154,7 @@ pub async fn set_paused(
         .queue_set_paused(QueuePauseParams {
             queue: name.clone(),
             paused,
+            actor,
         })
         .await?;
     Ok(Json(json!({"name": name, "paused": paused})).into_response())

@@ -4,7 +4,7 @@
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Body, NoValues, Path};
+use crate::extract::{Body, Caller, NoValues, Path};
 use crate::schedule_wire::{CreateBody, EditBody, ScheduleView};
 use crate::AppState;
 use axum::extract::State;
@@ -14,8 +14,8 @@ use axum::{Extension, Json};
 use serde_json::{json, Value};
 use tasktable_core::schedule::ScheduleEdit;
 use tasktable_store::{
-    CreateScheduleParams, EditScheduleParams, FireNowParams, ListParams, OnExisting, Schedule,
-    ScheduleRef, TaskFilter,
+    CreateScheduleParams, DeleteScheduleParams, EditScheduleParams, FireNowParams, ListParams,
+    OnExisting, Schedule, ScheduleRef, TaskFilter,
 };
 
 /// How many fire times a schedule's view lists.
@@ -78,6 +78,7 @@ pub async fn list(
 
 pub async fn create(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Extension(caller): Extension<Principal>,
     Body(body): Body<CreateBody>,
 ) -> ApiResult<Response> {
@@ -86,6 +87,7 @@ pub async fn create(
         .schedule_create(CreateScheduleParams {
             spec: body.into(),
             on_existing: OnExisting::Refuse,
+            actor,
             now: None,
         })
         .await?;
@@ -119,6 +121,7 @@ pub async fn show(
 
 pub async fn edit(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Extension(caller): Extension<Principal>,
     Path(name): Path<String>,
     Body(edit): Body<EditBody>,
@@ -128,6 +131,7 @@ pub async fn edit(
         .schedule_edit(EditScheduleParams {
             schedule: schedule_ref(&name)?,
             edit: edit.into(),
+            actor,
             now: None,
         })
         .await?;
@@ -136,15 +140,20 @@ pub async fn edit(
 
 pub async fn delete(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    let r = schedule_ref(&name)?;
-    state.store.schedule_delete(r).await?;
+    let schedule = schedule_ref(&name)?;
+    state
+        .store
+        .schedule_delete(DeleteScheduleParams { schedule, actor })
+        .await?;
     Ok(Json(json!({ "deleted": true })).into_response())
 }
 
 pub async fn operate(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Extension(caller): Extension<Principal>,
     Path((name, op)): Path<(String, String)>,
     NoValues: NoValues,
@@ -157,6 +166,7 @@ pub async fn operate(
                 .store
                 .schedule_fire_now(FireNowParams {
                     schedule: schedule_ref(&name)?,
+                    actor,
                     now: None,
                 })
                 .await?;
@@ -180,6 +190,7 @@ pub async fn operate(
                 enabled: Some(enabled),
                 ..Default::default()
             },
+            actor,
             now: None,
         })
         .await?;

@@ -2,7 +2,7 @@
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Body, Path, Query, RawBody};
+use crate::extract::{Body, Caller, Path, Query, RawBody};
 use crate::wire::{
     AttemptView, RunView, SubmitBatch, SubmitTask, SubmittedView, TargetSpec, TaskView,
 };
@@ -179,13 +179,7 @@ pub async fn show(
         .task_get(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("task {id} not found")))?;
-    let attempts: Vec<AttemptView> = state
-        .store
-        .attempt_list(id)
-        .await?
-        .into_iter()
-        .map(AttemptView::from)
-        .collect();
+    let attempts = state.store.attempt_list(id).await?;
     let runs: Vec<RunView> = state
         .store
         .run_list(id)
@@ -193,8 +187,18 @@ pub async fn show(
         .into_iter()
         .map(RunView::from)
         .collect();
+    let events: Vec<_> = state
+        .store
+        .task_events(id)
+        .await?
+        .into_iter()
+        .map(|e| state.event_for(caller.role, e))
+        .collect();
+    let timeline = tasktable_store::timeline(&task, &attempts, &events);
+    let attempts: Vec<AttemptView> = attempts.into_iter().map(AttemptView::from).collect();
     let task = view(&state, &caller, task);
-    Ok(Json(json!({"task": task, "attempts": attempts, "runs": runs})).into_response())
+    let body = json!({"task": task, "attempts": attempts, "runs": runs, "timeline": timeline});
+    Ok(Json(body).into_response())
 }
 
 /// The operations, by the name they have in paths.
@@ -334,6 +338,7 @@ fn object_body(bytes: &Bytes) -> ApiResult<Value> {
 
 pub async fn change(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Path((id, op)): Path<(TaskId, String)>,
     RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
@@ -343,6 +348,7 @@ pub async fn change(
         .task_update(UpdateParams {
             target: Target::Id(id),
             change,
+            actor,
             now: None,
         })
         .await?;
@@ -356,6 +362,7 @@ pub async fn change(
 
 pub async fn bulk(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Path(op): Path<String>,
     RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
@@ -384,6 +391,7 @@ pub async fn bulk(
         .task_update(UpdateParams {
             target: Target::Filter(filter),
             change,
+            actor,
             now: None,
         })
         .await?;

@@ -3,7 +3,7 @@
 //! workers of the pull protocol, which register them with the address they call from.
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{NoValues, Path, Query};
+use crate::extract::{Caller, NoValues, Path, Query};
 use crate::AppState;
 use axum::extract::{ConnectInfo, State};
 use axum::response::{IntoResponse, Response};
@@ -129,6 +129,7 @@ pub async fn show(State(state): State<AppState>, Path(id): Path<String>) -> ApiR
 
 pub async fn operate(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Path((id, op)): Path<(String, String)>,
     NoValues: NoValues,
 ) -> ApiResult<Response> {
@@ -148,6 +149,7 @@ pub async fn operate(
         .worker_set_draining(WorkerDrainParams {
             id: id.to_owned(),
             draining,
+            actor,
         })
         .await?
         .ok_or_else(|| ApiError::not_found(format!("worker {id:?} not found")))?;
@@ -176,13 +178,13 @@ pub struct HeartbeatBody {
 }
 
 /// The address a caller reached the server from, when the server was started with it.
-type Caller = Option<Extension<ConnectInfo<SocketAddr>>>;
+type PeerAddress = Option<Extension<ConnectInfo<SocketAddr>>>;
 
 /// Registers (or refreshes) a pull-protocol worker, with the address it calls from;
 /// answers whether an operator asked it to drain: then it must claim nothing new.
 pub async fn heartbeat(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: PeerAddress,
     crate::extract::Body(b): crate::extract::Body<HeartbeatBody>,
 ) -> ApiResult<Response> {
     let facts = WorkerFacts {

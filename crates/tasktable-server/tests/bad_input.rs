@@ -228,6 +228,16 @@ async fn bad_queries_paths_and_methods_are_refused(s: Server) {
         ("/api/v1/tasks?error=%00", 422, "invalid_input"),
         ("/api/v1/stats?kind=%00", 422, "invalid_input"),
         ("/api/v1/stats?bucket=1m", 400, "invalid_query"),
+        ("/api/v1/audit?limit=0", 422, "invalid_input"),
+        ("/api/v1/audit?limit=1001", 422, "invalid_input"),
+        ("/api/v1/audit?event=exploded", 400, "invalid_query"),
+        ("/api/v1/audit?event=held,exploded", 400, "invalid_query"),
+        ("/api/v1/audit?actor_kind=robot", 400, "invalid_query"),
+        ("/api/v1/audit?task=abc", 400, "invalid_query"),
+        ("/api/v1/audit?from=yesterday", 400, "invalid_query"),
+        ("/api/v1/audit?colour=red", 400, "invalid_query"),
+        ("/api/v1/audit?actor=a%00", 422, "invalid_input"),
+        ("/api/v1/audit?queue=%00", 422, "invalid_input"),
         ("/api/v1/nothing-here", 404, "not_found"),
     ];
     for (path, status, code) in cases {

@@ -72,6 +72,8 @@ fn matrix(id: i64, batch: i64) -> Vec<Row> {
             operate,
         ),
         ("GET", "/api/v1/stats", "/api/v1/stats".into(), None, read),
+        ("GET", "/api/v1/audit", "/api/v1/audit".into(), None, read),
+        ("GET", "/api/v1/events", "/api/v1/events".into(), None, read),
         (
             "GET",
             "/api/v1/schedules",

@@ -129,6 +129,7 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
             let checked = self.limits().update(UpdateParams {
                 target: tasktable_store::Target::Id(params.id),
                 change: tasktable_core::Change::EditPayload { payload: data },
+                actor: params.actor.clone(),
                 now: None,
             })?;
             if let tasktable_core::Change::EditPayload { payload } = checked.into_inner().change {
@@ -237,11 +238,12 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::batches;
+    pub use crate::feed as sqlfeed;
     pub use crate::limits::{self, LimitedClaim};
     pub use crate::runs;
     pub use crate::stats::SqlStats;
     pub use crate::Exec as _;
-    pub use crate::{affinity, query, retention, schedules, workers, Backend, Connect};
+    pub use crate::{affinity, events, query, retention, schedules, workers, Backend, Connect};
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Utc};
     pub use tasktable_core::runs::Run;
@@ -529,7 +531,15 @@ macro_rules! impl_store {
                         Target::Id(id) => self.change_one(*id, &params).await,
                         Target::Filter(filter) => {
                             let rows = self.bulk_chunk_rows();
-                            update_in_chunks(self, filter, &params.change, params.now, rows).await
+                            update_in_chunks(
+                                self,
+                                filter,
+                                &params.change,
+                                &params.actor,
+                                params.now,
+                                rows,
+                            )
+                            .await
                         }
                     }
                 }
@@ -577,8 +587,8 @@ macro_rules! impl_store {
                     schedules::edit(self, params).await
                 }
 
-                async fn schedule_delete(&self, schedule: ScheduleRef) -> StoreResult<()> {
-                    schedules::delete(self, schedule).await
+                async fn schedule_delete(&self, params: DeleteScheduleParams) -> StoreResult<()> {
+                    schedules::delete(self, params).await
                 }
 
                 async fn schedule_run_due(&self, params: RunDueParams) -> StoreResult<Vec<Fired>> {
@@ -636,6 +646,32 @@ macro_rules! impl_store {
 
                 async fn queue_has_due(&self, params: DueParams) -> StoreResult<bool> {
                     query::has_due(&mut self.read().await?, &params).await
+                }
+
+                async fn event_list(&self, params: EventListParams) -> StoreResult<Vec<Event>> {
+                    events::list(&mut self.read().await?, &params).await
+                }
+
+                /// The live table's, or, for a task retention archived, the archive's.
+                async fn task_events(&self, id: TaskId) -> StoreResult<Vec<Event>> {
+                    let mut read = self.read().await?;
+                    let live = events::of_task(&mut read, id, false).await?;
+                    if !live.is_empty() || query::get(&mut read, id).await?.is_some() {
+                        return Ok(live);
+                    }
+                    events::of_task(&mut read, id, true).await
+                }
+
+                async fn event_feed(&self, params: feed::FeedParams) -> StoreResult<feed::Feed> {
+                    sqlfeed::read(&mut self.read().await?, &params).await
+                }
+
+                async fn feed_head(&self) -> StoreResult<feed::FeedCursor> {
+                    sqlfeed::head(&mut self.read().await?).await
+                }
+
+                async fn event_prune(&self, params: EventPruneParams) -> StoreResult<u64> {
+                    events::prune(self, &params).await
                 }
 
                 async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {

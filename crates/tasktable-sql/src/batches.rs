@@ -19,7 +19,8 @@ use tasktable_core::batch::{
 use tasktable_core::{NewTask, Task, TaskId, TaskState};
 use tasktable_store::{
     lost_lease_status, Batch, BatchControlParams, BatchListParams, BatchSaveParams, BatchSaved,
-    BatchUpdateParams, ItemFailure, LeaseRow, LeaseStatus, StoreError, StoreResult, Submitted,
+    BatchUpdateParams, ItemFailure, LeaseRow, LeaseStatus, NewEvent, StoreError, StoreResult,
+    Submitted,
 };
 
 /// Every column of `tasktable_batches`, as the archive keeps them.
@@ -390,10 +391,19 @@ pub async fn control_in<E: Exec>(
         .apply(task.state, row.control, started(&task, &row))
         .map_err(|refusal| StoreError::BatchRefused { id: p.id, refusal })?;
     let mut changed = Changed::default();
+    let now = e.now(p.now).await?;
     if let Some(operator_change) = change.task_change(task.state) {
-        let now = e.now(p.now).await?;
-        changed = crate::update::apply_one(e, p.id, &operator_change, now).await?;
+        changed = crate::update::apply_one(e, p.id, &operator_change, &p.actor, now).await?;
     }
+    let detail = serde_json::json!({"control": {"old": row.control.as_str(), "new": change.control.as_str()}});
+    let event = NewEvent {
+        task_id: Some(p.id),
+        queue: Some(task.queue.clone()),
+        kind: Some(task.kind.clone()),
+        detail,
+        ..NewEvent::new(p.action.event())
+    };
+    crate::events::record_one(e, now, &p.actor, event).await?;
     if change.control != row.control {
         let mut sql = Sql::new(e.dialect(), "UPDATE tasktable_batches SET control = ");
         sql.bind(change.control.as_str())
@@ -410,7 +420,10 @@ pub async fn control_in<E: Exec>(
 pub async fn update_in<E: Exec>(e: &mut E, p: &BatchUpdateParams) -> StoreResult<Batch> {
     let (task, row) = locked(e, p.id).await?;
     let d = e.dialect();
+    let now = e.now(p.now).await?;
+    let mut fields = Vec::new();
     if let Some(data) = &p.data {
+        fields.push("data");
         let status = BatchStatus::of(task.state, row.control, started(&task, &row));
         if !data_may_change(&row.spec, status) {
             return Err(StoreError::BatchRefused {
@@ -418,7 +431,6 @@ pub async fn update_in<E: Exec>(e: &mut E, p: &BatchUpdateParams) -> StoreResult
                 refusal: BatchRefusal::DataFixed,
             });
         }
-        let now = e.now(p.now).await?;
         let mut sql = Sql::new(d, "UPDATE tasktable_tasks SET payload = ");
         sql.bind(Arg::Json(data.clone()))
             .push(", updated_at = ")
@@ -433,10 +445,27 @@ pub async fn update_in<E: Exec>(e: &mut E, p: &BatchUpdateParams) -> StoreResult
         sql.bind(p.id);
         e.execute(sql).await?;
     }
+    let mut detail = serde_json::Map::new();
     if let Some(budget) = p.error_budget {
         let mut sql = Sql::new(d, "UPDATE tasktable_batches SET error_budget = ");
         sql.bind(big(budget)).push(" WHERE task_id = ").bind(p.id);
         e.execute(sql).await?;
+        detail.insert(
+            "error_budget".into(),
+            serde_json::json!({"old": row.spec.error_budget, "new": budget}),
+        );
+    }
+    if !fields.is_empty() || !detail.is_empty() {
+        // Data is a payload: its values stay out of the log, which readers see.
+        detail.insert("fields".into(), serde_json::json!(fields));
+        let event = NewEvent {
+            task_id: Some(p.id),
+            queue: Some(task.queue.clone()),
+            kind: Some(task.kind.clone()),
+            detail: detail.into(),
+            ..NewEvent::new(tasktable_core::EventKind::BatchEdited)
+        };
+        crate::events::record_one(e, now, &p.actor, event).await?;
     }
     get(e, p.id).await?.ok_or(StoreError::NotFound(p.id))
 }

@@ -158,7 +158,14 @@ pub async fn set_policy<E: Exec>(e: &mut E, p: &QueuePolicyParams) -> StoreResul
         .dialect()
         .upsert(&["name"], &["limited", "policy", "updated_at"]);
     sql.push(&upsert);
-    e.execute(sql).await
+    e.execute(sql).await?;
+    let detail = serde_json::json!({"policy": {"old": old, "new": p.policy}});
+    let event = tasktable_store::NewEvent {
+        queue: Some(p.queue.clone()),
+        detail,
+        ..tasktable_store::NewEvent::new(tasktable_core::EventKind::PolicySet)
+    };
+    crate::events::record_one(e, now, &p.actor, event).await
 }
 
 /// Reads a queue row's policy (none: the default).

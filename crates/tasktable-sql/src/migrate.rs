@@ -19,7 +19,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 12] = [
+pub const MIGRATIONS: [(i64, &str); 13] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -32,6 +32,7 @@ pub const MIGRATIONS: [(i64, &str); 12] = [
     (10, "affinity"),
     (11, "runs"),
     (12, "batches"),
+    (13, "events"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -105,6 +106,11 @@ macro_rules! backend_migrations {
                 version: 12,
                 name: "batches",
                 sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0012_batches.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 13,
+                name: "events",
+                sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0013_events.sql")),
             },
         ]
     };

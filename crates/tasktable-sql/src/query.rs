@@ -264,5 +264,14 @@ pub async fn set_paused<E: Exec>(e: &mut E, p: &QueuePauseParams) -> StoreResult
         .push(")");
     let upsert = e.dialect().upsert(&["name"], &["paused", "updated_at"]);
     sql.push(&upsert);
-    e.execute(sql).await
+    e.execute(sql).await?;
+    let event = tasktable_store::NewEvent {
+        queue: Some(p.queue.clone()),
+        ..tasktable_store::NewEvent::new(if p.paused {
+            tasktable_core::EventKind::QueuePaused
+        } else {
+            tasktable_core::EventKind::QueueResumed
+        })
+    };
+    crate::events::record_one(e, now, &p.actor, event).await
 }

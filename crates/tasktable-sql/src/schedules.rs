@@ -7,20 +7,22 @@
 //! ([`tasktable_core::schedule::slot_key`]) would refuse a second task for the slot anyway. Which slots fire, and
 //! where an edit leaves the schedule, is core's ([`tasktable_core::schedule`]).
 
+use crate::events;
 use crate::exec::required;
 use crate::row::state;
 use crate::update::Changed;
 use crate::{Backend, Cells, Exec, Sql};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde::de::DeserializeOwned;
+use serde_json::json;
 use tasktable_core::schedule::{
     next_run, plan, slot_key_prefix, Missed, Overlap, Recurrence, ScheduleEdit, ScheduleSpec,
     TaskTemplate,
 };
-use tasktable_core::TaskState;
+use tasktable_core::{Actor, EventKind, TaskState};
 use tasktable_store::{
-    Checked, CreateScheduleParams, EditScheduleParams, FireNowParams, Fired, FiredTask, OnExisting,
-    RunDueParams, Schedule, ScheduleRef, StoreError, StoreResult,
+    Checked, CreateScheduleParams, DeleteScheduleParams, EditScheduleParams, FireNowParams, Fired,
+    FiredTask, NewEvent, OnExisting, RunDueParams, Schedule, ScheduleRef, StoreError, StoreResult,
 };
 
 const COLUMNS: &str = "id, name, recurrence, template, missed, overlap, enabled, \
@@ -190,6 +192,7 @@ pub async fn create<B: Backend>(b: &B, p: CreateScheduleParams) -> StoreResult<S
     for _ in 0..2 {
         let mut tx = b.write().await?;
         let now = tx.now(p.now).await?;
+        let mut event = (EventKind::ScheduleCreated, json!({}));
         let written = match find(&mut tx, &name, true).await? {
             Some(_) if p.on_existing == OnExisting::Refuse => {
                 return Err(StoreError::ScheduleExists(spec.name.clone()))
@@ -203,6 +206,7 @@ pub async fn create<B: Backend>(b: &B, p: CreateScheduleParams) -> StoreResult<S
                 if edit.is_empty() {
                     return Ok(old);
                 }
+                event = (EventKind::ScheduleEdited, edited_fields(&edit));
                 write_edit(b, &mut tx, &old, &edit, now).await
             }
             None => insert(&mut tx, &spec, now).await,
@@ -210,6 +214,10 @@ pub async fn create<B: Backend>(b: &B, p: CreateScheduleParams) -> StoreResult<S
         match written {
             Ok(()) => {
                 let saved = find(&mut tx, &name, false).await?;
+                if let Some(saved) = &saved {
+                    let ev = schedule_event(event.0, saved, event.1);
+                    events::record_one(&mut tx, now, &p.actor, ev).await?;
+                }
                 b.commit_change(tx, Changed::default()).await?;
                 return saved.ok_or_else(|| StoreError::ScheduleNotFound(name.clone()));
             }
@@ -231,20 +239,25 @@ pub async fn edit<B: Backend>(b: &B, p: EditScheduleParams) -> StoreResult<Sched
         .ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))?;
     if !p.edit.is_empty() {
         write_edit(b, &mut tx, &old, &p.edit, now).await?;
+        let ev = schedule_event(EventKind::ScheduleEdited, &old, edited_fields(&p.edit));
+        events::record_one(&mut tx, now, &p.actor, ev).await?;
     }
     let saved = find(&mut tx, &ScheduleRef::Id(old.id), false).await?;
     b.commit_change(tx, Changed::default()).await?;
     saved.ok_or(StoreError::ScheduleNotFound(p.schedule))
 }
 
-pub async fn delete<B: Backend>(b: &B, r: ScheduleRef) -> StoreResult<()> {
+pub async fn delete<B: Backend>(b: &B, p: DeleteScheduleParams) -> StoreResult<()> {
     let mut tx = b.write().await?;
-    let old = find(&mut tx, &r, true)
+    let now = tx.now(None).await?;
+    let old = find(&mut tx, &p.schedule, true)
         .await?
-        .ok_or(StoreError::ScheduleNotFound(r))?;
+        .ok_or(StoreError::ScheduleNotFound(p.schedule))?;
     let mut sql = Sql::new(tx.dialect(), "DELETE FROM tasktable_schedules WHERE id = ");
     sql.bind(old.id);
     tx.execute(sql).await?;
+    let ev = schedule_event(EventKind::ScheduleDeleted, &old, json!({}));
+    events::record_one(&mut tx, now, &p.actor, ev).await?;
     b.commit_change(tx, Changed::default()).await?;
     Ok(())
 }
@@ -351,6 +364,56 @@ async fn record<E: Exec>(
     e.execute(sql).await
 }
 
+/// The names of the fields an edit changes (not their values: a template's payload may
+/// hold what only the schedule's readers should see).
+fn edited_fields(edit: &ScheduleEdit) -> serde_json::Value {
+    let fields: Vec<String> = match serde_json::to_value(edit) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    json!({ "fields": fields })
+}
+
+/// An event about schedule `s`, named in its detail.
+fn schedule_event(event: EventKind, s: &Schedule, detail: serde_json::Value) -> NewEvent {
+    let mut detail = detail;
+    if let Some(d) = detail.as_object_mut() {
+        d.insert("name".into(), json!(s.spec.name));
+    }
+    NewEvent {
+        schedule_id: Some(s.id),
+        queue: Some(s.spec.template.queue.clone()),
+        kind: Some(s.spec.template.kind.clone()),
+        detail,
+        ..NewEvent::new(event)
+    }
+}
+
+/// A firing's events: one per task it created (so the task's own history shows where it
+/// came from), or one saying what it skipped when it created none.
+async fn record_fired<E: Exec>(
+    e: &mut E,
+    s: &Schedule,
+    tasks: &[FiredTask],
+    skipped: &[DateTime<Utc>],
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    let mut evs: Vec<NewEvent> = tasks
+        .iter()
+        .filter(|t| t.created)
+        .map(|t| NewEvent {
+            task_id: Some(t.task_id),
+            ..schedule_event(EventKind::ScheduleFired, s, json!({"slot_at": t.slot_at}))
+        })
+        .collect();
+    if evs.is_empty() && (!skipped.is_empty() || !tasks.is_empty()) {
+        let detail = json!({"skipped": skipped, "existing": tasks.iter().map(|t| t.task_id).collect::<Vec<_>>()});
+        evs.push(schedule_event(EventKind::ScheduleFired, s, detail));
+    }
+    events::record(e, now, actor, &evs).await
+}
+
 fn wake(s: &Schedule, tasks: &[FiredTask]) -> Changed {
     let created = tasks.iter().filter(|t| t.created).count() as u64;
     let wake = if created > 0 {
@@ -393,6 +456,15 @@ async fn fire_due<B: Backend>(
     }
     let place = Some((plan.covered_until, plan.next_run_at));
     record(&mut tx, &s, tasks.last(), place, now).await?;
+    record_fired(
+        &mut tx,
+        &s,
+        &tasks,
+        &skipped,
+        &Actor::system("scheduler"),
+        now,
+    )
+    .await?;
     b.commit_change(tx, wake(&s, &tasks)).await?;
     Ok(Some(Fired {
         schedule_id: s.id,
@@ -415,6 +487,7 @@ pub async fn fire_now<B: Backend>(b: &B, p: FireNowParams) -> StoreResult<Fired>
     let fired = fire_slot(b, &mut tx, &s, slot, now).await?;
     record(&mut tx, &s, Some(&fired), None, now).await?;
     let tasks = vec![fired];
+    record_fired(&mut tx, &s, &tasks, &[], &p.actor, now).await?;
     b.commit_change(tx, wake(&s, &tasks)).await?;
     Ok(Fired {
         schedule_id: s.id,

@@ -20,12 +20,14 @@
 use crate::exec::required;
 use crate::query::push_filter;
 use crate::row::state;
+use crate::row::TASK_COLUMNS;
 use crate::{Cells, Dialect, Exec, Sql};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tasktable_core::change::Runner;
-use tasktable_core::{ChangeEffect, TaskId, TaskState};
+use tasktable_core::{Actor, ChangeEffect, Task, TaskId, TaskState};
 use tasktable_store::bulk::changeable;
+use tasktable_store::event::NewEvent;
 use tasktable_store::{
     select_for_update, Change, Checked, StoreError, StoreResult, Target, UpdateChunkParams,
     UpdateParams,
@@ -46,13 +48,14 @@ struct Found {
     id: TaskId,
     state: TaskState,
     queue: String,
+    kind: String,
     /// Who holds it, while it runs.
     worker_id: Option<String>,
     /// A multi-run task: its runs, not its row, hold the leases.
     multi_run: bool,
 }
 
-const FOUND_COLUMNS: &str = "id, state, queue, worker_id, copies";
+const FOUND_COLUMNS: &str = "id, state, queue, kind, worker_id, copies";
 
 /// A change to one task: an error when it is missing or in a state the change may not
 /// start from. Reads (and locks, where rows lock) the task first.
@@ -62,7 +65,7 @@ pub async fn one<E: Exec>(
     p: &Checked<UpdateParams>,
 ) -> StoreResult<Changed> {
     let now = e.now(p.now).await?;
-    apply_one(e, id, &p.change, now).await
+    apply_one(e, id, &p.change, &p.actor, now).await
 }
 
 /// [`one`] for a change whose input core has checked already (a batch's action).
@@ -70,6 +73,7 @@ pub(crate) async fn apply_one<E: Exec>(
     e: &mut E,
     id: TaskId,
     change: &Change,
+    actor: &Actor,
     now: DateTime<Utc>,
 ) -> StoreResult<Changed> {
     let mut select = Sql::new(
@@ -78,7 +82,7 @@ pub(crate) async fn apply_one<E: Exec>(
     );
     select.bind(id).push(e.dialect().lock_rows());
     let found = read(&e.fetch(select).await?)?;
-    write(e, &Target::Id(id), &found, change, now).await
+    write(e, &Target::Id(id), &found, change, actor, now).await
 }
 
 /// One chunk of a change to a filter (see [`tasktable_store::bulk`]): locks, by primary
@@ -115,7 +119,7 @@ pub async fn chunk<E: Exec>(
     push_filter(&mut select, &filter);
     select.push(" ORDER BY id").push(d.lock_rows());
     let found = read(&e.fetch(select).await?)?;
-    write(e, &Target::Filter(filter), &found, p.change, now).await
+    write(e, &Target::Filter(filter), &found, p.change, p.actor, now).await
 }
 
 fn read(rows: &[impl Cells]) -> StoreResult<Vec<Found>> {
@@ -125,6 +129,7 @@ fn read(rows: &[impl Cells]) -> StoreResult<Vec<Found>> {
                 id: required(r.int("id"), "id")?,
                 state: state(&required(r.text("state"), "state")?)?,
                 queue: required(r.text("queue"), "queue")?,
+                kind: required(r.text("kind"), "kind")?,
                 worker_id: r.text("worker_id")?,
                 multi_run: r.int("copies")?.is_some(),
             })
@@ -134,18 +139,20 @@ fn read(rows: &[impl Cells]) -> StoreResult<Vec<Found>> {
 
 /// Applies the state machine to the rows found and writes each one's effect; rows with
 /// the same effect (all of them, except a retry's of finished and waiting tasks) are
-/// written by one statement.
+/// written by one statement. Each task changed gets its event, by `actor`.
 async fn write<E: Exec>(
     e: &mut E,
     target: &Target,
     found: &[Found],
     change: &Change,
+    actor: &Actor,
     now: DateTime<Utc>,
 ) -> StoreResult<Changed> {
     let pairs: Vec<(TaskId, TaskState)> = found.iter().map(|r| (r.id, r.state)).collect();
     let chosen = select_for_update(target, change.operation(), &pairs)?;
     let runners = runners(e, change, found).await?;
     let mut groups: Vec<((ChangeEffect, bool), Vec<TaskId>)> = Vec::new();
+    let mut moved: Vec<(&Found, Option<TaskState>)> = Vec::new();
     for row in found.iter().filter(|r| chosen.ids.contains(&r.id)) {
         let effect = if row.multi_run {
             // A new target applies to runs still to start; those going keep going.
@@ -158,12 +165,15 @@ async fn write<E: Exec>(
             change.effect_on(row.state, runner, now)
         }
         .expect("select_for_update keeps only rows the change applies to");
+        moved.push((row, effect.state.filter(|s| *s != row.state)));
         let key = (effect, row.multi_run);
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, ids)) => ids.push(row.id),
             None => groups.push((key, vec![row.id])),
         }
     }
+    let events = events(e, target, change, &moved).await?;
+    crate::events::record(e, now, actor, &events).await?;
     for ((effect, multi_run), ids) in &groups {
         for ids in ids.chunks(Sql::MAX_IN_LIST) {
             match (effect.state, *multi_run) {
@@ -199,6 +209,67 @@ async fn write<E: Exec>(
         count: chosen.ids.len() as u64,
         wake,
     })
+}
+
+/// The event of each task changed: what an edit changed (old and new, read before the
+/// change is written), the state it left and entered, and a bulk change's filter.
+async fn events<E: Exec>(
+    e: &mut E,
+    target: &Target,
+    change: &Change,
+    moved: &[(&Found, Option<TaskState>)],
+) -> StoreResult<Vec<NewEvent>> {
+    let before: HashMap<TaskId, Task> = if change.field().is_some() && !moved.is_empty() {
+        let ids: Vec<TaskId> = moved.iter().map(|(r, _)| r.id).collect();
+        let mut tasks = HashMap::new();
+        for ids in ids.chunks(Sql::MAX_IN_LIST) {
+            let mut sql = Sql::new(
+                e.dialect(),
+                format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE "),
+            );
+            sql.push_in_ids("id", ids);
+            for row in e.fetch(sql).await? {
+                let task = crate::row::task_from_row(&row)?;
+                tasks.insert(task.id, task);
+            }
+        }
+        tasks
+    } else {
+        HashMap::new()
+    };
+    let filter = match target {
+        Target::Filter(f) => Some(serde_json::to_value(f).unwrap_or_default()),
+        Target::Id(_) => None,
+    };
+    Ok(moved
+        .iter()
+        .map(|(row, to)| {
+            let mut detail = serde_json::Map::new();
+            if let Some((field, edit)) = before.get(&row.id).and_then(|t| change.edit_detail(t)) {
+                detail.insert(field.into(), edit);
+            }
+            if let Some(to) = to {
+                detail.insert(
+                    "state".into(),
+                    serde_json::json!({"old": row.state.as_str(), "new": to.as_str()}),
+                );
+            }
+            if let Some(filter) = &filter {
+                detail.insert("filter".into(), filter.clone());
+            }
+            NewEvent {
+                task_id: Some(row.id),
+                queue: Some(row.queue.clone()),
+                kind: Some(row.kind.clone()),
+                detail: if detail.is_empty() {
+                    serde_json::Value::Null
+                } else {
+                    detail.into()
+                },
+                ..NewEvent::new(change.event())
+            }
+        })
+        .collect())
 }
 
 /// The registry's groups of the workers running the rows found, when the change is a new

@@ -253,6 +253,18 @@ pub async fn set_draining<B: Backend>(
         .bind(p.id.as_str());
     tx.execute(sql).await?;
     let info = get(&mut tx, &p.id).await?;
+    if info.is_some() {
+        let now = tx.now(None).await?;
+        let event = tasktable_store::NewEvent {
+            worker_id: Some(p.id.clone()),
+            ..tasktable_store::NewEvent::new(if p.draining {
+                tasktable_core::EventKind::WorkerDrained
+            } else {
+                tasktable_core::EventKind::WorkerReleased
+            })
+        };
+        crate::events::record_one(&mut tx, now, &p.actor, event).await?;
+    }
     tx.commit().await?;
     Ok(info)
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 use tasktable_core::batch::{BatchAction, BatchControl, BatchSpec, BatchStatus};
-use tasktable_core::{Lease, Task, TaskId};
+use tasktable_core::{Actor, Lease, Task, TaskId};
 
 use crate::LeaseStatus;
 
@@ -77,10 +77,11 @@ pub struct BatchSaved {
 }
 
 /// An operator's (or the business's) start, pause, stop or resume.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BatchControlParams {
     pub id: TaskId,
     pub action: BatchAction,
+    pub actor: Actor,
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -92,6 +93,7 @@ pub struct BatchUpdateParams {
     pub id: TaskId,
     pub error_budget: Option<u64>,
     pub data: Option<Value>,
+    pub actor: Actor,
     pub now: Option<DateTime<Utc>>,
 }
 

@@ -35,7 +35,7 @@ use crate::params::Change;
 use crate::StoreResult;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use tasktable_core::{Operation, TaskId, TaskState};
+use tasktable_core::{Actor, Operation, TaskId, TaskState};
 
 /// Rows per chunk unless a store is configured otherwise. Measured with the benchmark's
 /// 100,000-task cancel beside a working worker (docs/benchmarks.md, 2 vCPUs): 100 rows
@@ -52,6 +52,8 @@ pub struct UpdateChunkParams<'a> {
     /// The filter of the whole change (any states it names still apply).
     pub filter: &'a TaskFilter,
     pub change: &'a Change,
+    /// Who asks, for the event of each task changed.
+    pub actor: &'a Actor,
     pub now: Option<DateTime<Utc>>,
     /// The tasks of this chunk, in id order: some of the ids
     /// [`ChunkedUpdate::task_ids_matching`] returned.
@@ -95,6 +97,7 @@ pub async fn update_in_chunks<S: ChunkedUpdate + ?Sized>(
     store: &S,
     filter: &TaskFilter,
     change: &Change,
+    actor: &Actor,
     now: Option<DateTime<Utc>>,
     chunk_rows: u32,
 ) -> StoreResult<u64> {
@@ -108,6 +111,7 @@ pub async fn update_in_chunks<S: ChunkedUpdate + ?Sized>(
             .task_update_chunk(&UpdateChunkParams {
                 filter,
                 change,
+                actor,
                 now,
                 ids,
             })

@@ -18,6 +18,8 @@
 
 pub mod batch;
 pub mod bulk;
+pub mod event;
+pub mod feed;
 #[doc(hidden)]
 pub use tasktable_core as __core;
 mod checked;
@@ -35,11 +37,15 @@ pub use batch::{
 pub use bulk::{update_in_chunks, ChunkedUpdate, UpdateChunkParams, DEFAULT_BULK_CHUNK_ROWS};
 pub use checked::{Checked, Limits};
 pub use error::{StoreError, StoreResult};
+pub use event::{
+    timeline, Event, EventFilter, EventListParams, EventPruneParams, NewEvent, TimelineEntry,
+    MAX_EVENT_LIST,
+};
 pub use filter::{Target, TaskFilter};
 pub use params::*;
 pub use schedule::{
-    CreateScheduleParams, EditScheduleParams, FireNowParams, Fired, FiredTask, OnExisting,
-    RunDueParams, Schedule, ScheduleRef,
+    CreateScheduleParams, DeleteScheduleParams, EditScheduleParams, FireNowParams, Fired,
+    FiredTask, OnExisting, RunDueParams, Schedule, ScheduleRef,
 };
 pub use stats::{GroupStats, Percentiles, SeriesPoint, Stats, StatsParams, WindowTotals};
 pub use worker::{
@@ -184,7 +190,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn schedule_edit(&self, params: EditScheduleParams) -> StoreResult<Schedule>;
 
     /// Deletes a schedule. The tasks it fired stay, and keep its id.
-    async fn schedule_delete(&self, schedule: ScheduleRef) -> StoreResult<()>;
+    async fn schedule_delete(&self, params: DeleteScheduleParams) -> StoreResult<()>;
 
     /// Fires the slots of every schedule that is due at `now`, each schedule in a
     /// transaction of its own with its row locked: a slot fires once however many
@@ -235,6 +241,26 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// does not promise the task can be claimed (a policy, a target or another claimer
     /// may stand in the way).
     async fn queue_has_due(&self, params: DueParams) -> StoreResult<bool>;
+
+    /// A page of the event log ([`event`]): operators' changes and tasktable's own,
+    /// newest first.
+    async fn event_list(&self, params: EventListParams) -> StoreResult<Vec<Event>>;
+
+    /// A task's events, oldest first, whether the task is live or archived.
+    async fn task_events(&self, id: TaskId) -> StoreResult<Vec<Event>>;
+
+    /// One batch of the events' retention: deletes up to `limit` events that concern no
+    /// task and are older than the age; how many went (call again while it is `limit`).
+    /// A task's events go with the task ([`Store::task_purge`]).
+    async fn event_prune(&self, params: EventPruneParams) -> StoreResult<u64>;
+
+    /// One read of what happened since `after` ([`feed`]): tasks submitted, attempts
+    /// ended and events, above the cursor's ids and within its window, oldest first.
+    async fn event_feed(&self, params: feed::FeedParams) -> StoreResult<feed::Feed>;
+
+    /// The cursor of everything the database holds now: where a follower that wants
+    /// only what happens from now on starts.
+    async fn feed_head(&self) -> StoreResult<feed::FeedCursor>;
 
     /// Hints that a queue may have due work. Delivery is best effort: callers poll too.
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;

@@ -8,7 +8,9 @@ use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
 use tasktable_core::policy::QueuePolicy;
 use tasktable_core::stored::{stored_error, stored_value};
-use tasktable_core::{AttemptOutcome, Lease, LeaseCredential, NewTask, Task, TaskId, TaskState};
+use tasktable_core::{
+    Actor, AttemptOutcome, Lease, LeaseCredential, NewTask, Task, TaskId, TaskState,
+};
 
 #[derive(Debug, Clone, Default)]
 pub struct SubmitParams {
@@ -161,6 +163,8 @@ pub use tasktable_core::{Change, ChangeEffect};
 pub struct UpdateParams {
     pub target: Target,
     pub change: Change,
+    /// Who asks: the event log records it with each task changed.
+    pub actor: Actor,
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -168,6 +172,7 @@ pub struct UpdateParams {
 pub struct QueuePauseParams {
     pub queue: String,
     pub paused: bool,
+    pub actor: Actor,
 }
 
 /// A queue's policy, replacing the one it had (the default policy clears it).
@@ -175,6 +180,7 @@ pub struct QueuePauseParams {
 pub struct QueuePolicyParams {
     pub queue: String,
     pub policy: QueuePolicy,
+    pub actor: Actor,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use tasktable_core::schedule::{ScheduleEdit, ScheduleSpec};
+use tasktable_core::Actor;
 use tasktable_core::TaskId;
 
 /// A schedule as stored: its spec, and where it is among its slots.
@@ -59,6 +60,7 @@ pub enum OnExisting {
 pub struct CreateScheduleParams {
     pub spec: ScheduleSpec,
     pub on_existing: OnExisting,
+    pub actor: Actor,
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -66,7 +68,14 @@ pub struct CreateScheduleParams {
 pub struct EditScheduleParams {
     pub schedule: ScheduleRef,
     pub edit: ScheduleEdit,
+    pub actor: Actor,
     pub now: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeleteScheduleParams {
+    pub schedule: ScheduleRef,
+    pub actor: Actor,
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +88,7 @@ pub struct RunDueParams {
 #[derive(Debug, Clone)]
 pub struct FireNowParams {
     pub schedule: ScheduleRef,
+    pub actor: Actor,
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -112,7 +122,7 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, schedule_get(s: $crate::ScheduleRef) -> Option<$crate::Schedule>);
         $crate::forward_maintenance_calls!(@one $inner, schedule_list() -> Vec<$crate::Schedule>);
         $crate::forward_maintenance_calls!(@one $inner, schedule_edit(p: $crate::EditScheduleParams) -> $crate::Schedule);
-        $crate::forward_maintenance_calls!(@one $inner, schedule_delete(s: $crate::ScheduleRef) -> ());
+        $crate::forward_maintenance_calls!(@one $inner, schedule_delete(p: $crate::DeleteScheduleParams) -> ());
         $crate::forward_maintenance_calls!(@one $inner, schedule_run_due(p: $crate::RunDueParams) -> Vec<$crate::Fired>);
         $crate::forward_maintenance_calls!(@one $inner, schedule_fire_now(p: $crate::FireNowParams) -> $crate::Fired);
         $crate::forward_maintenance_calls!(@one $inner, task_purge(p: $crate::PurgeParams) -> $crate::Purged);
@@ -132,6 +142,11 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, batch_control(p: $crate::BatchControlParams) -> $crate::Batch);
         $crate::forward_maintenance_calls!(@one $inner, batch_update(p: $crate::BatchUpdateParams) -> $crate::Batch);
         $crate::forward_maintenance_calls!(@one $inner, batch_failures(id: $crate::__core::TaskId) -> Vec<$crate::ItemFailure>);
+        $crate::forward_maintenance_calls!(@one $inner, event_list(p: $crate::EventListParams) -> Vec<$crate::Event>);
+        $crate::forward_maintenance_calls!(@one $inner, task_events(id: $crate::__core::TaskId) -> Vec<$crate::Event>);
+        $crate::forward_maintenance_calls!(@one $inner, event_prune(p: $crate::EventPruneParams) -> u64);
+        $crate::forward_maintenance_calls!(@one $inner, event_feed(p: $crate::feed::FeedParams) -> $crate::feed::Feed);
+        $crate::forward_maintenance_calls!(@one $inner, feed_head() -> $crate::feed::FeedCursor);
     };
     (@one $inner:tt, $name:ident($($arg:ident: $ty:ty)?) -> $out:ty) => {
         fn $name<'life0, 'async_trait>(

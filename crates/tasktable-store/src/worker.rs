@@ -38,6 +38,7 @@ pub struct WorkerDrainParams {
     pub id: String,
     /// `true`: drain; `false`: release.
     pub draining: bool,
+    pub actor: tasktable_core::Actor,
 }
 
 #[derive(Debug, Clone)]

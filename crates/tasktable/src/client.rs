@@ -1,6 +1,6 @@
 use serde::Serialize;
 use std::sync::Arc;
-use tasktable_core::{Attempt, NewTask, Task, TaskId};
+use tasktable_core::{Actor, Attempt, NewTask, Task, TaskId};
 use tasktable_runtime::Handler;
 use tasktable_store::*;
 
@@ -8,11 +8,26 @@ use tasktable_store::*;
 #[derive(Debug, Clone)]
 pub struct Client {
     store: Arc<dyn Store>,
+    actor: Actor,
 }
 
 impl Client {
+    /// A client whose changes the event log records as Rust code's (`rust`).
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Client { store }
+        Client {
+            store,
+            actor: Actor::rust(),
+        }
+    }
+
+    /// The same client, its changes recorded as made by `actor`: the user of your own
+    /// application on whose behalf it acts, say
+    /// (`Actor::new(ActorKind::Rust, "alice@example.com", None)`).
+    pub fn acting_as(&self, actor: Actor) -> Self {
+        Client {
+            store: self.store.clone(),
+            actor,
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -63,11 +78,51 @@ impl Client {
         self.store.attempt_list(id).await
     }
 
+    /// What happened to a task, oldest first: its submit, each attempt's claim and end,
+    /// and every operator change ([`TimelineEntry`]).
+    pub async fn timeline(&self, id: TaskId) -> StoreResult<Option<Vec<TimelineEntry>>> {
+        let Some(task) = self.store.task_get(id).await? else {
+            return Ok(None);
+        };
+        let attempts = self.store.attempt_list(id).await?;
+        let events = self.store.task_events(id).await?;
+        Ok(Some(timeline(&task, &attempts, &events)))
+    }
+
+    /// Follows what happens, live, from `from` (`None`: from now on): tasks submitted,
+    /// attempts ended, operators' changes, each given once by [`Follower::next`], which
+    /// waits for them; resume later from [`Follower::cursor`] without a gap
+    /// ([`tasktable_store::feed`]).
+    pub async fn follow(
+        &self,
+        filter: feed::FeedFilter,
+        from: Option<feed::FeedCursor>,
+    ) -> StoreResult<feed::Follower> {
+        feed::Follower::start(self.store.clone(), filter, from).await
+    }
+
+    /// A page of the event log, newest first: `limit` events below the id `before`.
+    pub async fn audit(
+        &self,
+        filter: EventFilter,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        self.store
+            .event_list(EventListParams {
+                filter,
+                before,
+                limit,
+            })
+            .await
+    }
+
     /// Applies an operator's change to one task or to every task a filter matches;
     /// returns how many changed.
     pub async fn update(&self, target: Target, change: Change) -> StoreResult<u64> {
         self.store
             .task_update(UpdateParams {
+                actor: self.actor.clone(),
                 target,
                 change,
                 now: None,
@@ -94,6 +149,7 @@ impl Client {
     pub async fn pause(&self, queue: &str) -> StoreResult<()> {
         self.store
             .queue_set_paused(QueuePauseParams {
+                actor: self.actor.clone(),
                 queue: queue.into(),
                 paused: true,
             })
@@ -103,6 +159,7 @@ impl Client {
     pub async fn resume(&self, queue: &str) -> StoreResult<()> {
         self.store
             .queue_set_paused(QueuePauseParams {
+                actor: self.actor.clone(),
                 queue: queue.into(),
                 paused: false,
             })
@@ -118,6 +175,7 @@ impl Client {
     ) -> StoreResult<()> {
         self.store
             .queue_set_policy(QueuePolicyParams {
+                actor: self.actor.clone(),
                 queue: queue.into(),
                 policy,
             })

@@ -14,8 +14,9 @@ mod client;
 
 pub use client::Client;
 pub use tasktable_core::{
-    batch, outcome, policy, retention, schedule, state, target, worker, Attempt, AttemptOutcome,
-    Backoff, Lease, NewTask, Operation, Task, TaskId, TaskState,
+    batch, event, outcome, policy, retention, schedule, state, target, worker, Actor, ActorKind,
+    Attempt, AttemptOutcome, Backoff, EventKind, Lease, NewTask, Operation, Task, TaskId,
+    TaskState,
 };
 /// What workers record for monitoring (Prometheus series names).
 pub use tasktable_runtime::metrics;

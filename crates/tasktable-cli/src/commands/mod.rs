@@ -1,6 +1,7 @@
 //! The operator commands. Each talks to a running server through [`Api`](crate::client::Api)
 //! and prints the answer for people, or as the server's JSON with `--json`.
 
+pub mod audit;
 pub mod batch;
 pub mod change;
 pub mod list;
@@ -11,6 +12,7 @@ pub mod schedule;
 pub mod show;
 pub mod submit;
 pub mod token;
+pub mod watch;
 pub mod workers;
 
 use clap::builder::PossibleValuesParser;

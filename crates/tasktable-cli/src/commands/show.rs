@@ -1,8 +1,11 @@
 //! `tasktable show`: one task, everything about it, and the history of its attempts.
 
 use crate::client::{field, Api, Attempt, Run, Task};
+use crate::commands::audit::{describe_detail, Actor};
 use crate::error::CliError;
 use crate::output::{self, Table};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use serde_json::Value;
 
 pub async fn run(api: &Api, id: i64, json: bool) -> Result<(), CliError> {
@@ -14,9 +17,43 @@ pub async fn run(api: &Api, id: i64, json: bool) -> Result<(), CliError> {
     }
     let task: Task = field(&answer, "task")?;
     let attempts: Vec<Attempt> = field(&answer, "attempts")?;
-    // Older servers send no runs.
+    // Older servers send no runs, and no timeline.
     let runs: Vec<Run> = field(&answer, "runs").unwrap_or_default();
-    output::emit(&render(&task, &attempts, &runs))
+    let timeline: Vec<Entry> = field(&answer, "timeline").unwrap_or_default();
+    let mut text = render(&task, &attempts, &runs);
+    if !timeline.is_empty() {
+        text.push_str("\nhistory\n");
+        text.push_str(&history(&timeline));
+    }
+    output::emit(&text)
+}
+
+/// One line of a task's timeline as the server sends it.
+#[derive(Debug, Clone, Deserialize)]
+struct Entry {
+    at: DateTime<Utc>,
+    event: String,
+    actor: Option<Actor>,
+    attempt: Option<u32>,
+    #[serde(default)]
+    detail: Value,
+}
+
+fn history(timeline: &[Entry]) -> String {
+    let mut table = Table::new(["AT", "EVENT", "BY", "WHAT"]);
+    for e in timeline {
+        let event = match e.attempt {
+            Some(n) => format!("{} (attempt {n})", e.event),
+            None => e.event.clone(),
+        };
+        table.row(vec![
+            output::time(e.at),
+            event,
+            e.actor.as_ref().map(Actor::describe).unwrap_or_default(),
+            describe_detail(&e.detail),
+        ]);
+    }
+    table.render()
 }
 
 fn render(task: &Task, attempts: &[Attempt], runs: &[Run]) -> String {

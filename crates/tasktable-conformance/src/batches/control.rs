@@ -85,6 +85,7 @@ pub async fn the_budget_changes_any_time_and_the_data_only_while_waiting_or_seri
 ) {
     let s = db.store().await;
     let edit = |id, error_budget, data| BatchUpdateParams {
+        actor: tasktable_core::Actor::rust(),
         id,
         error_budget,
         data,

@@ -24,6 +24,7 @@ async fn the_batch(s: &dyn Store, id: i64) -> Batch {
 
 async fn act(s: &dyn Store, id: i64, action: BatchAction) -> StoreResult<Batch> {
     s.batch_control(BatchControlParams {
+        actor: tasktable_core::Actor::rust(),
         id,
         action,
         now: Some(at(3)),

@@ -92,6 +92,7 @@ pub async fn paused_queue_is_not_claimed_until_resumed(db: &impl Backend) {
     let s = db.store().await;
     let id = submit_one(&*s, NewTask::new("k", json!(0))).await;
     s.queue_set_paused(QueuePauseParams {
+        actor: tasktable_core::Actor::rust(),
         queue: "default".into(),
         paused: true,
     })
@@ -106,6 +107,7 @@ pub async fn paused_queue_is_not_claimed_until_resumed(db: &impl Backend) {
     assert!(q.paused);
     assert_eq!(q.counts, vec![(TaskState::Pending, 1)]);
     s.queue_set_paused(QueuePauseParams {
+        actor: tasktable_core::Actor::rust(),
         queue: "default".into(),
         paused: false,
     })

@@ -164,6 +164,7 @@ pub async fn a_retry_ends_where_core_says_whatever_max_attempts_becomes_while_ru
             if let Some(m) = cell.changed_to {
                 let changed = s
                     .task_update(UpdateParams {
+                        actor: tasktable_core::Actor::rust(),
                         target: Target::Id(cell.id),
                         change: Change::SetMaxAttempts { max_attempts: m },
                         now: Some(now),

@@ -111,7 +111,15 @@ pub async fn claims_and_finishes_go_through_between_chunks_of_a_bulk_change(db: 
         let paced = paced.clone();
         async move {
             let filter = TaskFilter::default().queue("q").kind("bulk");
-            update_in_chunks(&*paced, &filter, &Change::Cancel, Some(at(5)), 3).await
+            update_in_chunks(
+                &*paced,
+                &filter,
+                &Change::Cancel,
+                &tasktable_core::Actor::rust(),
+                Some(at(5)),
+                3,
+            )
+            .await
         }
     });
     assert_eq!(chunks.recv().await, Some(3), "the first chunk");

@@ -85,7 +85,15 @@ pub async fn bulk_change_waits_for_a_row_a_worker_holds_while_other_writes_proce
     let (paced, mut chunks) = Paced::new(chunked, 100);
     let change = tokio::spawn(async move {
         let filter = TaskFilter::default().queue("q").kind("bulk");
-        update_in_chunks(&*paced, &filter, &Change::Cancel, Some(at(5)), 3).await
+        update_in_chunks(
+            &*paced,
+            &filter,
+            &Change::Cancel,
+            &tasktable_core::Actor::rust(),
+            Some(at(5)),
+            3,
+        )
+        .await
     });
     assert_eq!(chunks.recv().await, Some(3), "the first chunk");
 

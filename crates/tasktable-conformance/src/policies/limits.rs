@@ -74,6 +74,7 @@ pub async fn a_policy_set_while_a_worker_believes_the_queue_free_binds_its_next_
     assert!(claim_as(&*s1, "w1", &["k"], 10, at(2)).await.is_empty());
     // A pause still closes a limited queue.
     s2.queue_set_paused(QueuePauseParams {
+        actor: tasktable_core::Actor::rust(),
         queue: "default".into(),
         paused: true,
     })
@@ -90,6 +91,7 @@ pub async fn a_policy_set_while_a_worker_believes_the_queue_free_binds_its_next_
     .await;
     assert!(claim_as(&*s1, "w1", &["k"], 10, at(3)).await.is_empty());
     s2.queue_set_paused(QueuePauseParams {
+        actor: tasktable_core::Actor::rust(),
         queue: "default".into(),
         paused: false,
     })
@@ -188,6 +190,7 @@ pub async fn bad_policies_are_refused_and_change_nothing(db: &impl Backend) {
     for (queue, policy) in bad {
         let err = s
             .queue_set_policy(QueuePolicyParams {
+                actor: tasktable_core::Actor::rust(),
                 queue: queue.into(),
                 policy: policy.clone(),
             })

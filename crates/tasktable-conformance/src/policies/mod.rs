@@ -17,6 +17,7 @@ use tasktable_store::*;
 
 pub(crate) async fn set(s: &dyn Store, queue: &str, policy: QueuePolicy) {
     s.queue_set_policy(QueuePolicyParams {
+        actor: tasktable_core::Actor::rust(),
         queue: queue.into(),
         policy,
     })

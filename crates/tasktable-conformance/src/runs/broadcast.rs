@@ -32,6 +32,7 @@ pub async fn a_broadcast_runs_once_on_every_active_worker_its_queue_and_target_a
     }
     beat(&*s, "draining", &["g"], Queues::All).await;
     s.worker_set_draining(WorkerDrainParams {
+        actor: tasktable_core::Actor::rust(),
         id: "draining".into(),
         draining: true,
     })

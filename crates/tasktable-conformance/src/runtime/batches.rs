@@ -138,6 +138,7 @@ async fn the_batch(s: &dyn Store, id: i64) -> Batch {
 
 async fn act(s: &dyn Store, id: i64, action: BatchAction) -> Batch {
     s.batch_control(BatchControlParams {
+        actor: tasktable_core::Actor::rust(),
         id,
         action,
         now: None,
@@ -236,6 +237,7 @@ pub async fn an_exhausted_budget_fails_the_batch_with_its_offset_kept(db: &impl 
     // An operator raises the budget and resumes: it goes on from the offset to the end.
     store
         .batch_update(BatchUpdateParams {
+            actor: tasktable_core::Actor::rust(),
             id,
             error_budget: Some(5),
             ..Default::default()

@@ -182,6 +182,7 @@ pub async fn cancelling_a_running_task_signals_its_handler(db: &impl Backend) {
         .unwrap();
     let changed = store
         .task_update(UpdateParams {
+            actor: tasktable_core::Actor::rust(),
             target: Target::Id(id),
             change: Change::Cancel,
             now: None,

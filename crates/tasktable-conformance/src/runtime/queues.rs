@@ -105,6 +105,7 @@ pub async fn a_queue_policy_limits_every_worker_together(db: &impl Backend) {
     let store = db.store().await;
     store
         .queue_set_policy(QueuePolicyParams {
+            actor: tasktable_core::Actor::rust(),
             queue: "shared".into(),
             policy: tasktable_core::policy::QueuePolicy {
                 max_running: Some(2),
@@ -151,6 +152,7 @@ pub async fn paused_queue_stops_workers_and_resume_restarts_them(db: &impl Backe
     let store = db.store().await;
     store
         .queue_set_paused(QueuePauseParams {
+            actor: tasktable_core::Actor::rust(),
             queue: "paused".into(),
             paused: true,
         })
@@ -176,6 +178,7 @@ pub async fn paused_queue_stops_workers_and_resume_restarts_them(db: &impl Backe
     assert_eq!((t.state, t.attempt), (TaskState::Pending, 0));
     store
         .queue_set_paused(QueuePauseParams {
+            actor: tasktable_core::Actor::rust(),
             queue: "paused".into(),
             paused: false,
         })

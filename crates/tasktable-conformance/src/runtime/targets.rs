@@ -144,6 +144,7 @@ pub async fn a_new_target_stops_the_running_handler_without_spending_an_attempt(
         .unwrap();
     let changed = store
         .task_update(UpdateParams {
+            actor: tasktable_core::Actor::rust(),
             target: tasktable_store::Target::Id(id),
             change: Change::SetTarget {
                 target: workers(&["b"]),

@@ -76,6 +76,7 @@ pub async fn a_drained_worker_claims_nothing_new_even_after_a_restart_until_rele
 
     store
         .worker_set_draining(WorkerDrainParams {
+            actor: tasktable_core::Actor::rust(),
             id: "rw-1".into(),
             draining: true,
         })
@@ -112,6 +113,7 @@ pub async fn a_drained_worker_claims_nothing_new_even_after_a_restart_until_rele
 
     store
         .worker_set_draining(WorkerDrainParams {
+            actor: tasktable_core::Actor::rust(),
             id: "rw-1".into(),
             draining: false,
         })

@@ -58,6 +58,7 @@ pub async fn schedules_are_saved_read_edited_and_deleted(db: &impl Backend) {
 
     let edited = s
         .schedule_edit(EditScheduleParams {
+            actor: tasktable_core::Actor::rust(),
             schedule: ScheduleRef::Id(paused.id),
             edit: ScheduleEdit {
                 name: Some("every-90s".into()),
@@ -82,15 +83,22 @@ pub async fn schedules_are_saved_read_edited_and_deleted(db: &impl Backend) {
     );
     assert_eq!(edited.updated_at, at(100));
 
-    s.schedule_delete(ScheduleRef::Name("nightly".into()))
-        .await
-        .unwrap();
+    s.schedule_delete(DeleteScheduleParams {
+        schedule: ScheduleRef::Name("nightly".into()),
+        actor: tasktable_core::Actor::rust(),
+    })
+    .await
+    .unwrap();
     assert_eq!(
         s.schedule_get(ScheduleRef::Id(nightly.id)).await.unwrap(),
         None
     );
     assert!(matches!(
-        s.schedule_delete(ScheduleRef::Id(nightly.id)).await,
+        s.schedule_delete(DeleteScheduleParams {
+            schedule: ScheduleRef::Id(nightly.id),
+            actor: tasktable_core::Actor::rust()
+        })
+        .await,
         Err(StoreError::ScheduleNotFound(_))
     ));
     assert_eq!(s.schedule_list().await.unwrap().len(), 1);
@@ -131,6 +139,7 @@ pub async fn bad_schedules_are_refused_and_change_nothing(db: &impl Backend) {
         let name = spec.name.clone();
         let err = s
             .schedule_create(CreateScheduleParams {
+                actor: tasktable_core::Actor::rust(),
                 spec,
                 on_existing: OnExisting::Refuse,
                 now: Some(at(1)),
@@ -144,6 +153,7 @@ pub async fn bad_schedules_are_refused_and_change_nothing(db: &impl Backend) {
         let s = s.clone();
         async move {
             s.schedule_edit(EditScheduleParams {
+                actor: tasktable_core::Actor::rust(),
                 schedule: ScheduleRef::Id(kept.id),
                 edit,
                 now: Some(at(2)),
@@ -168,6 +178,7 @@ pub async fn bad_schedules_are_refused_and_change_nothing(db: &impl Backend) {
     assert!(matches!(zone, StoreError::InvalidSchedule(_)), "{zone}");
     let missing = s
         .schedule_edit(EditScheduleParams {
+            actor: tasktable_core::Actor::rust(),
             schedule: ScheduleRef::Name("nobody".into()),
             edit: ScheduleEdit::default(),
             now: None,
@@ -180,6 +191,7 @@ pub async fn bad_schedules_are_refused_and_change_nothing(db: &impl Backend) {
     );
     assert!(matches!(
         s.schedule_fire_now(FireNowParams {
+            actor: tasktable_core::Actor::rust(),
             schedule: ScheduleRef::Id(other.id + 1000),
             now: None
         })
@@ -204,6 +216,7 @@ pub async fn declared_schedules_are_upserted_keeping_an_operators_disable(db: &i
         let s = s.clone();
         async move {
             s.schedule_create(CreateScheduleParams {
+                actor: tasktable_core::Actor::rust(),
                 spec,
                 on_existing: OnExisting::Update,
                 now: Some(at(secs)),
@@ -216,6 +229,7 @@ pub async fn declared_schedules_are_upserted_keeping_an_operators_disable(db: &i
     let same = upsert(spec("declared", cron("0 * * * *", "UTC")), 10).await;
     assert_eq!(same, first, "an unchanged declaration writes nothing");
     s.schedule_edit(EditScheduleParams {
+        actor: tasktable_core::Actor::rust(),
         schedule: ScheduleRef::Id(first.id),
         edit: ScheduleEdit {
             enabled: Some(false),
@@ -245,6 +259,7 @@ pub async fn declared_schedules_are_upserted_keeping_an_operators_disable(db: &i
     }
     let racers = stores.iter().map(|store| {
         store.schedule_create(CreateScheduleParams {
+            actor: tasktable_core::Actor::rust(),
             spec: spec("raced", cron("0 * * * *", "UTC")),
             on_existing: OnExisting::Update,
             now: Some(at(40)),

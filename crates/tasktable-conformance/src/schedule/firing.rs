@@ -97,6 +97,7 @@ pub async fn edits_take_effect_from_the_next_slot_and_disabled_schedules_fire_no
     // From every minute to every five minutes at 130 s: the old 180 s slot never fires,
     // the new recurrence's first slot after the edit (300 s) does.
     s.schedule_edit(EditScheduleParams {
+        actor: tasktable_core::Actor::rust(),
         schedule: ScheduleRef::Id(sched.id),
         edit: ScheduleEdit {
             recurrence: Some(cron("*/5 * * * *", "UTC")),
@@ -114,6 +115,7 @@ pub async fn edits_take_effect_from_the_next_slot_and_disabled_schedules_fire_no
     let mut template = sched.spec.template.clone();
     template.priority = 7;
     s.schedule_edit(EditScheduleParams {
+        actor: tasktable_core::Actor::rust(),
         schedule: ScheduleRef::Id(sched.id),
         edit: ScheduleEdit {
             template: Some(template),
@@ -137,6 +139,7 @@ pub async fn edits_take_effect_from_the_next_slot_and_disabled_schedules_fire_no
         let s = s.clone();
         async move {
             s.schedule_edit(EditScheduleParams {
+                actor: tasktable_core::Actor::rust(),
                 schedule: ScheduleRef::Id(sched.id),
                 edit: ScheduleEdit {
                     enabled: Some(enabled),
@@ -169,6 +172,7 @@ pub async fn fire_now_submits_at_once_and_leaves_the_slots_alone(db: &impl Backe
     let sched = create_at(&*s, off, at(0)).await;
     let fired = s
         .schedule_fire_now(FireNowParams {
+            actor: tasktable_core::Actor::rust(),
             schedule: ScheduleRef::Name("manual".into()),
             now: Some(at(42)),
         })

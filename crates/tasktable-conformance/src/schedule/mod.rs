@@ -37,6 +37,7 @@ pub fn cron(expr: &str, zone: &str) -> Recurrence {
 pub async fn create_at(store: &dyn Store, spec: ScheduleSpec, now: DateTime<Utc>) -> Schedule {
     store
         .schedule_create(CreateScheduleParams {
+            actor: tasktable_core::Actor::rust(),
             spec,
             on_existing: OnExisting::Refuse,
             now: Some(now),

@@ -108,6 +108,7 @@ pub async fn overlap_skip_fires_no_slot_while_the_previous_task_is_unfinished(db
     assert_eq!(fired_slots(&*s, sched.id).await, [at(60), at(240)]);
     // A cancelled previous task is finished: it blocks nothing.
     s.task_update(UpdateParams {
+        actor: tasktable_core::Actor::rust(),
         target: Target::Id(fired_slots_task(&*s, sched.id, at(240)).await),
         change: Change::Cancel,
         now: Some(at(250)),

@@ -53,6 +53,7 @@ pub async fn names_of_the_longest_length_are_stored_whole(db: &impl Backend) {
         .unwrap();
     assert_eq!(finished, vec![true]);
     s.queue_set_paused(QueuePauseParams {
+        actor: tasktable_core::Actor::rust(),
         queue: queue.clone(),
         paused: true,
     })

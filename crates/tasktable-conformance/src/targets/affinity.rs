@@ -161,6 +161,7 @@ pub async fn an_operators_change_ends_the_wait(db: &impl Backend) {
     }
     // A new target replaces the wait; a reschedule ends it and the own target applies.
     s.task_update(UpdateParams {
+        actor: tasktable_core::Actor::rust(),
         target: tasktable_store::Target::Id(ids[0]),
         change: Change::SetTarget {
             target: Target::Workers(vec!["w2".into()]),
@@ -170,6 +171,7 @@ pub async fn an_operators_change_ends_the_wait(db: &impl Backend) {
     .await
     .unwrap();
     s.task_update(UpdateParams {
+        actor: tasktable_core::Actor::rust(),
         target: tasktable_store::Target::Id(ids[1]),
         change: Change::Reschedule { run_at: at(4) },
         now: Some(at(3)),

@@ -70,9 +70,13 @@ pub async fn a_due_check_sees_due_tasks_of_its_kinds_in_queues_not_paused(db: &i
         let s = s.clone();
         async move {
             let queue = "q".into();
-            s.queue_set_paused(QueuePauseParams { queue, paused })
-                .await
-                .unwrap();
+            s.queue_set_paused(QueuePauseParams {
+                queue,
+                paused,
+                actor: tasktable_core::Actor::rust(),
+            })
+            .await
+            .unwrap();
         }
     };
     assert!(!due("q", &[]).await, "an empty table has nothing due");

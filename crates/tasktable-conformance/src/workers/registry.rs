@@ -37,6 +37,7 @@ async fn one(s: &dyn Store, id: &str) -> WorkerInfo {
 
 async fn drain(s: &dyn Store, id: &str, draining: bool) -> Option<WorkerInfo> {
     s.worker_set_draining(WorkerDrainParams {
+        actor: tasktable_core::Actor::rust(),
         id: id.into(),
         draining,
     })

@@ -79,6 +79,7 @@ async fn contention_is_retried_without_losing_or_doubling_a_task() {
                 i += 1;
                 store
                     .task_update(UpdateParams {
+                        actor: tasktable_core::Actor::rust(),
                         target: Target::Filter(filter.clone()),
                         change: Change::SetPriority {
                             priority: ((i + n) % 5) as i32,

@@ -228,6 +228,7 @@ async fn migrate_runs_again_over_a_half_applied_schema() {
     );
     store
         .queue_set_paused(QueuePauseParams {
+            actor: tasktable_core::Actor::rust(),
             queue: "default".into(),
             paused: true,
         })

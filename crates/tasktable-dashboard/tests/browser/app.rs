@@ -20,6 +20,8 @@ pub const OPERATOR: &str = "operator-token-0123456789";
 pub struct App {
     base: String,
     pub store: Arc<dyn Store>,
+    /// The event streams the server has open (a live page's refresh follows one).
+    pub streams: Arc<tasktable_server::live::Streams>,
     /// When set, the time store calls below happen at instead of the database's now.
     clock: Mutex<Option<DateTime<Utc>>>,
     _db: TestDb,
@@ -35,6 +37,7 @@ impl App {
         tokens.add_plain("root", Role::Admin, ADMIN).unwrap();
         tokens.add_plain("ops", Role::Operator, OPERATOR).unwrap();
         let state = AppState::new(store.clone(), tokens);
+        let streams = state.streams.clone();
         let app = tasktable_server::router(state.clone()).merge(tasktable_dashboard::router(state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -42,8 +45,22 @@ impl App {
         App {
             base,
             store,
+            streams,
             clock: Mutex::new(None),
             _db: db,
+        }
+    }
+
+    /// Waits until `n` event streams are open (a page's script has connected).
+    pub async fn wait_for_streams(&self, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while self.streams.count() != n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} event streams open, not {n}",
+                self.streams.count()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -121,6 +138,7 @@ impl App {
     pub async fn schedule(&self, spec: serde_json::Value) -> Schedule {
         self.store
             .schedule_create(CreateScheduleParams {
+                actor: tasktable_core::Actor::rust(),
                 spec: serde_json::from_value(spec).expect("a schedule spec"),
                 on_existing: OnExisting::Refuse,
                 now: self.now(),
@@ -133,6 +151,7 @@ impl App {
     pub async fn fire(&self, id: i64) -> TaskId {
         self.store
             .schedule_fire_now(FireNowParams {
+                actor: tasktable_core::Actor::rust(),
                 schedule: ScheduleRef::Id(id),
                 now: self.now(),
             })
@@ -237,6 +256,7 @@ impl App {
     pub async fn cancel(&self, id: TaskId) {
         self.store
             .task_update(UpdateParams {
+                actor: tasktable_core::Actor::rust(),
                 target: Target::Id(id),
                 change: Change::Cancel,
                 now: self.now(),

@@ -220,6 +220,14 @@ impl Browser {
         self.find(Locator::Css(selector)).await
     }
 
+    /// Runs `script` in the page and returns what it returns.
+    pub async fn execute(&self, script: &str) -> serde_json::Value {
+        self.client
+            .execute(script, Vec::new())
+            .await
+            .unwrap_or_else(|e| panic!("run {script:?}: {e}"))
+    }
+
     /// The visible text of the first element `selector` matches.
     pub async fn text(&self, selector: &str) -> String {
         let element = self.client.find(Locator::Css(selector)).await;

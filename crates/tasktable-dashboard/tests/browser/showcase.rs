@@ -44,6 +44,7 @@ pub async fn seed(app: &App) -> Showcase {
         .await;
     app.store
         .worker_set_draining(tasktable_store::WorkerDrainParams {
+            actor: tasktable_core::Actor::rust(),
             id: "worker-0b52".into(),
             draining: true,
         })
@@ -249,6 +250,7 @@ pub async fn seed(app: &App) -> Showcase {
     // A policy on the reports queue, set last so that it limits none of the claims above.
     app.store
         .queue_set_policy(tasktable_store::QueuePolicyParams {
+            actor: tasktable_core::Actor::rust(),
             queue: "reports".into(),
             policy: tasktable_core::policy::QueuePolicy {
                 max_running: Some(2),

@@ -88,6 +88,7 @@ impl Ui {
     pub async fn schedule(&self, spec: serde_json::Value, now: Option<DateTime<Utc>>) -> Schedule {
         self.store
             .schedule_create(CreateScheduleParams {
+                actor: tasktable_core::Actor::rust(),
                 spec: serde_json::from_value(spec).expect("a schedule spec"),
                 on_existing: OnExisting::Refuse,
                 now,

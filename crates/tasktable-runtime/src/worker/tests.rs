@@ -228,6 +228,7 @@ async fn a_step_claims_nothing_from_a_paused_queue() {
     let ids = submit(&*db.store, vec![NewTask::new("echo", json!(1))]).await;
     db.store
         .queue_set_paused(QueuePauseParams {
+            actor: tasktable_core::Actor::rust(),
             queue: tasktable_core::task::DEFAULT_QUEUE.into(),
             paused: true,
         })

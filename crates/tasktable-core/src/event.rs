@@ -1,0 +1,324 @@
+//! The event log's vocabulary: who did something ([`Actor`]), what it was
+//! ([`EventKind`]), and what an operator's change to a task is recorded as
+//! ([`Change::event`]). Where each event lives (its own row, or read from the attempt
+//! history) is the stores' business; docs/events.md has the whole design.
+
+use crate::batch::BatchAction;
+use crate::change::Change;
+use crate::task::Task;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::fmt;
+
+/// Longest actor name kept; longer names are cut (on a character boundary).
+pub const MAX_ACTOR_LEN: usize = 200;
+
+/// What kind of caller made a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorKind {
+    /// A REST API caller, by its token's name.
+    Token,
+    /// The `tasktable` command line, through the API, by its token's name.
+    Cli,
+    /// Someone signed in to the dashboard, by the token they signed in with.
+    Dashboard,
+    /// A worker, by its id.
+    Worker,
+    /// tasktable itself: the rescuer, the scheduler, retention, a batch's runner.
+    System,
+    /// Rust code calling the library directly.
+    Rust,
+}
+
+impl ActorKind {
+    pub const ALL: [ActorKind; 6] = [
+        ActorKind::Token,
+        ActorKind::Cli,
+        ActorKind::Dashboard,
+        ActorKind::Worker,
+        ActorKind::System,
+        ActorKind::Rust,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::Token => "token",
+            ActorKind::Cli => "cli",
+            ActorKind::Dashboard => "dashboard",
+            ActorKind::Worker => "worker",
+            ActorKind::System => "system",
+            ActorKind::Rust => "rust",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ActorKind> {
+        ActorKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// Who made a change, as the log records it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Actor {
+    pub kind: ActorKind,
+    /// The token's name, the worker's id, or the part of tasktable (`scheduler`, ...).
+    pub name: String,
+    /// The caller's role, for callers with a token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+impl Actor {
+    /// A caller of kind `kind` named `name` (cut to [`MAX_ACTOR_LEN`] bytes).
+    pub fn new(kind: ActorKind, name: &str, role: Option<&str>) -> Actor {
+        Actor {
+            kind,
+            name: cut(name, MAX_ACTOR_LEN),
+            role: role.map(|r| cut(r, MAX_ACTOR_LEN)),
+        }
+    }
+
+    /// Rust code using the library: what a call that names nobody records.
+    pub fn rust() -> Actor {
+        Actor::new(ActorKind::Rust, "rust", None)
+    }
+
+    /// A part of tasktable itself: `rescuer`, `scheduler`, `retention`, `batch`.
+    pub fn system(part: &str) -> Actor {
+        Actor::new(ActorKind::System, part, None)
+    }
+}
+
+impl Default for Actor {
+    fn default() -> Self {
+        Actor::rust()
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind.as_str(), self.name)?;
+        if let Some(role) = &self.role {
+            write!(f, " ({role})")?;
+        }
+        Ok(())
+    }
+}
+
+fn cut(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+/// What happened. The names are the log's `event` column and the API's `event` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    // Of a task, by an operator.
+    Cancelled,
+    Retried,
+    Rescheduled,
+    Edited,
+    Held,
+    Released,
+    TargetChanged,
+    // Of a queue.
+    QueuePaused,
+    QueueResumed,
+    PolicySet,
+    // Of a worker.
+    WorkerDrained,
+    WorkerReleased,
+    // Of a schedule.
+    ScheduleCreated,
+    ScheduleEdited,
+    ScheduleDeleted,
+    ScheduleFired,
+    // Of a batch.
+    BatchStarted,
+    BatchPaused,
+    BatchStopped,
+    BatchResumed,
+    BatchEdited,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 21] = [
+        EventKind::Cancelled,
+        EventKind::Retried,
+        EventKind::Rescheduled,
+        EventKind::Edited,
+        EventKind::Held,
+        EventKind::Released,
+        EventKind::TargetChanged,
+        EventKind::QueuePaused,
+        EventKind::QueueResumed,
+        EventKind::PolicySet,
+        EventKind::WorkerDrained,
+        EventKind::WorkerReleased,
+        EventKind::ScheduleCreated,
+        EventKind::ScheduleEdited,
+        EventKind::ScheduleDeleted,
+        EventKind::ScheduleFired,
+        EventKind::BatchStarted,
+        EventKind::BatchPaused,
+        EventKind::BatchStopped,
+        EventKind::BatchResumed,
+        EventKind::BatchEdited,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Cancelled => "cancelled",
+            EventKind::Retried => "retried",
+            EventKind::Rescheduled => "rescheduled",
+            EventKind::Edited => "edited",
+            EventKind::Held => "held",
+            EventKind::Released => "released",
+            EventKind::TargetChanged => "target_changed",
+            EventKind::QueuePaused => "queue_paused",
+            EventKind::QueueResumed => "queue_resumed",
+            EventKind::PolicySet => "policy_set",
+            EventKind::WorkerDrained => "worker_drained",
+            EventKind::WorkerReleased => "worker_released",
+            EventKind::ScheduleCreated => "schedule_created",
+            EventKind::ScheduleEdited => "schedule_edited",
+            EventKind::ScheduleDeleted => "schedule_deleted",
+            EventKind::ScheduleFired => "schedule_fired",
+            EventKind::BatchStarted => "batch_started",
+            EventKind::BatchPaused => "batch_paused",
+            EventKind::BatchStopped => "batch_stopped",
+            EventKind::BatchResumed => "batch_resumed",
+            EventKind::BatchEdited => "batch_edited",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Change {
+    /// The event an operator's change is recorded as.
+    pub fn event(&self) -> EventKind {
+        match self {
+            Change::Cancel => EventKind::Cancelled,
+            Change::Retry => EventKind::Retried,
+            Change::Reschedule { .. } => EventKind::Rescheduled,
+            Change::SetPriority { .. }
+            | Change::SetMaxAttempts { .. }
+            | Change::EditPayload { .. } => EventKind::Edited,
+            Change::SetTarget { .. } => EventKind::TargetChanged,
+            Change::Hold => EventKind::Held,
+            Change::Release => EventKind::Released,
+        }
+    }
+
+    /// The task column an edit changes, and so what its event's detail names:
+    /// `priority`, `max_attempts`, `payload`, `run_at` or `target`; `None` for changes of
+    /// state alone.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            Change::Reschedule { .. } => Some("run_at"),
+            Change::SetPriority { .. } => Some("priority"),
+            Change::SetMaxAttempts { .. } => Some("max_attempts"),
+            Change::EditPayload { .. } => Some("payload"),
+            Change::SetTarget { .. } => Some("target"),
+            Change::Cancel | Change::Retry | Change::Hold | Change::Release => None,
+        }
+    }
+
+    /// What an edit does to `task`, as its event's detail records it:
+    /// `{"<field>": {"old": ..., "new": ...}}`, or `None` for changes of state alone.
+    pub fn edit_detail(&self, task: &Task) -> Option<(&'static str, Value)> {
+        let field = self.field()?;
+        let (old, new) = match self {
+            Change::Reschedule { run_at } => (json!(task.run_at), json!(run_at)),
+            Change::SetPriority { priority } => (json!(task.priority), json!(priority)),
+            Change::SetMaxAttempts { max_attempts } => {
+                (json!(task.max_attempts), json!(max_attempts))
+            }
+            Change::EditPayload { payload } => (task.payload.clone(), payload.clone()),
+            Change::SetTarget { target } => (json!(task.target), json!(target)),
+            Change::Cancel | Change::Retry | Change::Hold | Change::Release => return None,
+        };
+        Some((field, json!({"old": old, "new": new})))
+    }
+}
+
+impl BatchAction {
+    /// The event an operator's action on a batch is recorded as.
+    pub fn event(self) -> EventKind {
+        match self {
+            BatchAction::Start => EventKind::BatchStarted,
+            BatchAction::Pause => EventKind::BatchPaused,
+            BatchAction::Stop => EventKind::BatchStopped,
+            BatchAction::Resume => EventKind::BatchResumed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_read_back_as_themselves() {
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::parse(k.as_str()), Some(k));
+            assert_eq!(
+                serde_json::to_value(k).unwrap(),
+                serde_json::json!(k.as_str())
+            );
+        }
+        for k in ActorKind::ALL {
+            assert_eq!(ActorKind::parse(k.as_str()), Some(k));
+            assert_eq!(
+                serde_json::to_value(k).unwrap(),
+                serde_json::json!(k.as_str())
+            );
+        }
+        assert_eq!(EventKind::parse("exploded"), None);
+    }
+
+    #[test]
+    fn long_names_are_cut_on_a_character_boundary() {
+        let name = "é".repeat(MAX_ACTOR_LEN);
+        let a = Actor::new(ActorKind::Token, &name, Some("admin"));
+        assert!(a.name.len() <= MAX_ACTOR_LEN);
+        assert!(a.name.chars().all(|c| c == 'é'));
+        assert_eq!(a.to_string(), format!("token:{} (admin)", a.name));
+    }
+
+    #[test]
+    fn every_change_names_its_event_and_edits_name_their_field() {
+        use chrono::Utc;
+        let edits = [
+            (
+                Change::SetPriority { priority: 1 },
+                EventKind::Edited,
+                Some("priority"),
+            ),
+            (
+                Change::Reschedule { run_at: Utc::now() },
+                EventKind::Rescheduled,
+                Some("run_at"),
+            ),
+            (Change::Cancel, EventKind::Cancelled, None),
+            (Change::Hold, EventKind::Held, None),
+        ];
+        for (change, event, field) in edits {
+            assert_eq!(change.event(), event);
+            assert_eq!(change.field(), field);
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! `GET /api/v1/events`: what happens, live ([`tasktable_store::feed`]): tasks submitted,
+//! attempts ended, operators' changes and schedules firing, filtered by queue, kind, task
+//! and event name.
+//!
+//! Asked with `Accept: text/event-stream` (what every `EventSource` sends), it is a
+//! server-sent events stream: one message per item, its SSE id the cursor to resume
+//! from, so a client that reconnects with `Last-Event-ID` (or `?after=`) misses nothing
+//! (delivery is at least once: drop items by `source` and `id` already seen). Asked
+//! otherwise, it answers one read as JSON, `{"events", "cursor"}`, for clients that poll:
+//! pass `cursor` back as `after`.
+
+use crate::auth::{Principal, Role};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Query;
+use crate::AppState;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event as Sse, KeepAlive};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tasktable_core::{AttemptOutcome, EventKind, TaskId};
+use tasktable_store::feed::{FeedCursor, FeedFilter, FeedItem, Follower};
+
+/// `GET /api/v1/events` parameters; `event` is a comma-separated list.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveQuery {
+    queue: Option<String>,
+    kind: Option<String>,
+    task: Option<TaskId>,
+    event: Option<String>,
+    after: Option<String>,
+}
+
+/// The names the feed gives its items: `submitted`, every attempt outcome, every event.
+pub fn feed_event_names() -> Vec<&'static str> {
+    let mut names = vec!["submitted"];
+    names.extend(AttemptOutcome::ALL.iter().map(|o| o.as_str()));
+    names.extend(EventKind::ALL.iter().map(|k| k.as_str()));
+    names
+}
+
+fn invalid(message: String) -> ApiError {
+    ApiError::bad_request("invalid_query", message)
+}
+
+impl LiveQuery {
+    fn filter(&self) -> ApiResult<FeedFilter> {
+        let names = feed_event_names();
+        let events = match &self.event {
+            Some(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    names
+                        .iter()
+                        .find(|n| **n == s)
+                        .map(|n| (*n).to_owned())
+                        .ok_or_else(|| {
+                            invalid(format!(
+                                "unknown event {s:?}; events are {}",
+                                names.join(", ")
+                            ))
+                        })
+                })
+                .collect::<ApiResult<Vec<String>>>()?,
+            None => Vec::new(),
+        };
+        for (name, text) in [("queue", &self.queue), ("kind", &self.kind)] {
+            if text.as_deref().is_some_and(|t| t.contains('\0')) {
+                return Err(ApiError::invalid(format!("{name} holds NUL (\\u0000)")));
+            }
+        }
+        Ok(FeedFilter {
+            queue: self.queue.clone(),
+            kind: self.kind.clone(),
+            task_id: self.task,
+            events,
+        })
+    }
+}
+
+/// The cursor to start from: `Last-Event-ID` (a reconnecting `EventSource`), else
+/// `?after=`; neither: from now on.
+fn start(headers: &HeaderMap, after: Option<&str>) -> ApiResult<Option<FeedCursor>> {
+    let last = headers
+        .get("last-event-id")
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| invalid("Last-Event-ID is not text".into()))
+        })
+        .transpose()?;
+    match last.or(after) {
+        Some(text) => text
+            .parse()
+            .map(Some)
+            .map_err(|e: tasktable_store::StoreError| invalid(e.to_string())),
+        None => Ok(None),
+    }
+}
+
+/// An item as `role` may see it: a reader sees an edited payload redacted.
+fn view(state: &AppState, role: Role, mut item: FeedItem) -> FeedItem {
+    if let (Some(kind), Some(edit)) = (&item.kind, item.detail.get_mut("payload")) {
+        for side in ["old", "new"] {
+            if let Some(payload) = edit.get_mut(side) {
+                *payload = state.payload_for(role, kind, payload.take());
+            }
+        }
+    }
+    item
+}
+
+fn wants_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|m| {
+            m.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+/// Streams open now, across the server.
+#[derive(Debug, Default)]
+pub struct Streams(AtomicUsize);
+
+/// One open stream, counted until it is dropped.
+#[derive(Debug)]
+pub struct Open(Arc<Streams>);
+
+impl Streams {
+    /// How many are open now.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Counts a new stream, or refuses it when `max` are open.
+    pub fn open(self: &Arc<Self>, max: usize) -> ApiResult<Open> {
+        let open = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        let guard = Open(self.clone());
+        if open > max {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_streams",
+                format!(
+                    "this server follows at most {max} event streams at once; try again later \
+                     or poll without Accept: text/event-stream"
+                ),
+            ));
+        }
+        metrics::gauge!("tasktable_api_event_streams").set(open as f64);
+        Ok(guard)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let left = (self.0).0.fetch_sub(1, Ordering::SeqCst) - 1;
+        metrics::gauge!("tasktable_api_event_streams").set(left as f64);
+    }
+}
+
+pub async fn follow(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    headers: HeaderMap,
+    Query(q): Query<LiveQuery>,
+) -> ApiResult<Response> {
+    let filter = q.filter()?;
+    let from = start(&headers, q.after.as_deref())?;
+    let mut follower = Follower::start(state.store.clone(), filter, from).await?;
+    let role = caller.role;
+    if !wants_stream(&headers) {
+        let (items, _) = follower.read().await?;
+        let events: Vec<FeedItem> = items
+            .into_iter()
+            .map(|(item, _)| view(&state, role, item))
+            .collect();
+        let body = json!({"events": events, "cursor": follower.cursor().to_string()});
+        return Ok(Json(body).into_response());
+    }
+    let guard = state.streams.open(state.limits.max_event_streams)?;
+    let poll = state.limits.event_poll;
+    let follower = follower.poll_every(poll);
+    let stop = state.stop.clone();
+    let batches =
+        futures::stream::unfold((follower, guard), move |(mut follower, guard)| async move {
+            match follower.next().await {
+                Ok(items) => Some((items, (follower, guard))),
+                Err(e) => {
+                    // The client reconnects from the last id it saw.
+                    tracing::warn!(error = %e, "an event stream ended on a store error");
+                    None
+                }
+            }
+        });
+    let messages = batches
+        .flat_map(move |items| {
+            let state = state.clone();
+            futures::stream::iter(items.into_iter().map(move |(item, cursor)| {
+                let item = view(&state, role, item);
+                Sse::default()
+                    .id(cursor.to_string())
+                    .json_data(&item)
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            }))
+        })
+        .take_until(async move { stop.cancelled().await });
+    let keep_alive = KeepAlive::new().interval(Duration::from_secs(15));
+    Ok(axum::response::Sse::new(messages)
+        .keep_alive(keep_alive)
+        .into_response())
+}

@@ -1,0 +1,179 @@
+//! The event log's rows as the store reads them back, and the audit's filter.
+//!
+//! What events there are and who can cause them is core's ([`tasktable_core::event`]).
+//! A store writes an event in the transaction of the change it records, so an event
+//! exists if and only if its change committed.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tasktable_core::{
+    Actor, ActorKind, Attempt, AttemptOutcome, EventKind, Task, TaskId, TaskState,
+};
+
+/// One row of the event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Order of writing; the audit's pages and the live stream's cursor.
+    pub id: i64,
+    /// The database's clock in the writing transaction.
+    pub at: DateTime<Utc>,
+    pub event: EventKind,
+    pub task_id: Option<TaskId>,
+    pub queue: Option<String>,
+    pub kind: Option<String>,
+    pub schedule_id: Option<i64>,
+    pub worker_id: Option<String>,
+    pub actor: Actor,
+    /// What changed: for an edit `{"field": {"old": ..., "new": ...}}`; for a change to
+    /// many tasks, its filter and count; `null` when the event says it all.
+    pub detail: Value,
+}
+
+/// Which events an audit read wants; every field narrows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventFilter {
+    /// The actor's name (a token's name, a worker's id, `scheduler`, ...).
+    pub actor: Option<String>,
+    pub actor_kind: Option<ActorKind>,
+    pub task_id: Option<TaskId>,
+    pub queue: Option<String>,
+    /// Any of these events; empty: all.
+    pub events: Vec<EventKind>,
+    /// At or after this time.
+    pub from: Option<DateTime<Utc>>,
+    /// Before this time.
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// A page of the log, newest first: `limit` events with ids below `before`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventListParams {
+    pub filter: EventFilter,
+    pub before: Option<i64>,
+    pub limit: u32,
+}
+
+/// Most events one read answers.
+pub const MAX_EVENT_LIST: u32 = 1000;
+
+/// One batch of pruning: events that concern no task, older than an age.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPruneParams {
+    pub older_than: std::time::Duration,
+    /// Events per call at the most (1 to [`crate::MAX_PURGE_BATCH`]).
+    pub limit: u32,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// An event as a change writes it; the store adds the id and the time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub event: EventKind,
+    pub task_id: Option<TaskId>,
+    pub queue: Option<String>,
+    pub kind: Option<String>,
+    pub schedule_id: Option<i64>,
+    pub worker_id: Option<String>,
+    pub detail: Value,
+}
+
+impl NewEvent {
+    /// An event about nothing but itself; fill in what it concerns.
+    pub fn new(event: EventKind) -> NewEvent {
+        NewEvent {
+            event,
+            task_id: None,
+            queue: None,
+            kind: None,
+            schedule_id: None,
+            worker_id: None,
+            detail: Value::Null,
+        }
+    }
+}
+
+/// One line of a task's timeline: what happened, when, and who did it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    pub at: DateTime<Utc>,
+    /// `submitted`, `claimed`, how an attempt ended (an [`AttemptOutcome`]'s name:
+    /// `succeeded`, `error`, `lease_expired`, ...), or an event's name.
+    pub event: String,
+    /// Who: the worker for a claim and an attempt's end, the rescuer for an attempt
+    /// whose lease ran out, the event's actor; `None` where nothing says (a submit).
+    pub actor: Option<Actor>,
+    /// The attempt a claim or an attempt's end belongs to.
+    pub attempt: Option<u32>,
+    /// The event's detail, or an attempt's error.
+    pub detail: Value,
+}
+
+/// A task's timeline, oldest first: its submission, each attempt's claim and end (from
+/// the attempt history, and the running attempt from the task's row), and its events.
+/// Nothing here is stored twice: the claim and the finish write no event rows.
+pub fn timeline(task: &Task, attempts: &[Attempt], events: &[Event]) -> Vec<TimelineEntry> {
+    let worker = |id: &Option<String>| {
+        id.as_deref()
+            .map(|w| Actor::new(ActorKind::Worker, w, None))
+    };
+    let mut out = vec![TimelineEntry {
+        at: task.created_at,
+        event: "submitted".into(),
+        actor: None,
+        attempt: None,
+        detail: Value::Null,
+    }];
+    for a in attempts {
+        if let Some(started) = a.started_at {
+            out.push(TimelineEntry {
+                at: started,
+                event: "claimed".into(),
+                actor: worker(&a.worker_id),
+                attempt: Some(a.attempt),
+                detail: Value::Null,
+            });
+        }
+        let by_rescuer = matches!(
+            a.outcome,
+            AttemptOutcome::LeaseExpired | AttemptOutcome::TimedOut
+        );
+        out.push(TimelineEntry {
+            at: a.finished_at,
+            event: a.outcome.as_str().into(),
+            actor: if by_rescuer {
+                Some(Actor::system("rescuer"))
+            } else {
+                worker(&a.worker_id)
+            },
+            attempt: Some(a.attempt),
+            detail: a
+                .error
+                .as_ref()
+                .map_or(Value::Null, |e| serde_json::json!({ "error": e })),
+        });
+    }
+    if task.state == TaskState::Running && task.runs.is_none() {
+        if let Some(started) = task.started_at {
+            out.push(TimelineEntry {
+                at: started,
+                event: "claimed".into(),
+                actor: worker(&task.worker_id),
+                attempt: Some(task.attempt),
+                detail: Value::Null,
+            });
+        }
+    }
+    for e in events {
+        out.push(TimelineEntry {
+            at: e.at,
+            event: e.event.as_str().into(),
+            actor: Some(e.actor.clone()),
+            attempt: None,
+            detail: e.detail.clone(),
+        });
+    }
+    // Stable: at one instant, the order above (a submit, then attempts, then events).
+    out.sort_by_key(|e| e.at);
+    out
+}
