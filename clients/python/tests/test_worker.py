@@ -72,6 +72,17 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(second[1], {"step": 1})
         self.assertGreater(second[2], first[2], "the second claim's fencing token is newer")
 
+    def test_log_lines_join_the_tasks_history(self):
+        def chatty(task: Task):
+            task.log("fetching", "parsing")
+            return None
+
+        task_id = self.ops.submit("chatty", {})
+        self.start({"chatty": chatty}, concurrency=1)
+        (task,) = eventually("the task finished", lambda: self.finished([task_id]))
+        lines = [e["detail"]["line"] for e in task["timeline"] if e["event"] == "log"]
+        self.assertEqual(lines, ["fetching", "parsing"])
+
     def test_each_handler_outcome_is_recorded(self):
         def fail_for_good(task):
             raise Fail("not this one", retryable=False)

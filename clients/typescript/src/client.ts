@@ -36,6 +36,7 @@ export type LeaseCall = LeaseRef &
     | { op: "fail"; error: string; retryable?: boolean; retry_after_ms?: number }
     | { op: "snooze"; delay_ms?: number }
     | { op: "release" }
+    | { op: "log"; lines: string[] }
   );
 
 /** One lease call's answer in a batched acknowledgement. */
@@ -120,11 +121,18 @@ export class Client {
   /** The task as GET /api/v1/tasks/{id} shows it, with its `attempts` and `runs` beside
    * its own fields. */
   async get(id: number): Promise<Record<string, any>> {
-    const shown = await this.request<{ task: Record<string, any>; attempts: unknown[]; runs?: unknown[] }>(
-      "GET",
-      `/api/v1/tasks/${id}`,
-    );
-    return { ...shown.task, attempts: shown.attempts, runs: shown.runs ?? [] };
+    const shown = await this.request<{
+      task: Record<string, any>;
+      attempts: unknown[];
+      runs?: unknown[];
+      timeline?: unknown[];
+    }>("GET", `/api/v1/tasks/${id}`);
+    return {
+      ...shown.task,
+      attempts: shown.attempts,
+      runs: shown.runs ?? [],
+      timeline: shown.timeline ?? [],
+    };
   }
 
   /** Claims up to `limit` due tasks of `kinds`, waiting up to `waitMs` for one. */

@@ -39,6 +39,23 @@ export class Task {
     const call: LeaseCall = { ...leaseOf(this.claimed), op: "checkpoint" };
     if (checkpoint !== undefined) call.checkpoint = checkpoint;
     if (progress !== undefined) call.progress = progress;
+    await this.write(call);
+  }
+
+  /** Appends lines to the task's log, shown in its history (the API's timeline, the
+   * dashboard, `tasktable show`), under the lease: each kept up to 1 KiB, 1,000 a task;
+   * rejects with LeaseGone if the lease is no longer this worker's. */
+  async log(...lines: string[]): Promise<void> {
+    for (let start = 0; start < lines.length; start += 100) {
+      await this.write({
+        ...leaseOf(this.claimed),
+        op: "log",
+        lines: lines.slice(start, start + 100).map(String),
+      });
+    }
+  }
+
+  private async write(call: LeaseCall): Promise<void> {
     const [result] = await this.client.acknowledge([call]);
     if (!result.ok) {
       const { code, message } = result.error ?? { code: "unknown", message: "" };

@@ -71,6 +71,21 @@ test("a checkpoint reaches the next attempt under a newer fencing token", () =>
     assert.ok(seen[1][1] > seen[0][1], "the second claim's fencing token is newer");
   }));
 
+test("log lines join the task's history", () =>
+  withServer(async (server, start) => {
+    const chatty = async (task: Task) => {
+      await task.log("fetching", "parsing");
+      return null;
+    };
+    const id = await server.client("operator").submit("chatty", {});
+    start({ chatty }, { concurrency: 1 });
+    const [task] = await eventually("the task finished", () => finished(server, [id]));
+    const lines = task.timeline
+      .filter((e: any) => e.event === "log")
+      .map((e: any) => e.detail.line);
+    assert.deepEqual(lines, ["fetching", "parsing"]);
+  }));
+
 test("each handler outcome is recorded", () =>
   withServer(async (server, start) => {
     const ops = server.client("operator");

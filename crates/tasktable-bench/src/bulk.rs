@@ -95,6 +95,9 @@ impl Store for Watched {
     async fn task_checkpoint(&self, p: CheckpointParams) -> StoreResult<LeaseStatus> {
         self.inner.task_checkpoint(p).await
     }
+    async fn task_log(&self, p: tasktable::store::LogParams) -> StoreResult<LeaseStatus> {
+        self.inner.task_log(p).await
+    }
     async fn task_finish(&self, p: FinishParams) -> StoreResult<Vec<bool>> {
         let started = Instant::now();
         let out = self.inner.task_finish(p).await;

@@ -510,6 +510,12 @@ impl Store for PollingOnly {
     ) -> tasktable::StoreResult<tasktable::store::LeaseStatus> {
         self.0.task_checkpoint(p).await
     }
+    async fn task_log(
+        &self,
+        p: tasktable::store::LogParams,
+    ) -> tasktable::StoreResult<tasktable::store::LeaseStatus> {
+        self.0.task_log(p).await
+    }
     async fn task_finish(
         &self,
         p: tasktable::store::FinishParams,

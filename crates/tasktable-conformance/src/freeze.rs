@@ -93,6 +93,10 @@ impl Store for Freezable {
         self.wait_thawed().await;
         self.inner.task_checkpoint(p).await
     }
+    async fn task_log(&self, p: LogParams) -> StoreResult<LeaseStatus> {
+        self.wait_thawed().await;
+        self.inner.task_log(p).await
+    }
     async fn task_finish(&self, p: FinishParams) -> StoreResult<Vec<bool>> {
         self.wait_thawed().await;
         let mut rx = self.finishes_frozen.subscribe();

@@ -270,10 +270,12 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@area $backend, events, 2;
             events::audit::task_changes_are_recorded_with_their_actor_and_what_they_changed,
             events::audit::refused_changes_record_nothing,
+            events::audit::a_task_keeps_who_submitted_it,
             events::audit::queue_worker_and_schedule_changes_are_recorded,
             events::retention::a_tasks_events_are_deleted_or_archived_with_it_and_the_rest_pruned_by_age,
             events::feed::a_follower_sees_submits_attempts_and_events_once_and_resumes_without_a_gap,
             events::feed::a_row_that_commits_after_the_cursor_passed_its_id_is_still_given_out,
+            events::logs::a_tasks_log_is_fenced_capped_cut_and_archived_with_it,
         );
         $crate::conformance_suite!(@area $backend, schema, 2;
             schema::migrate::migrate_is_idempotent_and_safe_concurrently,
@@ -295,6 +297,7 @@ macro_rules! conformance_suite {
             runtime::leases::graceful_shutdown_releases_without_spending_an_attempt,
             runtime::outcomes::panicking_handler_fails_only_its_attempt,
             runtime::outcomes::handler_outcomes_move_tasks_as_documented,
+            runtime::outcomes::a_handlers_log_lines_join_its_tasks_history,
             runtime::outcomes::cancelling_a_running_task_signals_its_handler,
             runtime::queues::concurrency_limits_are_never_exceeded,
             runtime::queues::a_queue_policy_limits_every_worker_together,

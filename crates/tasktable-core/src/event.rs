@@ -89,6 +89,32 @@ impl Actor {
     }
 }
 
+impl Actor {
+    /// The column form, `kind:role:name` (`token:operator:deploy-bot`, `system::scheduler`):
+    /// the name last, so it may hold anything.
+    pub fn to_column(&self) -> String {
+        format!(
+            "{}:{}:{}",
+            self.kind.as_str(),
+            self.role.as_deref().unwrap_or(""),
+            self.name
+        )
+    }
+
+    /// Reads [`Actor::to_column`]'s form back; `None` for anything else.
+    pub fn from_column(text: &str) -> Option<Actor> {
+        let mut parts = text.splitn(3, ':');
+        let kind = ActorKind::parse(parts.next()?)?;
+        let role = parts.next()?;
+        let name = parts.next()?;
+        Some(Actor {
+            kind,
+            name: name.to_owned(),
+            role: (!role.is_empty()).then(|| role.to_owned()),
+        })
+    }
+}
+
 impl Default for Actor {
     fn default() -> Self {
         Actor::rust()
@@ -247,11 +273,25 @@ impl Change {
             Change::SetMaxAttempts { max_attempts } => {
                 (json!(task.max_attempts), json!(max_attempts))
             }
-            Change::EditPayload { payload } => (task.payload.clone(), payload.clone()),
+            Change::EditPayload { payload } => (shown(&task.payload), shown(payload)),
             Change::SetTarget { target } => (json!(task.target), json!(target)),
             Change::Cancel | Change::Retry | Change::Hold | Change::Release => return None,
         };
         Some((field, json!({"old": old, "new": new})))
+    }
+}
+
+/// Largest payload an edit's event keeps whole, in bytes of JSON; a larger one is
+/// recorded by its size, so the log stays small however large payloads are.
+pub const MAX_DETAIL_PAYLOAD_BYTES: usize = 8192;
+
+/// A payload as an event keeps it.
+fn shown(payload: &Value) -> Value {
+    let size = payload.to_string().len();
+    if size <= MAX_DETAIL_PAYLOAD_BYTES {
+        payload.clone()
+    } else {
+        json!({ "omitted_bytes": size })
     }
 }
 
@@ -288,6 +328,20 @@ mod tests {
             );
         }
         assert_eq!(EventKind::parse("exploded"), None);
+    }
+
+    #[test]
+    fn the_column_form_reads_back_whatever_the_name_holds() {
+        for actor in [
+            Actor::new(ActorKind::Token, "deploy:bot (x)", Some("operator")),
+            Actor::system("scheduler"),
+            Actor::rust(),
+            Actor::new(ActorKind::Worker, "", None),
+        ] {
+            assert_eq!(Actor::from_column(&actor.to_column()), Some(actor));
+        }
+        assert_eq!(Actor::from_column("robot::x"), None);
+        assert_eq!(Actor::from_column("token"), None);
     }
 
     #[test]

@@ -367,6 +367,7 @@ impl TaskTemplate {
             held: false,
             target: self.target.clone(),
             affinity: None,
+            created_by: None,
             runs: None,
             rearm: None,
             batch: None,

@@ -3,6 +3,7 @@
 
 use crate::backoff::{Backoff, InvalidBackoff};
 use crate::batch::{BatchSpec, InvalidBatch};
+use crate::event::Actor;
 use crate::outcome::AttemptOutcome;
 use crate::runs::{InvalidRuns, Rearm, RunCounts, Runs};
 use crate::state::TaskState;
@@ -67,6 +68,10 @@ pub struct NewTask {
     /// A batch of items run through its kind's batch handler ([`crate::batch`]).
     #[serde(default)]
     pub batch: Option<BatchSpec>,
+    /// Who submits it, as the task's history shows it; set by whoever submits on a
+    /// caller's behalf (the API from the token, a schedule), never read from input.
+    #[serde(skip)]
+    pub created_by: Option<Actor>,
 }
 
 impl NewTask {
@@ -90,7 +95,14 @@ impl NewTask {
             runs: None,
             rearm: None,
             batch: None,
+            created_by: None,
         }
+    }
+
+    /// Recorded as submitted by `actor`.
+    pub fn created_by(mut self, actor: Actor) -> Self {
+        self.created_by = Some(actor);
+        self
     }
 
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
@@ -324,6 +336,9 @@ pub struct Task {
     /// lease, worker, times, checkpoint and attempt are then the run's.
     #[serde(default)]
     pub run: Option<u32>,
+    /// Who submitted it, where recorded (not in what a claim returns).
+    #[serde(default)]
+    pub created_by: Option<Actor>,
 }
 
 impl Task {

@@ -28,6 +28,11 @@ pub struct AuditQuery {
     queue: String,
     #[serde(default)]
     event: String,
+    /// `YYYY-MM-DDTHH:MM` (what a datetime-local input sends), UTC.
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    to: String,
     before: Option<i64>,
 }
 
@@ -52,6 +57,8 @@ impl AuditQuery {
             task_id,
             queue: text(&self.queue),
             events,
+            from: crate::tasks::utc_field("from", &self.from)?,
+            to: crate::tasks::utc_field("to", &self.to)?,
             ..Default::default()
         };
         if [&filter.actor, &filter.queue]
@@ -70,6 +77,8 @@ impl AuditQuery {
             ("task", self.task.as_str()),
             ("queue", self.queue.as_str()),
             ("event", self.event.as_str()),
+            ("from", self.from.as_str()),
+            ("to", self.to.as_str()),
         ];
         let mut q = form_urlencoded::Serializer::new(String::new());
         for (name, value) in pairs.iter().filter(|(_, v)| !v.is_empty()) {
@@ -141,6 +150,9 @@ pub async fn audit(
                     option value=(k.as_str()) selected[q.event == k.as_str()] { (k.as_str()) }
                 }
             }
+            label.muted { "from " input type="datetime-local" name="from" value=(q.from); }
+            label.muted { " to " input type="datetime-local" name="to" value=(q.to); }
+            " (UTC) "
             button type="submit" { "Filter" }
         }
         @if let Err(e) = &filter { div.flash.error { (e) } }

@@ -24,9 +24,12 @@ es.onerror=function(){es.close();if(!timer)timer=setTimeout(reload,5000);};})();
 
 /// `GET /ui/events`: one message each time something happened (its data a count, never
 /// what happened: the pages read that themselves), for the signed-in session.
-pub async fn events(State(state): State<DashState>, _session: Session) -> Response {
+pub async fn events(State(state): State<DashState>, session: Session) -> Response {
     let app = &state.app;
-    let guard = match app.streams.open(app.limits.max_event_streams) {
+    let guard = match app
+        .streams
+        .open(&session.principal.name, app.limits.max_event_streams)
+    {
         Ok(g) => g,
         Err(e) => return e.into_response(),
     };

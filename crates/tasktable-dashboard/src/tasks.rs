@@ -91,7 +91,10 @@ impl TaskQuery {
 }
 
 /// A UTC time from a datetime-local field (minutes or seconds) or RFC 3339.
-fn utc_field(name: &str, text: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
+pub(crate) fn utc_field(
+    name: &str,
+    text: &str,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(None);
@@ -229,7 +232,11 @@ pub async fn task(
         .into_iter()
         .map(|e| state.app.event_for(session.principal.role, e))
         .collect();
-    let timeline = tasktable_store::timeline(&task, &attempts, &events);
+    let logs = match state.app.store.task_logs(id).await {
+        Ok(l) => l,
+        Err(e) => return crate::failure::page_for(e),
+    };
+    let timeline = tasktable_store::timeline(&task, &attempts, &events, &logs);
     task.payload = state
         .app
         .payload_for(session.principal.role, &task.kind, task.payload);

@@ -216,6 +216,7 @@ async fn every_dashboard_response_allows_only_its_own_style_and_script_and_no_fr
         "/ui/audit".to_owned(),
         "/ui/audit?actor=ops&event=held&queue=default".to_owned(),
         "/ui/audit?task=not-a-number".to_owned(),
+        "/ui/audit?from=2030-01-01T00:00&to=yesterday".to_owned(),
     ] {
         let resp = client.get(ui.url(&path)).send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK, "{path}");

@@ -445,7 +445,7 @@ impl Backend for MySqlStore {
         Ok(())
     }
 
-    /// One statement, so no transaction of its own; run again if InnoDB aborts it.
+    /// A transaction of its own: the pause and its event; run again if InnoDB aborts it.
     async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
         let p = &params;
         self.retrying("queue_set_paused", || async move {

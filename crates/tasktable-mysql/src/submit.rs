@@ -69,6 +69,7 @@ pub async fn insert(
             .bind(clock::at(now))
             .bind(t.target.to_column())
             .bind(t.affinity.map(|d| d.as_millis() as i64))
+            .bind(t.created_by.as_ref().map(|a| a.to_column()))
             .execute(&mut *conn)
             .await
             .map_err(db);

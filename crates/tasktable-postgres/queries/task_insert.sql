@@ -2,7 +2,8 @@
 -- $1 kinds, $2 queues, $3 states, $4 payloads, $5 keys, $6 idempotency keys, $7 priorities,
 -- $8 run_at (NULL: now + delay), $9 delays in µs, $10 max attempts, $11 backoff initial ms,
 -- $12 multipliers, $13 backoff max ms, $14 jitters, $15 timeouts ms, $17 targets (core's
--- stored form, NULL for any worker), $18 affinities ms; $16 now (NULL: now()).
+-- stored form, NULL for any worker), $18 affinities ms, $19 who submits each (NULL:
+-- unknown); $16 now (NULL: now()).
 --
 -- Ids are drawn from the sequence in input order before the insert, so each input row
 -- knows its id and the answer can be matched back to the input, and ids grow in submit
@@ -23,21 +24,23 @@ WITH seq AS MATERIALIZED (
     SELECT i.*, nextval(seq.seq) AS id
     FROM seq, unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::int[],
                      $8::timestamptz[], $9::bigint[], $10::int[], $11::bigint[], $12::float8[],
-                     $13::bigint[], $14::float8[], $15::bigint[], $17::text[], $18::bigint[])
+                     $13::bigint[], $14::float8[], $15::bigint[], $17::text[], $18::bigint[],
+                     $19::text[])
         WITH ORDINALITY AS i(kind, queue, state, payload, task_key, idempotency_key, priority,
                              run_at, delay_us, max_attempts, backoff_initial_ms, backoff_multiplier,
-                             backoff_max_ms, backoff_jitter, timeout_ms, target, affinity_ms, ord)
+                             backoff_max_ms, backoff_jitter, timeout_ms, target, affinity_ms,
+                             created_by, ord)
     ORDER BY i.ord
 ), inserted AS (
     INSERT INTO tasktable_tasks (
         id, kind, queue, state, payload, task_key, idempotency_key, priority, run_at, max_attempts,
         backoff_initial_ms, backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms,
-        target, affinity_ms, created_at, updated_at
+        target, affinity_ms, created_by, created_at, updated_at
     ) OVERRIDING SYSTEM VALUE
     SELECT input.id, kind, queue, state, payload, task_key, idempotency_key, priority,
            coalesce(input.run_at, clock.now + delay_us * interval '1 microsecond'), max_attempts,
            backoff_initial_ms, backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms,
-           target, affinity_ms, clock.now, clock.now
+           target, affinity_ms, created_by, clock.now, clock.now
     FROM input, clock
     ORDER BY input.ord
     /* ON_CONFLICT */

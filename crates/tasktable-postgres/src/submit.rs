@@ -113,6 +113,12 @@ pub async fn insert(
                 .map(|t| t.affinity.map(|d| d.as_millis() as i64))
                 .collect::<Vec<_>>(),
         )
+        .bind(
+            tasks
+                .iter()
+                .map(|t| t.created_by.as_ref().map(|a| a.to_column()))
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;

@@ -139,6 +139,34 @@ impl TaskContext {
         self.write(None, Some(value)).await
     }
 
+    /// Appends a line to this task's log, shown in its history (the API's timeline, the
+    /// dashboard, `tasktable show`), fenced like a checkpoint. A line is kept up to 1 KiB;
+    /// a task keeps 1,000 lines, the last of which then says later ones were dropped.
+    /// Each call is one write: for many lines at once, [`TaskContext::log_lines`].
+    pub async fn log(&self, line: impl Into<String>) -> Result<(), ContextError> {
+        self.log_lines(vec![line.into()]).await
+    }
+
+    /// Appends several lines to this task's log, in writes of up to 100 lines.
+    pub async fn log_lines(&self, lines: Vec<String>) -> Result<(), ContextError> {
+        for chunk in lines.chunks(tasktable_store::MAX_LOG_LINES_PER_CALL) {
+            if let Some(reason) = self.stop_reason() {
+                return Err(ContextError::Stopped(reason));
+            }
+            let status = self
+                .inner
+                .store
+                .task_log(tasktable_store::LogParams {
+                    lease: self.lease(),
+                    lines: chunk.to_vec(),
+                    now: None,
+                })
+                .await?;
+            self.heed(&status).map_err(ContextError::Stopped)?;
+        }
+        Ok(())
+    }
+
     async fn write(
         &self,
         checkpoint: Option<Value>,

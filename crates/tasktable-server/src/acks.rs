@@ -59,7 +59,7 @@ pub async fn acknowledge(
             .ok_or_else(|| in_item(ApiError::invalid("task is required")))?;
         let op = call.op.clone().ok_or_else(|| {
             in_item(ApiError::invalid(
-                "op is required: renew, checkpoint, complete, fail, snooze or release",
+                "op is required: renew, checkpoint, complete, fail, snooze, release or log",
             ))
         })?;
         calls.push(call.into_call(task, &op).map_err(in_item)?);
@@ -125,6 +125,20 @@ pub(crate) async fn carry_out(
                 });
             }
             Call::Finish(outcome) => ends.push((i, outcome.clone())),
+            Call::Log { lines } => {
+                let status = state
+                    .store
+                    .task_log(tasktable_store::LogParams {
+                        lease: *lease,
+                        lines: lines.clone(),
+                        now: None,
+                    })
+                    .await?;
+                out[i] = Some(match status {
+                    LeaseStatus::Held { .. } => Ok(Done::Saved),
+                    other => Err(status_error(lease.task_id, other)),
+                });
+            }
         }
     }
     for (lease_for, indices) in renewals {

@@ -38,6 +38,7 @@ fn not_found(id: TaskId) -> ApiError {
 pub async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Principal>,
+    Caller(actor): Caller,
     Body(task): Body<SubmitTask>,
 ) -> ApiResult<Response> {
     if task.batch.is_none() {
@@ -48,7 +49,10 @@ pub async fn create(
     let submitted = state
         .store
         .task_submit(SubmitParams {
-            tasks: vec![task.into_new_task().map_err(ApiError::invalid)?],
+            tasks: vec![task
+                .into_new_task()
+                .map_err(ApiError::invalid)?
+                .created_by(actor)],
             now: None,
         })
         .await?[0];

@@ -239,6 +239,8 @@ pub struct LeaseRequest {
     retry_after_ms: Option<u64>,
     #[serde(default, deserialize_with = "crate::whole::optional")]
     delay_ms: Option<u64>,
+    #[serde(default)]
+    lines: Option<Vec<String>>,
 }
 
 /// The lease operations, by the name they have in paths, with the fields each accepts.
@@ -249,6 +251,7 @@ pub const LEASE_OPERATIONS: &[(&str, &[&str])] = &[
     ("fail", &["error", "retryable", "retry_after_ms"]),
     ("snooze", &["delay_ms"]),
     ("release", &[]),
+    ("log", &["lines"]),
 ];
 
 /// What one lease call asks for, checked.
@@ -263,6 +266,10 @@ pub(crate) enum Call {
     },
     /// Ends the attempt as the handler's outcome says; `None` gives the task back unspent.
     Finish(Option<HandlerOutcome>),
+    /// Appends lines to the task's log.
+    Log {
+        lines: Vec<String>,
+    },
 }
 
 impl LeaseRequest {
@@ -336,6 +343,16 @@ impl LeaseRequest {
             "snooze" => Call::Finish(Some(HandlerOutcome::Snooze {
                 after: bounded_delay("delay_ms", self.delay_ms)?.unwrap_or_default(),
             })),
+            "log" => {
+                let lines = self.lines.unwrap_or_default();
+                if lines.is_empty() || lines.len() > tasktable_store::MAX_LOG_LINES_PER_CALL {
+                    return Err(ApiError::invalid(format!(
+                        "log needs lines: 1 to {} strings",
+                        tasktable_store::MAX_LOG_LINES_PER_CALL
+                    )));
+                }
+                Call::Log { lines }
+            }
             _ => Call::Finish(None),
         };
         Ok((lease, call))
@@ -351,6 +368,7 @@ impl LeaseRequest {
             ("retryable", self.retryable.is_some()),
             ("retry_after_ms", self.retry_after_ms.is_some()),
             ("delay_ms", self.delay_ms.is_some()),
+            ("lines", self.lines.is_some()),
         ];
         match present
             .iter()

@@ -4,7 +4,8 @@
 //! pull protocol that
 //! lets workers in any language claim, renew, checkpoint, complete and fail tasks with the
 //! same leases and fencing tokens as in-process workers, many leases in one call
-//! (`acks`), with waiting claims that share one due check per queue ([`doorbell`]); bearer-token roles; request
+//! (`acks`), with waiting claims that share one due check per queue ([`doorbell`]); the
+//! operator audit (`audit`) and live events (`/api/v1/events`, [`live`]); bearer-token roles; request
 //! limits; the JSON error format; the OpenAPI document describing all of it; the
 //! Prometheus exposition at `/metrics` ([`metrics`]); and the Host rule that keeps a server
 //! without tokens from answering web pages by DNS rebinding ([`host`]).

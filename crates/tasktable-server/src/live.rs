@@ -21,8 +21,8 @@ use axum::{Extension, Json};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tasktable_core::{AttemptOutcome, EventKind, TaskId};
 use tasktable_store::feed::{FeedCursor, FeedFilter, FeedItem, Follower};
@@ -131,43 +131,60 @@ fn wants_stream(headers: &HeaderMap) -> bool {
         })
 }
 
-/// Streams open now, across the server.
+/// Streams open now, across the server and per caller.
 #[derive(Debug, Default)]
-pub struct Streams(AtomicUsize);
+pub struct Streams(Mutex<HashMap<String, usize>>);
 
 /// One open stream, counted until it is dropped.
 #[derive(Debug)]
-pub struct Open(Arc<Streams>);
+pub struct Open {
+    streams: Arc<Streams>,
+    caller: String,
+}
 
 impl Streams {
     /// How many are open now.
     pub fn count(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
+        self.0.lock().expect("streams lock").values().sum()
     }
 
-    /// Counts a new stream, or refuses it when `max` are open.
-    pub fn open(self: &Arc<Self>, max: usize) -> ApiResult<Open> {
-        let open = self.0.fetch_add(1, Ordering::SeqCst) + 1;
-        let guard = Open(self.clone());
-        if open > max {
+    /// Counts a new stream of `caller` (a token's name), or refuses it when `max` are
+    /// open, or a quarter of them (at least one) are the caller's.
+    pub fn open(self: &Arc<Self>, caller: &str, max: usize) -> ApiResult<Open> {
+        let mut open = self.0.lock().expect("streams lock");
+        let total: usize = open.values().sum();
+        let mine = open.get(caller).copied().unwrap_or(0);
+        let per_caller = (max / 4).max(1);
+        if total >= max || mine >= per_caller {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_streams",
                 format!(
-                    "this server follows at most {max} event streams at once; try again later \
-                     or poll without Accept: text/event-stream"
+                    "this server follows at most {max} event streams at once, {per_caller} per \
+                     token; close one, or poll without Accept: text/event-stream"
                 ),
             ));
         }
-        metrics::gauge!("tasktable_api_event_streams").set(open as f64);
-        Ok(guard)
+        *open.entry(caller.to_owned()).or_default() += 1;
+        metrics::gauge!("tasktable_api_event_streams").set((total + 1) as f64);
+        Ok(Open {
+            streams: self.clone(),
+            caller: caller.to_owned(),
+        })
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
-        let left = (self.0).0.fetch_sub(1, Ordering::SeqCst) - 1;
-        metrics::gauge!("tasktable_api_event_streams").set(left as f64);
+        let mut open = self.streams.0.lock().expect("streams lock");
+        if let Some(n) = open.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.caller);
+            }
+        }
+        let total: usize = open.values().sum();
+        metrics::gauge!("tasktable_api_event_streams").set(total as f64);
     }
 }
 
@@ -179,9 +196,19 @@ pub async fn follow(
 ) -> ApiResult<Response> {
     let filter = q.filter()?;
     let from = start(&headers, q.after.as_deref())?;
-    let mut follower = Follower::start(state.store.clone(), filter, from).await?;
     let role = caller.role;
-    if !wants_stream(&headers) {
+    let stream = wants_stream(&headers);
+    let guard = if stream {
+        Some(
+            state
+                .streams
+                .open(&caller.name, state.limits.max_event_streams)?,
+        )
+    } else {
+        None
+    };
+    let mut follower = Follower::start(state.store.clone(), filter, from).await?;
+    let Some(guard) = guard else {
         let (items, _) = follower.read().await?;
         let events: Vec<FeedItem> = items
             .into_iter()
@@ -189,8 +216,7 @@ pub async fn follow(
             .collect();
         let body = json!({"events": events, "cursor": follower.cursor().to_string()});
         return Ok(Json(body).into_response());
-    }
-    let guard = state.streams.open(state.limits.max_event_streams)?;
+    };
     let poll = state.limits.event_poll;
     let follower = follower.poll_every(poll);
     let stop = state.stop.clone();

@@ -22,12 +22,14 @@ use tasktable_store::{Change, ListParams, SubmitParams, Target, TaskFilter, Upda
 
 pub async fn submit(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Body(task): Body<SubmitTask>,
 ) -> ApiResult<Response> {
+    let task = task.into_new_task().map_err(ApiError::invalid)?;
     let submitted = state
         .store
         .task_submit(SubmitParams {
-            tasks: vec![task.into_new_task().map_err(ApiError::invalid)?],
+            tasks: vec![task.created_by(actor)],
             now: None,
         })
         .await?;
@@ -48,6 +50,7 @@ pub async fn submit(
 
 pub async fn submit_batch(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     Body(batch): Body<SubmitBatch>,
 ) -> ApiResult<Response> {
     if batch.tasks.is_empty() {
@@ -63,8 +66,8 @@ pub async fn submit_batch(
     let tasks = batch
         .tasks
         .into_iter()
-        .map(SubmitTask::into_new_task)
-        .collect::<Result<Vec<_>, _>>()
+        .map(|t| Ok(t.into_new_task()?.created_by(actor.clone())))
+        .collect::<Result<Vec<_>, String>>()
         .map_err(ApiError::invalid)?;
     let submitted = state
         .store
@@ -194,7 +197,8 @@ pub async fn show(
         .into_iter()
         .map(|e| state.event_for(caller.role, e))
         .collect();
-    let timeline = tasktable_store::timeline(&task, &attempts, &events);
+    let logs = state.store.task_logs(id).await?;
+    let timeline = tasktable_store::timeline(&task, &attempts, &events, &logs);
     let attempts: Vec<AttemptView> = attempts.into_iter().map(AttemptView::from).collect();
     let task = view(&state, &caller, task);
     let body = json!({"task": task, "attempts": attempts, "runs": runs, "timeline": timeline});

@@ -289,6 +289,8 @@ pub struct TaskView {
     pub runs_active: Option<u32>,
     pub runs_succeeded: Option<u32>,
     pub runs_failed: Option<u32>,
+    /// Who submitted it, where recorded.
+    pub created_by: Option<tasktable_core::Actor>,
 }
 
 impl From<Task> for TaskView {
@@ -333,6 +335,7 @@ impl From<Task> for TaskView {
             runs_active: t.run_counts.map(|c| c.active),
             runs_succeeded: t.run_counts.map(|c| c.succeeded),
             runs_failed: t.run_counts.map(|c| c.failed),
+            created_by: t.created_by,
         }
     }
 }

@@ -401,6 +401,36 @@ async fn bad_lease_calls_are_refused(s: Server) {
             422,
             "delay_ms must be at most",
         ),
+        (
+            "log",
+            json!({"token": 1, "credential": c}),
+            422,
+            "log needs lines",
+        ),
+        (
+            "log",
+            json!({"token": 1, "credential": c, "lines": []}),
+            422,
+            "log needs lines",
+        ),
+        (
+            "log",
+            json!({"token": 1, "credential": c, "lines": vec!["x"; 101]}),
+            422,
+            "1 to 100",
+        ),
+        (
+            "log",
+            json!({"token": 1, "credential": c, "lines": [1, 2]}),
+            422,
+            "lines",
+        ),
+        (
+            "checkpoint",
+            json!({"token": 1, "credential": c, "progress": 1, "lines": ["x"]}),
+            422,
+            "checkpoint does not take lines",
+        ),
     ];
     for (op, body, status, says) in lease_cases {
         let answer = s

@@ -71,6 +71,7 @@ on_every_backend!(
     a_tasks_view_tells_its_timeline,
     readers_see_edited_secrets_redacted_in_the_log,
     a_stream_consumer_that_disconnects_resumes_without_a_gap,
+    a_pull_workers_log_lines_join_the_tasks_history,
     polling_the_feed_as_json_reads_on_from_its_cursor
 );
 
@@ -172,12 +173,16 @@ async fn a_tasks_view_tells_its_timeline(mut s: Server) {
     assert_eq!(
         seen,
         [
-            ("submitted", None),
+            ("submitted", Some("admin")),
             ("claimed", Some("w7")),
             ("error", Some("w7")),
             ("held", Some("operator")),
         ],
         "{view}"
+    );
+    assert_eq!(
+        view["task"]["created_by"],
+        json!({"kind": "token", "name": "admin", "role": "admin"})
     );
     assert_eq!(timeline[2]["attempt"], 1);
     assert_eq!(timeline[2]["detail"]["error"], "try again");
@@ -322,4 +327,65 @@ async fn polling_the_feed_as_json_reads_on_from_its_cursor(mut s: Server) {
     ] {
         common::assert_error(&s.get(path).await, status, code);
     }
+}
+
+async fn a_pull_workers_log_lines_join_the_tasks_history(mut s: Server) {
+    let id = submit(&s, json!({"kind": "job"})).await;
+    s.as_role(Role::Worker);
+    let (_, claimed) = s
+        .post(
+            "/api/v1/claim",
+            json!({"kinds": ["job"], "worker_id": "w3"}),
+        )
+        .await;
+    let t = &claimed["tasks"][0];
+    let lease = |extra: Value| {
+        let mut body = json!({"token": t["token"], "credential": t["credential"]});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let long = "x".repeat(5000);
+    let (status, answer) = s
+        .post(
+            &format!("/api/v1/leases/{id}/log"),
+            lease(json!({"lines": ["fetched 3 pages", long]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"saved": true}));
+    // In a batched acknowledgement too.
+    let mut log = lease(json!({"lines": ["done"]}));
+    log["task"] = json!(id);
+    log["op"] = json!("log");
+    let (status, answer) = s.post("/api/v1/leases", json!({"leases": [log]})).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["results"][0]["ok"], true, "{answer}");
+    let (status, _) = s
+        .post(&format!("/api/v1/leases/{id}/complete"), lease(json!({})))
+        .await;
+    assert_eq!(status, 200);
+    // The lease is gone: a late line is refused and appends nothing.
+    let (status, answer) = s
+        .post(
+            &format!("/api/v1/leases/{id}/log"),
+            lease(json!({"lines": ["too late"]})),
+        )
+        .await;
+    assert_eq!(status, 409, "{answer}");
+
+    s.as_role(Role::Reader);
+    let (_, view) = s.get(&format!("/api/v1/tasks/{id}")).await;
+    let lines: Vec<&str> = view["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "log")
+        .map(|e| e["detail"]["line"].as_str().unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{view}");
+    assert_eq!(lines[0], "fetched 3 pages");
+    assert_eq!(lines[1].len(), 1024, "a long line is cut to 1 KiB");
+    assert_eq!(lines[2], "done");
 }

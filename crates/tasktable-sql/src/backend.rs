@@ -243,7 +243,9 @@ pub mod __private {
     pub use crate::runs;
     pub use crate::stats::SqlStats;
     pub use crate::Exec as _;
-    pub use crate::{affinity, events, query, retention, schedules, workers, Backend, Connect};
+    pub use crate::{
+        affinity, events, logs, query, retention, schedules, workers, Backend, Connect,
+    };
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Utc};
     pub use tasktable_core::runs::Run;
@@ -660,6 +662,20 @@ macro_rules! impl_store {
                         return Ok(live);
                     }
                     events::of_task(&mut read, id, true).await
+                }
+
+                async fn task_log(&self, params: LogParams) -> StoreResult<LeaseStatus> {
+                    logs::append(self, &params).await
+                }
+
+                /// The live table's, or, for a task retention archived, the archive's.
+                async fn task_logs(&self, id: TaskId) -> StoreResult<Vec<LogLine>> {
+                    let mut read = self.read().await?;
+                    let live = logs::of_task(&mut read, id, false).await?;
+                    if !live.is_empty() || query::get(&mut read, id).await?.is_some() {
+                        return Ok(live);
+                    }
+                    logs::of_task(&mut read, id, true).await
                 }
 
                 async fn event_feed(&self, params: feed::FeedParams) -> StoreResult<feed::Feed> {

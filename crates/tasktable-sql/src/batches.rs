@@ -403,7 +403,9 @@ pub async fn control_in<E: Exec>(
         detail,
         ..NewEvent::new(p.action.event())
     };
-    crate::events::record_one(e, now, &p.actor, event).await?;
+    if change.control != row.control || changed.count > 0 {
+        crate::events::record_one(e, now, &p.actor, event).await?;
+    }
     if change.control != row.control {
         let mut sql = Sql::new(e.dialect(), "UPDATE tasktable_batches SET control = ");
         sql.bind(change.control.as_str())

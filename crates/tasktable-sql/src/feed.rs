@@ -25,7 +25,7 @@ const SOURCES: [Source; 3] = [
     Source {
         kind: FeedSource::Task,
         table: "tasktable_tasks",
-        columns: "id, queue, kind, created_at",
+        columns: "id, queue, kind, created_at, created_by",
         time: "created_at",
         task: "id",
     },
@@ -54,7 +54,10 @@ pub async fn read<E: Exec>(e: &mut E, p: &FeedParams) -> StoreResult<Feed> {
         )));
     }
     let now = e.now(None).await?;
-    let since = now - TimeDelta::from_std(p.window).unwrap_or(TimeDelta::MAX);
+    let since = TimeDelta::from_std(p.window)
+        .ok()
+        .and_then(|w| now.checked_sub_signed(w))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
     let mut items = Vec::new();
     let mut more = false;
     for source in &SOURCES {
@@ -78,14 +81,15 @@ pub async fn read<E: Exec>(e: &mut E, p: &FeedParams) -> StoreResult<Feed> {
         for row in &rows {
             items.push(item(source.kind, row)?);
         }
-        // The window, at or below it: rows that committed after the cursor passed them.
+        // The window, at or below it: rows that committed after the cursor passed them,
+        // which sit just below it: the highest ids first.
         let mut window = select(e, source, p);
         window
             .push(&format!(" AND {} >= ", source.time))
             .bind(since)
             .push(" AND id <= ")
             .bind(after)
-            .push(" ORDER BY id LIMIT ")
+            .push(" ORDER BY id DESC LIMIT ")
             .bind(i64::from(MAX_FEED_ROWS));
         for row in &e.fetch(window).await? {
             items.push(item(source.kind, row)?);
@@ -128,7 +132,10 @@ fn item(source: FeedSource, row: &impl Cells) -> StoreResult<FeedItem> {
             task_id: Some(id),
             queue: row.text("queue")?,
             kind: row.text("kind")?,
-            actor: None,
+            actor: row
+                .text("created_by")?
+                .as_deref()
+                .and_then(Actor::from_column),
             attempt: None,
             detail: Value::Null,
         },

@@ -7,7 +7,8 @@
 //! queries themselves (filters, list/get/count/attempts, queues, operator changes and the
 //! history rows they write, statistics aggregates, schedules and their firing, the runs
 //! of multi-run tasks ([`runs`]), batches' rows, saves and actions ([`batches`]), the
-//! migration runner) and the decoding
+//! event log written with each operator change and read by the audit ([`events`]), task
+//! logs ([`logs`]), the live feed's reads ([`feed`]), the migration runner) and the decoding
 //! of their rows into core types ([`row`]); and the one `Store` implementation
 //! ([`impl_store!`]) over what a backend provides ([`Backend`]).
 //!
@@ -30,6 +31,7 @@ mod exec;
 pub mod feed;
 pub mod hot;
 pub mod limits;
+pub mod logs;
 pub mod migrate;
 pub mod query;
 pub mod retention;

@@ -19,7 +19,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 13] = [
+pub const MIGRATIONS: [(i64, &str); 14] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -33,6 +33,7 @@ pub const MIGRATIONS: [(i64, &str); 13] = [
     (11, "runs"),
     (12, "batches"),
     (13, "events"),
+    (14, "submitters_and_logs"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -111,6 +112,13 @@ macro_rules! backend_migrations {
                 version: 13,
                 name: "events",
                 sql: ::std::borrow::Cow::Borrowed(include_str!("../migrations/0013_events.sql")),
+            },
+            $crate::migrate::Migration {
+                version: 14,
+                name: "submitters_and_logs",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0014_submitters_and_logs.sql"
+                )),
             },
         ]
     };

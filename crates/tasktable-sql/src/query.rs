@@ -252,6 +252,15 @@ pub async fn has_due<E: Exec>(e: &mut E, p: &DueParams) -> StoreResult<bool> {
 /// Pauses or resumes a queue (waking its workers is the caller's part).
 pub async fn set_paused<E: Exec>(e: &mut E, p: &QueuePauseParams) -> StoreResult<()> {
     let now = e.now(None).await?;
+    let mut was = Sql::new(
+        e.dialect(),
+        "SELECT paused FROM tasktable_queues WHERE name = ",
+    );
+    was.bind(p.queue.as_str()).push(e.dialect().lock_rows());
+    let was_paused = match e.fetch(was).await?.first() {
+        Some(row) => row.boolean("paused")?.unwrap_or(false),
+        None => false,
+    };
     let mut sql = Sql::new(
         e.dialect(),
         "INSERT INTO tasktable_queues (name, paused, updated_at) VALUES (",
@@ -265,6 +274,10 @@ pub async fn set_paused<E: Exec>(e: &mut E, p: &QueuePauseParams) -> StoreResult
     let upsert = e.dialect().upsert(&["name"], &["paused", "updated_at"]);
     sql.push(&upsert);
     e.execute(sql).await?;
+    if was_paused == p.paused {
+        // Already so: nothing changed, nothing to record.
+        return Ok(());
+    }
     let event = tasktable_store::NewEvent {
         queue: Some(p.queue.clone()),
         ..tasktable_store::NewEvent::new(if p.paused {

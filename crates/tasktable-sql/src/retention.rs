@@ -123,6 +123,7 @@ pub async fn purge<B: Backend>(b: &B, p: &Checked<PurgeParams>) -> StoreResult<P
             tx.execute(runs).await?;
             for (table, columns) in [
                 ("tasktable_events", crate::events::EVENT_COLUMNS),
+                ("tasktable_task_logs", crate::logs::LOG_COLUMNS),
                 ("tasktable_batches", crate::batches::BATCH_COLUMNS),
                 ("tasktable_batch_failures", crate::batches::FAILURE_COLUMNS),
             ] {

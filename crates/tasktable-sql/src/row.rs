@@ -15,7 +15,7 @@ pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpo
     lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
     started_at, finished_at, schedule_id, slot_at, target, affinity_ms, affinity_until, \
     affinity_target, copies, at_once, repeat_runs, joining_runs, max_failed_runs, runs_active, runs_succeeded, \
-    runs_failed, run_target";
+    runs_failed, run_target, created_by";
 
 /// Every column of `tasktable_attempts` that [`attempt_from_row`] reads.
 pub const ATTEMPT_COLUMNS: &str =
@@ -106,6 +106,13 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
         runs,
         run_counts,
         run: None,
+        // Hot-path claims may leave the column out of what they return (their workers need
+        // not know), and a task from before version 14 has none.
+        created_by: row
+            .text("created_by")
+            .unwrap_or(None)
+            .as_deref()
+            .and_then(tasktable_core::Actor::from_column),
     })
 }
 

@@ -239,10 +239,13 @@ pub async fn edit<B: Backend>(b: &B, p: EditScheduleParams) -> StoreResult<Sched
         .ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))?;
     if !p.edit.is_empty() {
         write_edit(b, &mut tx, &old, &p.edit, now).await?;
-        let ev = schedule_event(EventKind::ScheduleEdited, &old, edited_fields(&p.edit));
-        events::record_one(&mut tx, now, &p.actor, ev).await?;
     }
     let saved = find(&mut tx, &ScheduleRef::Id(old.id), false).await?;
+    if let Some(new) = saved.as_ref().filter(|s| s.spec != old.spec) {
+        let edit = ScheduleEdit::between(&old.spec, &new.spec);
+        let ev = schedule_event(EventKind::ScheduleEdited, &old, edited_fields(&edit));
+        events::record_one(&mut tx, now, &p.actor, ev).await?;
+    }
     b.commit_change(tx, Changed::default()).await?;
     saved.ok_or(StoreError::ScheduleNotFound(p.schedule))
 }
@@ -317,9 +320,14 @@ async fn fire_slot<B: Backend>(
     tx: &mut B::Write,
     s: &Schedule,
     slot: DateTime<Utc>,
+    actor: &Actor,
     now: DateTime<Utc>,
 ) -> StoreResult<FiredTask> {
-    let task = s.spec.template.task_for(s.id, slot);
+    let task = s
+        .spec
+        .template
+        .task_for(s.id, slot)
+        .created_by(actor.clone());
     let tasks = b.limits().tasks(vec![task])?;
     let submitted = b.insert_tasks(tx, &tasks, now).await?[0];
     if submitted.created {
@@ -444,27 +452,20 @@ async fn fire_due<B: Backend>(
     let slots = s.spec.validate()?;
     let plan = plan(&slots, s.covered_until, now, s.spec.missed);
     let mut previous = task_state(&mut tx, s.last_task_id).await?;
+    let scheduler = Actor::system("scheduler");
     let (mut tasks, mut skipped) = (Vec::new(), Vec::new());
     for slot in plan.slots {
         if !s.spec.overlap.fires(previous) {
             skipped.push(slot);
             continue;
         }
-        let fired = fire_slot(b, &mut tx, &s, slot, now).await?;
+        let fired = fire_slot(b, &mut tx, &s, slot, &scheduler, now).await?;
         previous = task_state(&mut tx, Some(fired.task_id)).await?;
         tasks.push(fired);
     }
     let place = Some((plan.covered_until, plan.next_run_at));
     record(&mut tx, &s, tasks.last(), place, now).await?;
-    record_fired(
-        &mut tx,
-        &s,
-        &tasks,
-        &skipped,
-        &Actor::system("scheduler"),
-        now,
-    )
-    .await?;
+    record_fired(&mut tx, &s, &tasks, &skipped, &scheduler, now).await?;
     b.commit_change(tx, wake(&s, &tasks)).await?;
     Ok(Some(Fired {
         schedule_id: s.id,
@@ -484,7 +485,7 @@ pub async fn fire_now<B: Backend>(b: &B, p: FireNowParams) -> StoreResult<Fired>
     let slot = now
         .duration_trunc(TimeDelta::milliseconds(1))
         .unwrap_or(now);
-    let fired = fire_slot(b, &mut tx, &s, slot, now).await?;
+    let fired = fire_slot(b, &mut tx, &s, slot, &p.actor, now).await?;
     record(&mut tx, &s, Some(&fired), None, now).await?;
     let tasks = vec![fired];
     record_fired(&mut tx, &s, &tasks, &[], &p.actor, now).await?;

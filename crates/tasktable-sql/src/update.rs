@@ -29,8 +29,8 @@ use tasktable_core::{Actor, ChangeEffect, Task, TaskId, TaskState};
 use tasktable_store::bulk::changeable;
 use tasktable_store::event::NewEvent;
 use tasktable_store::{
-    select_for_update, Change, Checked, StoreError, StoreResult, Target, UpdateChunkParams,
-    UpdateParams,
+    select_for_update, Change, Checked, StoreError, StoreResult, Target, TaskFilter,
+    UpdateChunkParams, UpdateParams,
 };
 
 /// What a change did.
@@ -82,7 +82,7 @@ pub(crate) async fn apply_one<E: Exec>(
     );
     select.bind(id).push(e.dialect().lock_rows());
     let found = read(&e.fetch(select).await?)?;
-    write(e, &Target::Id(id), &found, change, actor, now).await
+    write(e, &Target::Id(id), &found, change, actor, now, None).await
 }
 
 /// One chunk of a change to a filter (see [`tasktable_store::bulk`]): locks, by primary
@@ -119,7 +119,16 @@ pub async fn chunk<E: Exec>(
     push_filter(&mut select, &filter);
     select.push(" ORDER BY id").push(d.lock_rows());
     let found = read(&e.fetch(select).await?)?;
-    write(e, &Target::Filter(filter), &found, p.change, p.actor, now).await
+    write(
+        e,
+        &Target::Filter(filter),
+        &found,
+        p.change,
+        p.actor,
+        now,
+        Some(p.filter),
+    )
+    .await
 }
 
 fn read(rows: &[impl Cells]) -> StoreResult<Vec<Found>> {
@@ -147,6 +156,7 @@ async fn write<E: Exec>(
     change: &Change,
     actor: &Actor,
     now: DateTime<Utc>,
+    asked: Option<&TaskFilter>,
 ) -> StoreResult<Changed> {
     let pairs: Vec<(TaskId, TaskState)> = found.iter().map(|r| (r.id, r.state)).collect();
     let chosen = select_for_update(target, change.operation(), &pairs)?;
@@ -172,7 +182,7 @@ async fn write<E: Exec>(
             None => groups.push((key, vec![row.id])),
         }
     }
-    let events = events(e, target, change, &moved).await?;
+    let events = events(e, asked, change, &moved).await?;
     crate::events::record(e, now, actor, &events).await?;
     for ((effect, multi_run), ids) in &groups {
         for ids in ids.chunks(Sql::MAX_IN_LIST) {
@@ -215,7 +225,7 @@ async fn write<E: Exec>(
 /// change is written), the state it left and entered, and a bulk change's filter.
 async fn events<E: Exec>(
     e: &mut E,
-    target: &Target,
+    asked: Option<&TaskFilter>,
     change: &Change,
     moved: &[(&Found, Option<TaskState>)],
 ) -> StoreResult<Vec<NewEvent>> {
@@ -237,15 +247,16 @@ async fn events<E: Exec>(
     } else {
         HashMap::new()
     };
-    let filter = match target {
-        Target::Filter(f) => Some(serde_json::to_value(f).unwrap_or_default()),
-        Target::Id(_) => None,
-    };
+    let filter = asked.map(|f| serde_json::to_value(f).unwrap_or_default());
     Ok(moved
         .iter()
-        .map(|(row, to)| {
+        .filter_map(|(row, to)| {
             let mut detail = serde_json::Map::new();
             if let Some((field, edit)) = before.get(&row.id).and_then(|t| change.edit_detail(t)) {
+                if edit["old"] == edit["new"] && to.is_none() {
+                    // Set to what it was: nothing changed, nothing to record.
+                    return None;
+                }
                 detail.insert(field.into(), edit);
             }
             if let Some(to) = to {
@@ -257,7 +268,7 @@ async fn events<E: Exec>(
             if let Some(filter) = &filter {
                 detail.insert("filter".into(), filter.clone());
             }
-            NewEvent {
+            Some(NewEvent {
                 task_id: Some(row.id),
                 queue: Some(row.queue.clone()),
                 kind: Some(row.kind.clone()),
@@ -267,7 +278,7 @@ async fn events<E: Exec>(
                     detail.into()
                 },
                 ..NewEvent::new(change.event())
-            }
+            })
         })
         .collect())
 }

@@ -247,13 +247,14 @@ pub async fn set_draining<B: Backend>(
     p: &WorkerDrainParams,
 ) -> StoreResult<Option<WorkerInfo>> {
     let mut tx = b.write().await?;
+    let was = get(&mut tx, &p.id).await?.map(|w| w.draining);
     let mut sql = Sql::new(tx.dialect(), "UPDATE tasktable_workers SET draining = ");
     sql.bind(p.draining)
         .push(" WHERE id = ")
         .bind(p.id.as_str());
     tx.execute(sql).await?;
     let info = get(&mut tx, &p.id).await?;
-    if info.is_some() {
+    if info.is_some() && was != Some(p.draining) {
         let now = tx.now(None).await?;
         let event = tasktable_store::NewEvent {
             worker_id: Some(p.id.clone()),

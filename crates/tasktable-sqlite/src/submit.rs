@@ -46,6 +46,7 @@ pub async fn insert(
             .bind(&now_text)
             .bind(t.target.to_column())
             .bind(t.affinity.map(|d| d.as_millis() as i64))
+            .bind(t.created_by.as_ref().map(|a| a.to_column()))
             .fetch_optional(&mut *conn)
             .await
             .map_err(db)?;

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tasktable_core::{
-    Actor, ActorKind, Attempt, AttemptOutcome, EventKind, Task, TaskId, TaskState,
+    Actor, ActorKind, Attempt, AttemptOutcome, EventKind, Lease, Task, TaskId, TaskState,
 };
 
 /// One row of the event log.
@@ -93,6 +93,34 @@ impl NewEvent {
     }
 }
 
+/// Most lines a task's log keeps; the line that reaches it says that later ones were
+/// dropped.
+pub const MAX_LOG_LINES: u64 = 1000;
+/// Longest line kept, in bytes; a longer one is cut (on a character boundary).
+pub const MAX_LOG_LINE_BYTES: usize = 1024;
+/// Most lines one call appends.
+pub const MAX_LOG_LINES_PER_CALL: usize = 100;
+
+/// Lines a handler appends to its task's log, fenced by its lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogParams {
+    pub lease: Lease,
+    pub lines: Vec<String>,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// One line of a task's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub id: i64,
+    pub task_id: TaskId,
+    /// The attempt that wrote it (for a multi-run task, the run).
+    pub attempt: u32,
+    pub run: Option<u32>,
+    pub at: DateTime<Utc>,
+    pub line: String,
+}
+
 /// One line of a task's timeline: what happened, when, and who did it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimelineEntry {
@@ -110,9 +138,14 @@ pub struct TimelineEntry {
 }
 
 /// A task's timeline, oldest first: its submission, each attempt's claim and end (from
-/// the attempt history, and the running attempt from the task's row), and its events.
-/// Nothing here is stored twice: the claim and the finish write no event rows.
-pub fn timeline(task: &Task, attempts: &[Attempt], events: &[Event]) -> Vec<TimelineEntry> {
+/// the attempt history, and the running attempt from the task's row), its events and its
+/// log lines. Nothing here is stored twice: the claim and the finish write no event rows.
+pub fn timeline(
+    task: &Task,
+    attempts: &[Attempt],
+    events: &[Event],
+    logs: &[LogLine],
+) -> Vec<TimelineEntry> {
     let worker = |id: &Option<String>| {
         id.as_deref()
             .map(|w| Actor::new(ActorKind::Worker, w, None))
@@ -120,7 +153,7 @@ pub fn timeline(task: &Task, attempts: &[Attempt], events: &[Event]) -> Vec<Time
     let mut out = vec![TimelineEntry {
         at: task.created_at,
         event: "submitted".into(),
-        actor: None,
+        actor: task.created_by.clone(),
         attempt: None,
         detail: Value::Null,
     }];
@@ -173,7 +206,16 @@ pub fn timeline(task: &Task, attempts: &[Attempt], events: &[Event]) -> Vec<Time
             detail: e.detail.clone(),
         });
     }
-    // Stable: at one instant, the order above (a submit, then attempts, then events).
+    for l in logs {
+        out.push(TimelineEntry {
+            at: l.at,
+            event: "log".into(),
+            actor: None,
+            attempt: Some(l.attempt),
+            detail: serde_json::json!({ "line": l.line }),
+        });
+    }
+    // Stable: at one instant, the order above (a submit, attempts, events, log lines).
     out.sort_by_key(|e| e.at);
     out
 }

@@ -22,7 +22,7 @@ use crate::{Store, StoreError, StoreResult};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -77,6 +77,23 @@ impl FromStr for FeedCursor {
 }
 
 impl FeedCursor {
+    /// The last id of `source`.
+    pub fn of(&self, source: FeedSource) -> i64 {
+        match source {
+            FeedSource::Event => self.events,
+            FeedSource::Attempt => self.attempts,
+            FeedSource::Task => self.tasks,
+        }
+    }
+
+    fn set(&mut self, source: FeedSource, id: i64) {
+        match source {
+            FeedSource::Event => self.events = id,
+            FeedSource::Attempt => self.attempts = id,
+            FeedSource::Task => self.tasks = id,
+        }
+    }
+
     /// Moved past `item`.
     pub fn advance(&mut self, item: &FeedItem) {
         let at = match item.source {
@@ -111,7 +128,7 @@ pub struct FeedItem {
     pub queue: Option<String>,
     pub kind: Option<String>,
     /// Who: the worker of an attempt (the rescuer's when its lease ran out), an event's
-    /// actor; `None` for a submit.
+    /// actor, a submit's submitter where recorded.
     pub actor: Option<Actor>,
     pub attempt: Option<u32>,
     /// An event's detail; an attempt's error and the state it left its task in.
@@ -209,8 +226,12 @@ impl Follower {
             seen: HashMap::new(),
         };
         if from_now {
-            // What the window holds happened before now: seen, not given out.
-            follower.read().await?;
+            // What the window holds at or below the head happened before now: seen, not
+            // given out. Rows above the head (committed since) stay to be read.
+            let feed = follower.store.event_feed(follower.params()).await?;
+            for item in feed.items.iter().filter(|i| i.id <= cursor.of(i.source)) {
+                follower.seen.insert(item.key(), item.at);
+            }
         }
         Ok(follower)
     }
@@ -232,35 +253,64 @@ impl Follower {
         self.cursor
     }
 
-    /// One read: the items not given out before that the filter wants, each with the
-    /// cursor to resume from after it, and whether to read again at once. Empty when
-    /// nothing happened.
+    fn params(&self) -> FeedParams {
+        FeedParams {
+            after: self.cursor,
+            window: self.window,
+            queue: self.filter.queue.clone(),
+            kind: self.filter.kind.clone(),
+            task_id: self.filter.task_id,
+            limit: MAX_FEED_ROWS,
+        }
+    }
+
+    /// One read: the items not given out before that the filter wants, oldest first,
+    /// each with the cursor to resume from after it, and whether to read again at once.
+    /// Empty when nothing happened.
+    ///
+    /// Items go out by time, which within a source need not be id order, so an item's
+    /// cursor stops, in each source, just below the lowest id of this read still to go
+    /// out: a client that resumes from it is given every item after it.
     pub async fn read(&mut self) -> StoreResult<(Vec<(FeedItem, FeedCursor)>, bool)> {
-        let feed = self
-            .store
-            .event_feed(FeedParams {
-                after: self.cursor,
-                window: self.window,
-                queue: self.filter.queue.clone(),
-                kind: self.filter.kind.clone(),
-                task_id: self.filter.task_id,
-                limit: MAX_FEED_ROWS,
-            })
-            .await?;
+        let feed = self.store.event_feed(self.params()).await?;
+        let start = self.cursor;
+        let mut pending: BTreeSet<(FeedSource, i64)> = feed
+            .items
+            .iter()
+            .filter(|i| i.id > start.of(i.source))
+            .map(FeedItem::key)
+            .collect();
+        let mut given = start;
         let mut out = Vec::new();
         for item in feed.items {
-            self.cursor.advance(&item);
+            pending.remove(&item.key());
+            given.advance(&item);
+            let mut resume = given;
+            for source in [FeedSource::Event, FeedSource::Attempt, FeedSource::Task] {
+                if let Some((_, id)) = pending
+                    .range((source, i64::MIN)..=(source, i64::MAX))
+                    .next()
+                {
+                    resume.set(source, (id - 1).min(given.of(source)).max(start.of(source)));
+                }
+            }
             if self.seen.insert(item.key(), item.at).is_some() {
                 continue;
             }
             if self.filter.wants(&item) {
-                out.push((item, self.cursor));
+                out.push((item, resume));
             }
         }
+        self.cursor = given;
         // Forget what the window no longer reads again (twice the window, for clocks
         // that step).
-        let horizon = chrono::TimeDelta::from_std(self.window * 2).unwrap_or_default();
-        self.seen.retain(|_, at| *at >= feed.now - horizon);
+        let horizon = chrono::TimeDelta::from_std(self.window.saturating_mul(2))
+            .unwrap_or(chrono::TimeDelta::MAX);
+        let oldest = feed
+            .now
+            .checked_sub_signed(horizon)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        self.seen.retain(|_, at| *at >= oldest);
         Ok((out, feed.more))
     }
 

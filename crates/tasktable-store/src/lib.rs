@@ -7,8 +7,9 @@
 //! per-minute rollups, histograms, percentiles; the SQL half comes through
 //! [`stats::StatsSource`]); and the walk of a bulk operator change in short chunks
 //! ([`bulk`]: backends supply one chunk, [`update_in_chunks`] walks the filter); the
-//! schedule calls' types ([`schedule`]), the worker registry's ([`worker`]) and the batch
-//! calls' ([`batch`]). Rules
+//! schedule calls' types ([`schedule`]), the worker registry's ([`worker`]), the batch
+//! calls' ([`batch`]), the event log's and task logs' ([`event`], with a task's
+//! [`timeline`]), and the live feed with its [`feed::Follower`] ([`feed`]). Rules
 //! (retry delays, which state an operation may start from) come from `tasktable-core` and
 //! reach the store as parameters; the store only makes each transition atomic and fenced.
 //!
@@ -38,8 +39,8 @@ pub use bulk::{update_in_chunks, ChunkedUpdate, UpdateChunkParams, DEFAULT_BULK_
 pub use checked::{Checked, Limits};
 pub use error::{StoreError, StoreResult};
 pub use event::{
-    timeline, Event, EventFilter, EventListParams, EventPruneParams, NewEvent, TimelineEntry,
-    MAX_EVENT_LIST,
+    timeline, Event, EventFilter, EventListParams, EventPruneParams, LogLine, LogParams, NewEvent,
+    TimelineEntry, MAX_EVENT_LIST, MAX_LOG_LINES, MAX_LOG_LINES_PER_CALL, MAX_LOG_LINE_BYTES,
 };
 pub use filter::{Target, TaskFilter};
 pub use params::*;
@@ -253,6 +254,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// task and are older than the age; how many went (call again while it is `limit`).
     /// A task's events go with the task ([`Store::task_purge`]).
     async fn event_prune(&self, params: EventPruneParams) -> StoreResult<u64>;
+
+    /// Appends lines to a task's log under its lease (fenced like a checkpoint): each cut
+    /// to [`MAX_LOG_LINE_BYTES`], at most [`MAX_LOG_LINES_PER_CALL`] a call, and no more
+    /// than [`MAX_LOG_LINES`] a task (the line that reaches it says so). A lease that
+    /// does not hold appends nothing.
+    async fn task_log(&self, params: LogParams) -> StoreResult<LeaseStatus>;
+
+    /// A task's log, oldest first, whether the task is live or archived.
+    async fn task_logs(&self, id: TaskId) -> StoreResult<Vec<LogLine>>;
 
     /// One read of what happened since `after` ([`feed`]): tasks submitted, attempts
     /// ended and events, above the cursor's ids and within its window, oldest first.

@@ -147,6 +147,7 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, event_prune(p: $crate::EventPruneParams) -> u64);
         $crate::forward_maintenance_calls!(@one $inner, event_feed(p: $crate::feed::FeedParams) -> $crate::feed::Feed);
         $crate::forward_maintenance_calls!(@one $inner, feed_head() -> $crate::feed::FeedCursor);
+        $crate::forward_maintenance_calls!(@one $inner, task_logs(id: $crate::__core::TaskId) -> Vec<$crate::LogLine>);
     };
     (@one $inner:tt, $name:ident($($arg:ident: $ty:ty)?) -> $out:ty) => {
         fn $name<'life0, 'async_trait>(

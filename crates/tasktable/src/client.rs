@@ -47,8 +47,12 @@ impl Client {
         Ok(out.remove(0))
     }
 
-    /// All or none; results in the order given.
-    pub async fn submit_many(&self, tasks: Vec<NewTask>) -> StoreResult<Vec<Submitted>> {
+    /// All or none; results in the order given. Tasks that name no submitter are
+    /// recorded as this client's actor's.
+    pub async fn submit_many(&self, mut tasks: Vec<NewTask>) -> StoreResult<Vec<Submitted>> {
+        for t in &mut tasks {
+            t.created_by.get_or_insert_with(|| self.actor.clone());
+        }
         self.store
             .task_submit(SubmitParams { tasks, now: None })
             .await
@@ -86,7 +90,8 @@ impl Client {
         };
         let attempts = self.store.attempt_list(id).await?;
         let events = self.store.task_events(id).await?;
-        Ok(Some(timeline(&task, &attempts, &events)))
+        let logs = self.store.task_logs(id).await?;
+        Ok(Some(timeline(&task, &attempts, &events, &logs)))
     }
 
     /// Follows what happens, live, from `from` (`None`: from now on): tasks submitted,

@@ -80,10 +80,16 @@ class Client:
         return [t["id"] for t in answer["tasks"]]
 
     def get(self, task_id: int) -> Dict[str, Any]:
-        """The task as GET /api/v1/tasks/{id} shows it, with its `attempts` and `runs`
-        beside its own fields."""
+        """The task as GET /api/v1/tasks/{id} shows it, with its `attempts`, `runs` and
+        `timeline` (its history: submit, claims, attempts' ends, operators' changes, log
+        lines) beside its own fields."""
         shown = self._http.request("GET", f"/api/v1/tasks/{task_id}")
-        return {**shown["task"], "attempts": shown["attempts"], "runs": shown.get("runs", [])}
+        return {
+            **shown["task"],
+            "attempts": shown["attempts"],
+            "runs": shown.get("runs", []),
+            "timeline": shown.get("timeline", []),
+        }
 
     def cancel(self, task_id: int) -> Dict[str, Any]:
         return self._http.request("POST", f"/api/v1/tasks/{task_id}/cancel", {})

@@ -95,7 +95,9 @@ pub fn describe_detail(detail: &Value) -> String {
             )),
             (Some(old), Some(new)) => parts.push(format!("{name} {old} -> {new}")),
             _ if name == "filter" => parts.push(format!("bulk {value}")),
-            _ if name == "error" => parts.push(value.as_str().unwrap_or_default().to_owned()),
+            _ if name == "error" || name == "line" => {
+                parts.push(value.as_str().unwrap_or_default().to_owned())
+            }
             _ => parts.push(format!("{name} {value}")),
         }
     }

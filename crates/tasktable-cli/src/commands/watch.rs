@@ -99,17 +99,21 @@ pub async fn run(api: &Api, args: &WatchArgs, json: bool) -> Result<(), CliError
                 continue;
             }
         };
-        failures = 0;
-        let mut buffer = String::new();
+        // Bytes until a whole message is in: a character may be split across chunks.
+        let mut buffer: Vec<u8> = Vec::new();
+        let mut got_any = false;
         loop {
             let chunk = match response.chunk().await {
                 Ok(Some(chunk)) => chunk,
                 // The server closed the stream or the connection dropped: resume.
                 Ok(None) | Err(_) => break,
             };
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find("\n\n") {
-                let message: String = buffer.drain(..end + 2).collect();
+            buffer.extend_from_slice(&chunk);
+            // Anything, a keep-alive too, says the stream works.
+            got_any = true;
+            while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+                let message: Vec<u8> = buffer.drain(..end + 2).collect();
+                let message = String::from_utf8_lossy(&message);
                 let Some((id, data)) = parse(&message) else {
                     continue;
                 };
@@ -137,6 +141,19 @@ pub async fn run(api: &Api, args: &WatchArgs, json: bool) -> Result<(), CliError
                     return Ok(());
                 }
             }
+        }
+        if got_any {
+            failures = 0;
+        } else {
+            // A stream that ended before sending anything: wait before asking again, and
+            // give up after a while.
+            failures += 1;
+            if failures > 10 {
+                return Err(CliError::failure(
+                    "the server keeps ending the event stream without sending anything; see its log",
+                ));
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 }

@@ -169,6 +169,24 @@ pub async fn refused_changes_record_nothing(db: &impl Backend) {
         })
         .await;
     assert!(matches!(refused_batch, Err(StoreError::InvalidInput(_))));
+    // Changes to what already is change nothing and record nothing.
+    change(
+        &*s,
+        alice(),
+        Target::Id(id),
+        Change::SetPriority { priority: 0 },
+    )
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        s.queue_set_paused(QueuePauseParams {
+            queue: "default".into(),
+            paused: false,
+            actor: alice(),
+        })
+        .await
+        .unwrap();
+    }
     assert!(all(&*s, EventFilter::default(), 100).await.is_empty());
 }
 
@@ -343,4 +361,45 @@ pub async fn queue_worker_and_schedule_changes_are_recorded(db: &impl Backend) {
         claimed.is_empty(),
         "the reports queue is not the default queue"
     );
+}
+
+pub async fn a_task_keeps_who_submitted_it(db: &impl Backend) {
+    let s = db.store().await;
+    let ids = submit_at(
+        &*s,
+        vec![
+            NewTask::new("mail", json!({})).created_by(alice()),
+            NewTask::new("mail", json!({})),
+        ],
+        t0(),
+    )
+    .await;
+    let task = s.task_get(ids[0]).await.unwrap().unwrap();
+    assert_eq!(task.created_by, Some(alice()));
+    let unknown = s.task_get(ids[1]).await.unwrap().unwrap();
+    assert_eq!(unknown.created_by, None);
+    let timeline = timeline(&task, &[], &s.task_events(ids[0]).await.unwrap(), &[]);
+    assert_eq!(
+        (timeline[0].event.as_str(), &timeline[0].actor),
+        ("submitted", &Some(alice()))
+    );
+    // A schedule's tasks are the scheduler's, or the operator's who fired one.
+    let hourly = create_at(&*s, spec("hourly", cron("0 * * * *", "UTC")), t0()).await;
+    let by_clock = run_due_at(&*s, at(3600)).await[0].tasks[0].task_id;
+    let by_hand = s
+        .schedule_fire_now(FireNowParams {
+            schedule: ScheduleRef::Id(hourly.id),
+            actor: bob(),
+            now: Some(at(3700)),
+        })
+        .await
+        .unwrap()
+        .tasks[0]
+        .task_id;
+    let by = |id| {
+        let s = s.clone();
+        async move { s.task_get(id).await.unwrap().unwrap().created_by }
+    };
+    assert_eq!(by(by_clock).await, Some(Actor::system("scheduler")));
+    assert_eq!(by(by_hand).await, Some(bob()));
 }

@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod feed;
+pub mod logs;
 pub mod retention;
 
 use tasktable_core::{Actor, ActorKind};

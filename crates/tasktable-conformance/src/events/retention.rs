@@ -86,10 +86,10 @@ pub async fn a_tasks_events_are_deleted_or_archived_with_it_and_the_rest_pruned_
         now: None,
     };
     assert_eq!(s.event_prune(prune(DAY, 10)).await.unwrap(), 0, "too young");
-    for _ in 0..2 {
+    for paused in [false, true] {
         s.queue_set_paused(QueuePauseParams {
             queue: "other".into(),
-            paused: false,
+            paused,
             actor: alice(),
         })
         .await

@@ -21,6 +21,7 @@ pub(super) enum Script {
     Cancel,
     PanicOnce,
     Retry,
+    Log,
 }
 
 pub(super) struct Scripted;
@@ -46,6 +47,12 @@ impl Handler for Scripted {
             Script::PanicOnce if ctx.attempt() == 1 => panic!("index out of bounds"),
             Script::PanicOnce => Ok(json!({"attempt": ctx.attempt()})),
             Script::Retry => Err(std::io::Error::other("connection reset").into()),
+            Script::Log => {
+                ctx.log(format!("attempt {} starts", ctx.attempt())).await?;
+                ctx.log_lines(vec!["step 1".into(), "step 2".into()])
+                    .await?;
+                Ok(json!({"logged": 3}))
+            }
         }
     }
 }
@@ -91,6 +98,36 @@ pub async fn panicking_handler_fails_only_its_attempt(db: &impl Backend) {
         history[0].error
     );
     assert_eq!(get(&*store, ids[1]).await.state, TaskState::Succeeded);
+}
+
+pub async fn a_handlers_log_lines_join_its_tasks_history(db: &impl Backend) {
+    let (store, ids) = run_scripted(db, vec![NewTask::new("scripted", json!("log"))]).await;
+    let lines: Vec<(u32, String)> = store
+        .task_logs(ids[0])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.attempt, l.line))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (1, "attempt 1 starts".to_owned()),
+            (1, "step 1".to_owned()),
+            (1, "step 2".to_owned())
+        ]
+    );
+    let task = get(&*store, ids[0]).await;
+    let attempts = store.attempt_list(ids[0]).await.unwrap();
+    let logs = store.task_logs(ids[0]).await.unwrap();
+    let seen: Vec<String> = timeline(&task, &attempts, &[], &logs)
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(
+        seen,
+        ["submitted", "claimed", "log", "log", "log", "succeeded"]
+    );
 }
 
 pub async fn handler_outcomes_move_tasks_as_documented(db: &impl Backend) {
