@@ -12,6 +12,8 @@ use std::fmt;
 
 /// Longest actor name kept; longer names are cut (on a character boundary).
 pub const MAX_ACTOR_LEN: usize = 200;
+/// Longest role kept.
+pub const MAX_ROLE_LEN: usize = 32;
 
 /// What kind of caller made a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -74,7 +76,8 @@ impl Actor {
         Actor {
             kind,
             name: cut(name, MAX_ACTOR_LEN),
-            role: role.map(|r| cut(r, MAX_ACTOR_LEN)),
+            // Roles are words; a `:` would end one early in the column form.
+            role: role.map(|r| cut(&r.replace(':', "_"), MAX_ROLE_LEN)),
         }
     }
 
@@ -260,6 +263,18 @@ impl Change {
             Change::EditPayload { .. } => Some("payload"),
             Change::SetTarget { .. } => Some("target"),
             Change::Cancel | Change::Retry | Change::Hold | Change::Release => None,
+        }
+    }
+
+    /// Whether this edit sets `task` to what it already is (nothing to record).
+    pub fn sets_what_is(&self, task: &Task) -> bool {
+        match self {
+            Change::Reschedule { run_at } => task.run_at == *run_at,
+            Change::SetPriority { priority } => task.priority == *priority,
+            Change::SetMaxAttempts { max_attempts } => task.max_attempts == *max_attempts,
+            Change::EditPayload { payload } => task.payload == *payload,
+            Change::SetTarget { target } => task.target == *target,
+            Change::Cancel | Change::Retry | Change::Hold | Change::Release => false,
         }
     }
 

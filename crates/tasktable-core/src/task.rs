@@ -336,7 +336,7 @@ pub struct Task {
     /// lease, worker, times, checkpoint and attempt are then the run's.
     #[serde(default)]
     pub run: Option<u32>,
-    /// Who submitted it, where recorded (not in what a claim returns).
+    /// Who submitted it, where recorded (a pull worker's claim does not show it).
     #[serde(default)]
     pub created_by: Option<Actor>,
 }

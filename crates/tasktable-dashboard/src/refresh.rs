@@ -26,10 +26,11 @@ es.onerror=function(){es.close();if(!timer)timer=setTimeout(reload,5000);};})();
 /// what happened: the pages read that themselves), for the signed-in session.
 pub async fn events(State(state): State<DashState>, session: Session) -> Response {
     let app = &state.app;
-    let guard = match app
-        .streams
-        .open(&session.principal.name, app.limits.max_event_streams)
-    {
+    let guard = match app.streams.open(
+        &session.principal.name,
+        app.limits.max_event_streams,
+        app.streams_per_caller(),
+    ) {
         Ok(g) => g,
         Err(e) => return e.into_response(),
     };

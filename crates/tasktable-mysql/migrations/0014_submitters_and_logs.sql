@@ -7,8 +7,8 @@
 -- task, each at most 1 KiB; they go with their task (ON DELETE CASCADE), or to the
 -- archive with it.
 
-ALTER TABLE tasktable_tasks ADD COLUMN IF NOT EXISTS created_by VARCHAR(255);
-ALTER TABLE tasktable_tasks_archive ADD COLUMN IF NOT EXISTS created_by VARCHAR(255);
+ALTER TABLE tasktable_tasks ADD COLUMN IF NOT EXISTS created_by TEXT;
+ALTER TABLE tasktable_tasks_archive ADD COLUMN IF NOT EXISTS created_by TEXT;
 
 CREATE TABLE IF NOT EXISTS tasktable_task_logs (
     id        BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,

@@ -96,7 +96,11 @@ pub(crate) async fn carry_out(
     for (i, (lease, call)) in calls.iter().enumerate() {
         // A stale call and the current one for the same task differ in their token: each
         // is carried out (the stale one is answered lease_lost).
-        if !seen.insert((lease.task_id, lease.run, lease.token)) {
+        // Log lines may go beside another call on the same lease (they are appended before
+        // any attempt of the request ends).
+        if !matches!(call, Call::Log { .. })
+            && !seen.insert((lease.task_id, lease.run, lease.token))
+        {
             out[i] = Some(Err(ApiError::invalid(format!(
                 "leases[{i}] names the lease of task {} again; a request names each lease once",
                 lease.task_id

@@ -121,6 +121,16 @@ impl AppState {
         }
     }
 
+    /// How many event streams one token may hold open: a quarter of the server's, or all
+    /// of them without tokens (every caller is then the one anonymous admin).
+    pub fn streams_per_caller(&self) -> usize {
+        if self.tokens.is_empty() {
+            self.limits.max_event_streams
+        } else {
+            (self.limits.max_event_streams / 4).max(1)
+        }
+    }
+
     /// A task's payload as a caller of `role` may see it: a reader gets every secret
     /// field of its kind replaced (see [`redact`]); the other roles, who may submit and
     /// edit payloads or run the task, see it whole.

@@ -149,12 +149,11 @@ impl Streams {
     }
 
     /// Counts a new stream of `caller` (a token's name), or refuses it when `max` are
-    /// open, or a quarter of them (at least one) are the caller's.
-    pub fn open(self: &Arc<Self>, caller: &str, max: usize) -> ApiResult<Open> {
+    /// open, or `per_caller` are the caller's.
+    pub fn open(self: &Arc<Self>, caller: &str, max: usize, per_caller: usize) -> ApiResult<Open> {
         let mut open = self.0.lock().expect("streams lock");
         let total: usize = open.values().sum();
         let mine = open.get(caller).copied().unwrap_or(0);
-        let per_caller = (max / 4).max(1);
         if total >= max || mine >= per_caller {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -199,11 +198,11 @@ pub async fn follow(
     let role = caller.role;
     let stream = wants_stream(&headers);
     let guard = if stream {
-        Some(
-            state
-                .streams
-                .open(&caller.name, state.limits.max_event_streams)?,
-        )
+        Some(state.streams.open(
+            &caller.name,
+            state.limits.max_event_streams,
+            state.streams_per_caller(),
+        )?)
     } else {
         None
     };

@@ -355,17 +355,19 @@ async fn a_pull_workers_log_lines_join_the_tasks_history(mut s: Server) {
         .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer, json!({"saved": true}));
-    // In a batched acknowledgement too.
+    // In a batched acknowledgement too, beside the call that completes the task.
     let mut log = lease(json!({"lines": ["done"]}));
     log["task"] = json!(id);
     log["op"] = json!("log");
-    let (status, answer) = s.post("/api/v1/leases", json!({"leases": [log]})).await;
+    let mut complete = lease(json!({}));
+    complete["task"] = json!(id);
+    complete["op"] = json!("complete");
+    let (status, answer) = s
+        .post("/api/v1/leases", json!({"leases": [complete, log]}))
+        .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["results"][0]["ok"], true, "{answer}");
-    let (status, _) = s
-        .post(&format!("/api/v1/leases/{id}/complete"), lease(json!({})))
-        .await;
-    assert_eq!(status, 200);
+    assert_eq!(answer["results"][1]["ok"], true, "{answer}");
     // The lease is gone: a late line is refused and appends nothing.
     let (status, answer) = s
         .post(

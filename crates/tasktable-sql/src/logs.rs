@@ -34,12 +34,25 @@ pub async fn append<B: Backend>(b: &B, p: &LogParams) -> StoreResult<LeaseStatus
         )));
     }
     let mut tx = b.write().await?;
+    let d = tx.dialect();
+    // The task's row (and the run's) locked first: a finish or a rescue waits for this
+    // append or goes first, and appends to one task take their turns at the cap.
+    let mut lock = Sql::new(d, "SELECT id FROM tasktable_tasks WHERE id = ");
+    lock.bind(p.lease.task_id).push(d.lock_rows());
+    tx.fetch(lock).await?;
+    if let Some(run) = p.lease.run {
+        let mut lock = Sql::new(d, "SELECT run FROM tasktable_runs WHERE task_id = ");
+        lock.bind(p.lease.task_id)
+            .push(" AND run = ")
+            .bind(i64::from(run))
+            .push(d.lock_rows());
+        tx.fetch(lock).await?;
+    }
     let status = crate::query::lease_status(&mut tx, &p.lease).await?;
     if !matches!(status, LeaseStatus::Held { .. }) {
         return Ok(status);
     }
     let now = tx.now(p.now).await?;
-    let d = tx.dialect();
     let attempt = match p.lease.run {
         Some(run) => i64::from(run),
         None => {

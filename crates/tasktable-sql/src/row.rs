@@ -106,8 +106,7 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
         runs,
         run_counts,
         run: None,
-        // Hot-path claims may leave the column out of what they return (their workers need
-        // not know), and a task from before version 14 has none.
+        // Read where the query returns it (a task from before version 14 has none).
         created_by: row
             .text("created_by")
             .unwrap_or(None)

@@ -253,7 +253,8 @@ async fn events<E: Exec>(
         .filter_map(|(row, to)| {
             let mut detail = serde_json::Map::new();
             if let Some((field, edit)) = before.get(&row.id).and_then(|t| change.edit_detail(t)) {
-                if edit["old"] == edit["new"] && to.is_none() {
+                let task = &before[&row.id];
+                if change.sets_what_is(task) && to.is_none() {
                     // Set to what it was: nothing changed, nothing to record.
                     return None;
                 }

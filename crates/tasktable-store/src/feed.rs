@@ -274,11 +274,12 @@ impl Follower {
     pub async fn read(&mut self) -> StoreResult<(Vec<(FeedItem, FeedCursor)>, bool)> {
         let feed = self.store.event_feed(self.params()).await?;
         let start = self.cursor;
+        // Everything of this read not given out before, late rows of the window too.
         let mut pending: BTreeSet<(FeedSource, i64)> = feed
             .items
             .iter()
-            .filter(|i| i.id > start.of(i.source))
             .map(FeedItem::key)
+            .filter(|k| !self.seen.contains_key(k))
             .collect();
         let mut given = start;
         let mut out = Vec::new();
@@ -291,7 +292,10 @@ impl Follower {
                     .range((source, i64::MIN)..=(source, i64::MAX))
                     .next()
                 {
-                    resume.set(source, (id - 1).min(given.of(source)).max(start.of(source)));
+                    // May step below where the read started: a late row of the window
+                    // is still to go out, and a client that resumes here gets it (and,
+                    // at least once, what it had seen after it).
+                    resume.set(source, (id - 1).min(given.of(source)));
                 }
             }
             if self.seen.insert(item.key(), item.at).is_some() {

@@ -188,6 +188,26 @@ pub async fn refused_changes_record_nothing(db: &impl Backend) {
         .unwrap();
     }
     assert!(all(&*s, EventFilter::default(), 100).await.is_empty());
+
+    // Payloads too large to keep in the log whole are compared whole: two different ones
+    // of one size are two edits.
+    for c in ['a', 'b'] {
+        let payload = json!({"blob": c.to_string().repeat(9000)});
+        change(
+            &*s,
+            alice(),
+            Target::Id(id),
+            Change::EditPayload { payload },
+        )
+        .await
+        .unwrap();
+    }
+    let edits = all(&*s, EventFilter::default(), 100).await;
+    assert_eq!(edits.len(), 2);
+    assert_eq!(
+        edits[0].detail["payload"],
+        json!({"old": {"omitted_bytes": 9011}, "new": {"omitted_bytes": 9011}})
+    );
 }
 
 pub async fn queue_worker_and_schedule_changes_are_recorded(db: &impl Backend) {
