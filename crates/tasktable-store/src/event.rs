@@ -215,7 +215,15 @@ pub fn timeline(
             detail: serde_json::json!({ "line": l.line }),
         });
     }
-    // Stable: at one instant, the order above (a submit, attempts, events, log lines).
-    out.sort_by_key(|e| e.at);
+    // At one instant (clocks keep milliseconds), an attempt's lines come after its claim
+    // and before its end, and an earlier attempt's end before a later one's claim.
+    let rank = |e: &TimelineEntry| match e.event.as_str() {
+        "submitted" => 0,
+        "claimed" => 1,
+        "log" => 2,
+        _ if e.attempt.is_none() => 3,
+        _ => 4,
+    };
+    out.sort_by_key(|e| (e.at, e.attempt.unwrap_or(0), rank(e)));
     out
 }
