@@ -86,6 +86,14 @@ impl Actor {
         Actor::new(ActorKind::Rust, "rust", None)
     }
 
+    /// For people: `alice (operator, token)`, `scheduler (system)`.
+    pub fn label(&self) -> String {
+        match &self.role {
+            Some(role) => format!("{} ({role}, {})", self.name, self.kind.as_str()),
+            None => format!("{} ({})", self.name, self.kind.as_str()),
+        }
+    }
+
     /// A part of tasktable itself: `rescuer`, `scheduler`, `retention`, `batch`.
     pub fn system(part: &str) -> Actor {
         Actor::new(ActorKind::System, part, None)

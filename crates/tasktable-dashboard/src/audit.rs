@@ -89,14 +89,6 @@ impl AuditQuery {
     }
 }
 
-/// Who, for people: `alice (operator, dashboard)`.
-fn who(actor: &Actor) -> String {
-    match &actor.role {
-        Some(role) => format!("{} ({role}, {})", actor.name, actor.kind.as_str()),
-        None => format!("{} ({})", actor.name, actor.kind.as_str()),
-    }
-}
-
 /// An event's detail on one line.
 fn detail(value: &Value) -> Markup {
     match value {
@@ -169,7 +161,7 @@ pub async fn audit(
                             @else if let Some(w) = &e.worker_id { "worker " (w) }
                             @else if let Some(queue) = &e.queue { "queue " (queue) }
                         }
-                        td { (who(&e.actor)) }
+                        td { (e.actor.label()) }
                         td { (detail(&e.detail)) }
                     }
                 }
@@ -198,7 +190,7 @@ pub fn history(timeline: &[TimelineEntry]) -> Markup {
                             (e.event)
                             @if let Some(n) = e.attempt { span.muted { " (attempt " (n) ")" } }
                         }
-                        td { (e.actor.as_ref().map(who).unwrap_or_default()) }
+                        td { (e.actor.as_ref().map(Actor::label).unwrap_or_default()) }
                         td { (detail(&e.detail)) }
                     }
                 }

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use tasktable_core::{ActorKind, EventKind, TaskId};
 use tasktable_store::{Event, EventFilter, EventListParams, MAX_EVENT_LIST};
 
@@ -105,14 +105,21 @@ impl AppState {
     /// An event as a caller of `role` may see it: a reader sees an edited payload's
     /// secret fields redacted, as in the payload itself.
     pub fn event_for(&self, role: Role, mut event: Event) -> Event {
-        if let (Some(kind), Some(edit)) = (&event.kind, event.detail.get_mut("payload")) {
+        self.redact_detail(role, event.kind.as_deref(), &mut event.detail);
+        event
+    }
+
+    /// An event's detail as a caller of `role` may see it: the old and new payloads of
+    /// an edit redacted for readers, as the task's own payload is (the audit, the
+    /// timeline and the live feed all show details through this).
+    pub(crate) fn redact_detail(&self, role: Role, kind: Option<&str>, detail: &mut Value) {
+        if let (Some(kind), Some(edit)) = (kind, detail.get_mut("payload")) {
             for side in ["old", "new"] {
                 if let Some(payload) = edit.get_mut(side) {
                     *payload = self.payload_for(role, kind, payload.take());
                 }
             }
         }
-        event
     }
 }
 

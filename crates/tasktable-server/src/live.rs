@@ -108,13 +108,7 @@ fn start(headers: &HeaderMap, after: Option<&str>) -> ApiResult<Option<FeedCurso
 
 /// An item as `role` may see it: a reader sees an edited payload redacted.
 fn view(state: &AppState, role: Role, mut item: FeedItem) -> FeedItem {
-    if let (Some(kind), Some(edit)) = (&item.kind, item.detail.get_mut("payload")) {
-        for side in ["old", "new"] {
-            if let Some(payload) = edit.get_mut(side) {
-                *payload = state.payload_for(role, kind, payload.take());
-            }
-        }
-    }
+    state.redact_detail(role, item.kind.as_deref(), &mut item.detail);
     item
 }
 
@@ -132,8 +126,21 @@ fn wants_stream(headers: &HeaderMap) -> bool {
 }
 
 /// Streams open now, across the server and per caller.
-#[derive(Debug, Default)]
-pub struct Streams(Mutex<HashMap<String, usize>>);
+#[derive(Debug)]
+pub struct Streams {
+    by_caller: Mutex<HashMap<String, usize>>,
+    /// The total, published as it changes (the gauge, and whoever waits for it).
+    total: tokio::sync::watch::Sender<usize>,
+}
+
+impl Default for Streams {
+    fn default() -> Self {
+        Streams {
+            by_caller: Mutex::default(),
+            total: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
 
 /// One open stream, counted until it is dropped.
 #[derive(Debug)]
@@ -145,13 +152,23 @@ pub struct Open {
 impl Streams {
     /// How many are open now.
     pub fn count(&self) -> usize {
-        self.0.lock().expect("streams lock").values().sum()
+        *self.total.borrow()
+    }
+
+    /// The count as it changes.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.total.subscribe()
+    }
+
+    fn publish(&self, total: usize) {
+        metrics::gauge!("tasktable_api_event_streams").set(total as f64);
+        self.total.send_replace(total);
     }
 
     /// Counts a new stream of `caller` (a token's name), or refuses it when `max` are
     /// open, or `per_caller` are the caller's.
     pub fn open(self: &Arc<Self>, caller: &str, max: usize, per_caller: usize) -> ApiResult<Open> {
-        let mut open = self.0.lock().expect("streams lock");
+        let mut open = self.by_caller.lock().expect("streams lock");
         let total: usize = open.values().sum();
         let mine = open.get(caller).copied().unwrap_or(0);
         if total >= max || mine >= per_caller {
@@ -165,7 +182,7 @@ impl Streams {
             ));
         }
         *open.entry(caller.to_owned()).or_default() += 1;
-        metrics::gauge!("tasktable_api_event_streams").set((total + 1) as f64);
+        self.publish(total + 1);
         Ok(Open {
             streams: self.clone(),
             caller: caller.to_owned(),
@@ -175,7 +192,7 @@ impl Streams {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        let mut open = self.streams.0.lock().expect("streams lock");
+        let mut open = self.streams.by_caller.lock().expect("streams lock");
         if let Some(n) = open.get_mut(&self.caller) {
             *n -= 1;
             if *n == 0 {
@@ -183,7 +200,7 @@ impl Drop for Open {
             }
         }
         let total: usize = open.values().sum();
-        metrics::gauge!("tasktable_api_event_streams").set(total as f64);
+        self.streams.publish(total);
     }
 }
 

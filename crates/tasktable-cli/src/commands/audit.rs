@@ -63,22 +63,7 @@ pub struct Event {
     pub detail: Value,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct Actor {
-    pub kind: String,
-    pub name: String,
-    pub role: Option<String>,
-}
-
-impl Actor {
-    /// `alice (operator, cli)`, `scheduler (system)`.
-    pub fn describe(&self) -> String {
-        match &self.role {
-            Some(role) => format!("{} ({role}, {})", self.name, self.kind),
-            None => format!("{} ({})", self.name, self.kind),
-        }
-    }
-}
+pub use tasktable::Actor;
 
 /// What an event's detail says, on one line: `priority 1 -> 7`, `pending -> cancelled`.
 pub fn describe_detail(detail: &Value) -> String {
@@ -157,7 +142,7 @@ pub async fn run(api: &Api, args: &AuditArgs, json: bool) -> Result<(), CliError
             output::time(e.at),
             e.event,
             of,
-            e.actor.describe(),
+            e.actor.label(),
             describe_detail(&e.detail),
         ]);
     }

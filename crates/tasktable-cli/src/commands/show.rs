@@ -49,7 +49,7 @@ fn history(timeline: &[Entry]) -> String {
         table.row(vec![
             output::time(e.at),
             event,
-            e.actor.as_ref().map(Actor::describe).unwrap_or_default(),
+            e.actor.as_ref().map(Actor::label).unwrap_or_default(),
             describe_detail(&e.detail),
         ]);
     }

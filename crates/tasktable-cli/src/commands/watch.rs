@@ -185,7 +185,7 @@ fn describe(item: &Item) -> String {
         line.push_str(&format!(" ({q}/{k})"));
     }
     if let Some(actor) = &item.actor {
-        line.push_str(&format!("  {}", actor.describe()));
+        line.push_str(&format!("  {}", actor.label()));
     }
     let what = describe_detail(&item.detail);
     if !what.is_empty() {

@@ -53,15 +53,13 @@ impl App {
 
     /// Waits until `n` event streams are open (a page's script has connected).
     pub async fn wait_for_streams(&self, n: usize) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        while self.streams.count() != n {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{} event streams open, not {n}",
-                self.streams.count()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let mut count = self.streams.watch();
+        let waited = tokio::time::timeout(Duration::from_secs(15), count.wait_for(|c| *c == n));
+        assert!(
+            matches!(waited.await, Ok(Ok(_))),
+            "{} event streams open, not {n}",
+            self.streams.count()
+        );
     }
 
     pub fn url(&self, path: &str) -> String {
