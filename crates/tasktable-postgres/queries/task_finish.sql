@@ -8,13 +8,22 @@
 -- Returns the input positions that applied; the others lost their lease.
 WITH clock AS (
     SELECT coalesce($9::timestamptz, now()) AS now
-), input AS (
+), items AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[],
                          $6::jsonb[], $7::text[], $8::text[], $11::text[])
         WITH ORDINALITY AS i(id, token, new_state, delay_us, refund, result, error, outcome,
                              credential, ord)
+), input AS (
+    -- The first item of each task whose fence matches the row as the statement's snapshot
+    -- saw it, with the time the task was due (run_at may change below): two items for
+    -- the same task cannot both apply, and which one does is the input's order, not the
+    -- plan's. The UPDATE checks the fence again on the row it locks.
+    SELECT DISTINCT ON (i.id) i.*, b.run_at AS due_at
+    FROM items i JOIN tasktable_tasks b
+      ON b.id = i.id AND b.lease_token = i.token
+     AND b.lease_credential IS NOT DISTINCT FROM i.credential
+    ORDER BY i.id, i.ord
 ), done AS (
-    -- Two items for the same task cannot both apply: the row is updated once.
     -- The retry decision reads the row's current max_attempts, so an operator's change
     -- made while the task ran is honoured. SET expressions see the row before the update.
     UPDATE tasktable_tasks t SET
@@ -31,16 +40,19 @@ WITH clock AS (
         updated_at = clock.now,
         -- A retry of a task with an affinity waits for this worker (core's rule, rules.rs).
         {affinity}
-    -- `before` is the same row as the statement's snapshot saw it: RETURNING reads the
-    -- time the task was due from it (run_at may change here).
-    FROM input, clock, tasktable_tasks before
-    WHERE t.id = input.id AND before.id = t.id
-      AND t.lease_token = input.token AND t.state = 'running'
+    FROM input, clock
+    -- `t.state || ''` keeps the state out of the plan's choice of index: the planner's
+    -- statistics, taken when few tasks run, say no row is 'running', so it would read
+    -- every running row through a state index and join the input to each (O(running
+    -- tasks) a call, and the unnest again per row) instead of looking the input's ids up
+    -- by primary key (O(batch)). Same rows, the same re-check after the lock.
+    WHERE t.id = input.id
+      AND t.lease_token = input.token AND (t.state || '') = 'running'
       AND t.lease_credential IS NOT DISTINCT FROM input.credential
       AND (NOT $10 OR t.lease_expires_at <= clock.now)
     -- RETURNING sees the row after the update: add the refunded attempt back so the
     -- history names the attempt that just ended.
-    RETURNING t.id, t.queue, t.kind, t.state, before.run_at AS due_at, t.attempt + CASE WHEN input.refund THEN 1 ELSE 0 END AS attempt,
+    RETURNING t.id, t.queue, t.kind, t.state, input.due_at, t.attempt + CASE WHEN input.refund THEN 1 ELSE 0 END AS attempt,
               t.worker_id, t.worker_host, t.started_at, clock.now AS finished_at,
               input.outcome, input.error, input.delay_us, input.ord
 ), history AS (
