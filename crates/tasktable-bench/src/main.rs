@@ -80,6 +80,8 @@ enum BackendArg {
 enum Scenario {
     Drain,
     Memory,
+    /// 1, 2 and 4 worker processes (concurrency 10 each) draining one database.
+    Scale,
     Submit,
     Latency,
     Backlog,
@@ -177,7 +179,7 @@ impl Scale {
 #[derive(Debug, Parser)]
 #[command(
     name = "tasktable-bench",
-    about = "Benchmarks tasktable: drain, submit, latency, backlog, leases, stats, bulk, purge, batch, churn"
+    about = "Benchmarks tasktable: drain, memory, scale, submit, latency, backlog, leases, stats, bulk, purge, batch, churn"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -276,6 +278,7 @@ async fn main() {
         vec![
             Scenario::Drain,
             Scenario::Memory,
+            Scenario::Scale,
             Scenario::Submit,
             Scenario::Latency,
             Scenario::Backlog,
@@ -324,6 +327,7 @@ async fn main() {
         let result = match s {
             Scenario::Drain => scenarios::drain(&mut ctx).await,
             Scenario::Memory => scenarios::memory(&mut ctx).await,
+            Scenario::Scale => scenarios::scale(&mut ctx).await,
             Scenario::Submit => scenarios::submit(&mut ctx).await,
             Scenario::Latency => scenarios::latency(&mut ctx).await,
             Scenario::Backlog => scenarios::backlog(&mut ctx).await,

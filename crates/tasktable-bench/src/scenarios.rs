@@ -847,6 +847,50 @@ pub async fn memory(ctx: &mut Ctx) -> BenchResult<()> {
     Ok(())
 }
 
+/// 1, 2 and 4 worker processes at the default concurrency (10) drain the same
+/// pre-submitted no-op tasks from one database: where throughput stops growing, the
+/// database is the limit. The clock runs from the first process's start to the last task
+/// counted `succeeded`, so it includes the processes' start (tens of milliseconds).
+pub async fn scale(ctx: &mut Ctx) -> BenchResult<()> {
+    let n = ctx.scale.rss_tasks * 2;
+    for processes in [1usize, 2, 4] {
+        let db = BenchDb::fresh(ctx.backend).await?;
+        let store = db.store().await;
+        prefill(&store, n, "noop").await?;
+        if ctx.analyze {
+            db.analyze().await;
+        }
+        let ceiling = db.ceiling(ctx.scale.ceiling_secs).await;
+        let mut row = Row::new(
+            "1 drain",
+            format!("{n} tasks, {processes} worker processes, concurrency 10 each"),
+        );
+        load_row(&mut row);
+        let before = db.counters().await;
+        let started = Instant::now();
+        let mut children = (0..processes)
+            .map(|_| spawn_child(db.url(), "noop", 10, 0))
+            .collect::<BenchResult<Vec<_>>>()?;
+        wait_count(&store, TaskState::Succeeded, n, Duration::from_millis(10)).await;
+        let secs = started.elapsed().as_secs_f64();
+        let after = db.counters().await;
+        for child in &mut children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let ceiling_after = db.ceiling(ctx.scale.ceiling_secs).await;
+        let ceiling = (ceiling + ceiling_after) / 2.0;
+        let rate = n as f64 / secs;
+        row.set("processes", processes as f64);
+        row.set("tasks_per_s_incl_start", round(rate, 0));
+        row.set("ceiling_commits_per_s", round(ceiling, 0));
+        row.set("ratio_to_ceiling", round(rate / ceiling, 2));
+        add_pg(&mut row, before, after, n);
+        ctx.report.push(row);
+    }
+    Ok(())
+}
+
 pub async fn leases(ctx: &mut Ctx) -> BenchResult<()> {
     let n = ctx.scale.lease_tasks;
     let lease_for = ctx.scale.lease_for;

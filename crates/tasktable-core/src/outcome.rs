@@ -244,6 +244,16 @@ impl FinishPlan {
         }
     }
 
+    /// A task a worker claimed ahead of a free slot and never started (it waited too
+    /// long, or the worker stopped): given back at once like an interruption, no attempt
+    /// spent, with a history entry that says its handler did not run.
+    pub fn given_back() -> Self {
+        FinishPlan {
+            error: Some(GIVEN_BACK.to_owned()),
+            ..FinishPlan::interrupted()
+        }
+    }
+
     /// A graceful shutdown gives the task back at once: no attempt spent, checkpoint kept.
     pub fn interrupted() -> Self {
         FinishPlan {
@@ -255,6 +265,10 @@ impl FinishPlan {
         }
     }
 }
+
+/// The error a [`FinishPlan::given_back`] attempt records.
+pub const GIVEN_BACK: &str =
+    "given back before it started: the worker had claimed it ahead of a free slot";
 
 #[cfg(test)]
 mod tests {

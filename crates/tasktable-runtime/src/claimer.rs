@@ -1,14 +1,24 @@
 //! The claim loop: one claim round, the step a worker repeats, and the loop that drives
 //! it between wake-ups, polls and freed capacity.
 //!
-//! A round asks each queue, in one store call, for no more tasks than there are free
-//! slots (the smaller of the worker's and the queue's free permits, at most
-//! `claim_batch`), and starts an executor for each task claimed; it does not wait for
+//! A round asks each queue, in one store call, for the free slots (the smaller of the
+//! worker's and the queue's free permits) plus the tasks it may claim ahead, at most
+//! `claim_batch`, and starts an executor for each task claimed; it does not wait for
 //! them. [`Worker::run`](crate::Worker::run) repeats rounds until shut down;
 //! [`Worker::run_once`](crate::Worker::run_once) runs one and waits for its attempts.
+//!
+//! **Claiming ahead.** A worker whose handlers are short claims more tasks than it has
+//! free slots, so a worker of concurrency 10 still claims, and records the ends, in tens:
+//! the database's cost of a claim and of a commit is shared by more tasks. A task claimed
+//! ahead holds its lease (renewed like a running one) and waits in its executor for a
+//! slot. How many may wait is set by the handlers' recent mean run time, so that the
+//! last of them starts within [`AHEAD_WAIT`]: none until a handler has run, none for
+//! handlers that run longer than that wait, at most [`ahead_limit`]. A task that waits
+//! longer than [`AHEAD_PATIENCE`](crate::executor::AHEAD_PATIENCE) anyway (the handlers slowed down), is told to stop, or
+//! whose worker stops, is given back without spending its attempt.
 
 use crate::config::QueueConfig;
-use crate::executor;
+use crate::executor::{self, Slot};
 use crate::metrics::{self, Call, QueueMetrics};
 use crate::shared::Shared;
 use std::future::Future;
@@ -148,9 +158,10 @@ impl Claimer {
             let free = self
                 .total
                 .available_permits()
-                .min(queue.limit.available_permits())
-                .min(shared.config.claim_batch as usize);
-            if free == 0 {
+                .min(queue.limit.available_permits());
+            let ahead = ahead_target(shared).saturating_sub(shared.waiting.load(Ordering::Relaxed));
+            let want = (free + ahead).min(shared.config.claim_batch as usize);
+            if want == 0 {
                 round.saturated = true;
                 continue;
             }
@@ -159,7 +170,7 @@ impl Claimer {
                 .task_claim(ClaimParams {
                     queue: queue.config.name.clone(),
                     kinds: self.kinds.clone(),
-                    limit: free as u32,
+                    limit: want as u32,
                     worker_id: shared.config.identity.id.clone(),
                     worker_host: shared.config.identity.host.clone(),
                     worker_groups: shared.config.groups.clone(),
@@ -177,28 +188,27 @@ impl Claimer {
                     continue;
                 }
             };
-            round.saturated |= tasks.len() == free;
+            round.saturated |= tasks.len() == want;
             round.claimed += tasks.len();
             for task in tasks {
-                // Only this loop takes permits, and it asked for no more than were free.
-                let permits = vec![
-                    self.total
-                        .clone()
-                        .try_acquire_owned()
-                        .expect("free capacity"),
-                    queue
-                        .limit
-                        .clone()
-                        .try_acquire_owned()
-                        .expect("free queue capacity"),
-                ];
+                // A free slot now runs the task at once; otherwise it waits for one (the
+                // slots free before the claim may have gone to tasks claimed ahead).
+                let slot = match (
+                    self.total.clone().try_acquire_owned(),
+                    queue.limit.clone().try_acquire_owned(),
+                ) {
+                    (Ok(total), Ok(queue)) => Slot::Held(vec![total, queue]),
+                    _ => {
+                        shared.waiting.fetch_add(1, Ordering::Relaxed);
+                        Slot::Ahead {
+                            queue: queue.limit.clone(),
+                            total: self.total.clone(),
+                            waiting: shared.waiting.clone(),
+                        }
+                    }
+                };
                 let task_metrics = queue.metrics.claimed(&task);
-                tracker.spawn(executor::execute(
-                    shared.clone(),
-                    task,
-                    permits,
-                    task_metrics,
-                ));
+                tracker.spawn(executor::execute(shared.clone(), task, slot, task_metrics));
             }
         }
         round
@@ -211,27 +221,30 @@ impl Claimer {
     /// capacity is free, or [`COHORT_WAIT`] has passed, whichever comes first, so cohorts
     /// merge; a slot freed by a long task is refilled at most that much later.
     async fn settle_freed_capacity(&self, shared: &Shared) {
-        let target = (shared
-            .config
-            .concurrency
-            .min(shared.config.claim_batch as usize)
+        let ahead = ahead_target(shared);
+        let target = ((shared.config.concurrency + ahead).min(shared.config.claim_batch as usize)
             / 2)
         .max(1);
+        // Free slots, and room for tasks claimed ahead.
+        let room = || {
+            (self.total.available_permits() + ahead)
+                .saturating_sub(shared.waiting.load(Ordering::Relaxed))
+        };
         let deadline = Instant::now() + COHORT_WAIT;
-        let mut free = self.total.available_permits();
+        let mut free = room();
         // First let executors that are already awake release their permits.
         for _ in 0..16 {
             if free >= target {
                 return;
             }
             tokio::task::yield_now().await;
-            let now = self.total.available_permits();
+            let now = room();
             if now == free {
                 break;
             }
             free = now;
         }
-        while self.total.available_permits() < target {
+        while room() < target {
             tokio::select! {
                 _ = shared.capacity_freed.notified() => {}
                 _ = tokio::time::sleep_until(deadline) => return,
@@ -242,6 +255,32 @@ impl Claimer {
     fn takes_from(&self, queue: &str) -> bool {
         self.all || self.queues.iter().any(|q| q.config.name == queue)
     }
+}
+
+/// How long the last task claimed ahead should wait for a slot, at the handlers' mean
+/// run time.
+pub(crate) const AHEAD_WAIT: Duration = Duration::from_millis(10);
+
+/// The most tasks a worker of `concurrency` claims ahead of its free slots.
+pub fn ahead_limit(concurrency: usize) -> usize {
+    (4 * concurrency).min(AHEAD_MAX)
+}
+
+const AHEAD_MAX: usize = 100;
+
+/// How many tasks may wait for a slot now: as many as `concurrency` slots start within
+/// [`AHEAD_WAIT`] at the handlers' mean run time, within [`ahead_limit`]; none before a
+/// handler has run.
+fn ahead_count(concurrency: usize, mean_run: Option<Duration>) -> usize {
+    let Some(mean) = mean_run else { return 0 };
+    let fit = AHEAD_WAIT.as_micros() * concurrency as u128 / mean.as_micros().max(1);
+    usize::try_from(fit)
+        .unwrap_or(usize::MAX)
+        .min(ahead_limit(concurrency))
+}
+
+fn ahead_target(shared: &Shared) -> usize {
+    ahead_count(shared.config.concurrency, shared.run_time.mean())
 }
 
 /// The longest a claim waits for more capacity to free once some has (see
@@ -328,4 +367,26 @@ async fn next_wake(
 
 pub(crate) fn jittered(d: Duration) -> Duration {
     d.mul_f64(0.8 + 0.4 * rand::random::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_claimed_ahead_before_a_handler_has_run_or_for_long_handlers() {
+        assert_eq!(ahead_count(10, None), 0);
+        assert_eq!(ahead_count(10, Some(Duration::from_millis(200))), 0);
+        assert_eq!(ahead_count(1, Some(AHEAD_WAIT * 2)), 0);
+    }
+
+    #[test]
+    fn short_handlers_let_the_worker_claim_ahead_up_to_its_limit() {
+        // 10 slots of 5 ms handlers start 20 tasks within 10 ms.
+        assert_eq!(ahead_count(10, Some(Duration::from_millis(5))), 20);
+        assert_eq!(ahead_count(10, Some(Duration::from_micros(20))), 40);
+        assert_eq!(ahead_count(10, Some(Duration::ZERO)), ahead_limit(10));
+        assert_eq!(ahead_count(50, Some(Duration::ZERO)), AHEAD_MAX);
+        assert_eq!(ahead_limit(1), 4);
+    }
 }

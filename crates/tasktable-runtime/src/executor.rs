@@ -1,43 +1,151 @@
 //! Runs one claimed task: the handler in its own tokio task (so a panic fails only this
 //! attempt), under its per-attempt timeout, watching for the stop signal; then hands the
 //! outcome to the completer.
+//!
+//! A task claimed ahead (see [`crate::claimer`]) first waits for a slot of its queue and
+//! of the worker. Its lease is renewed and its stop signal heard while it waits; a task
+//! told to stop, or kept waiting longer than [`AHEAD_PATIENCE`], is given back without
+//! spending its attempt and without its handler having run.
 
 use crate::context::{StopReason, TaskContext};
 use crate::metrics::TaskMetrics;
 use crate::shared::{Shared, WorkerEvent};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tasktable_core::outcome::FinishPlan;
 use tasktable_core::{HandlerOutcome, Task};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 enum Ending {
     Returned(HandlerOutcome),
     Stopped(StopReason),
+    /// Claimed ahead and given back before its handler ran.
+    Unstarted,
+}
+
+/// The longest a task claimed ahead waits for a slot before it is given back (less
+/// when a quarter of its timeout is shorter: the timeout runs from the claim).
+pub(crate) const AHEAD_PATIENCE: Duration = Duration::from_secs(1);
+
+/// Where a claimed task's slot comes from.
+pub(crate) enum Slot {
+    /// The slot was free when the task was claimed: the claimer took its permits.
+    Held(Vec<OwnedSemaphorePermit>),
+    /// Claimed ahead of a free slot: wait for one of the queue and of the worker.
+    Ahead {
+        queue: Arc<Semaphore>,
+        total: Arc<Semaphore>,
+        /// The queue's count of tasks waiting so; this one leaves it when it stops waiting.
+        waiting: Arc<AtomicUsize>,
+    },
 }
 
 pub(crate) async fn execute(
     shared: Arc<Shared>,
     task: Task,
-    permits: Vec<OwnedSemaphorePermit>,
+    slot: Slot,
     metrics: Arc<TaskMetrics>,
 ) {
+    let claimed_at = Instant::now();
     let ctx = TaskContext::new(task.clone(), shared.store.clone(), shared.config.lease_for);
-    metrics.started();
     shared.activate(&ctx);
+    let permits = match slot {
+        Slot::Held(permits) => Ok(permits),
+        Slot::Ahead {
+            queue,
+            total,
+            waiting,
+        } => {
+            let waiting = Waiting(waiting);
+            wait_for_slot(&shared, &ctx, queue, total)
+                .await
+                .map_err(|ending| (ending, waiting))
+        }
+    };
+    let (ending, permits, waiting) = match permits {
+        Ok(permits) => {
+            let ending = run(&shared, &task, &ctx, &metrics, claimed_at).await;
+            (ending, permits, None)
+        }
+        Err((ending, waiting)) => {
+            if let Ending::Stopped(reason) = ending {
+                shared.emit(WorkerEvent::Stopped {
+                    task_id: task.id,
+                    reason,
+                });
+            }
+            (ending, Vec::new(), Some(waiting))
+        }
+    };
+    finish(shared, task, ctx, ending, permits, waiting, metrics).await
+}
+
+/// A task's place among those claimed ahead: it leaves when dropped. One that is given
+/// back keeps it until it holds a recording slot, so the leases a worker holds stay
+/// within its running, recording and waiting tasks however the completer lags.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Waits for a queue slot, then a worker slot (in that order, so a task never holds the
+/// worker's slot while its queue is full), unless it is told to stop first, the worker
+/// stops, or it has waited too long.
+async fn wait_for_slot(
+    shared: &Shared,
+    ctx: &TaskContext,
+    queue: Arc<Semaphore>,
+    total: Arc<Semaphore>,
+) -> Result<Vec<OwnedSemaphorePermit>, Ending> {
+    let patience = ctx
+        .task()
+        .timeout
+        .map_or(AHEAD_PATIENCE, |t| AHEAD_PATIENCE.min(t / 4));
+    let permits = async {
+        let q = queue.acquire_owned().await.expect("queue slots stay open");
+        let t = total.acquire_owned().await.expect("worker slots stay open");
+        vec![t, q]
+    };
+    tokio::select! {
+        permits = permits => Ok(permits),
+        reason = ctx.stopped() => Err(match reason {
+            StopReason::Shutdown => Ending::Unstarted,
+            reason => Ending::Stopped(reason),
+        }),
+        _ = shared.unstarted.cancelled() => Err(Ending::Unstarted),
+        _ = tokio::time::sleep(patience) => Err(Ending::Unstarted),
+    }
+}
+
+/// Runs the handler of a task that holds its slots.
+async fn run(
+    shared: &Shared,
+    task: &Task,
+    ctx: &TaskContext,
+    metrics: &TaskMetrics,
+    claimed_at: Instant,
+) -> Ending {
+    metrics.started();
     shared.emit(WorkerEvent::Claimed {
         task_id: task.id,
         attempt: task.attempt,
     });
     let handler = shared.handlers.get(&task.kind).cloned();
     let started = Instant::now();
+    // The database's deadline runs from the claim, so the time spent waiting for a slot
+    // is taken off the handler's.
+    let timeout = task.timeout.map(|t| t.saturating_sub(started - claimed_at));
     let ending = match handler {
         Some(handler) => {
             run_handler(
-                &shared,
+                shared,
                 handler.call(ctx.clone(), task.payload.clone()),
-                &ctx,
-                task.timeout,
+                ctx,
+                timeout,
             )
             .await
         }
@@ -47,7 +155,23 @@ pub(crate) async fn execute(
             message: format!("no handler for kind {:?} on this worker", task.kind),
         }),
     };
-    metrics.ran_for(started.elapsed());
+    let ran_for = started.elapsed();
+    metrics.ran_for(ran_for);
+    shared.run_time.record(ran_for);
+    ending
+}
+
+/// Records how the attempt ended and lets go of its slots and its lease.
+async fn finish(
+    shared: Arc<Shared>,
+    task: Task,
+    ctx: TaskContext,
+    ending: Ending,
+    permits: Vec<OwnedSemaphorePermit>,
+    waiting: Option<Waiting>,
+    metrics: Arc<TaskMetrics>,
+) {
+    let started = waiting.is_none();
     match ending {
         Ending::Stopped(StopReason::LeaseLost) => metrics.lease_lost(),
         // The operator's change recorded this attempt's end; the worker counts it.
@@ -64,14 +188,16 @@ pub(crate) async fn execute(
             rand::random(),
         )),
         Ending::Stopped(StopReason::Shutdown) => Some(FinishPlan::interrupted()),
+        Ending::Unstarted => Some(FinishPlan::given_back()),
         Ending::Stopped(_) => None,
     };
     // The handler is done, so its slot is free: the claim loop may fetch the next tasks
     // while this attempt's end is being written, instead of one round trip after the
     // other. Handlers running at once still never exceed the limits, and the leases held
-    // (running plus being recorded) stay within twice the concurrency: the slot moves to
-    // a recording slot, and waits for one if the completer is that far behind.
+    // stay bounded (see `Shared::recording`): the slot moves to a recording slot, and
+    // waits for one if the completer is that far behind.
     let recording = shared.recording.clone().acquire_owned().await;
+    drop(waiting);
     drop(permits);
     shared.capacity_freed.notify_one();
     let mut finished = None;
@@ -93,7 +219,9 @@ pub(crate) async fn execute(
     }
     // The attempt is over before anyone hears of it, so an observer woken by the event
     // sees the counters and the gauge already up to date.
-    metrics.ended();
+    if started {
+        metrics.ended();
+    }
     if let Some(event) = finished {
         shared.emit(event);
     }

@@ -8,12 +8,13 @@ use crate::config::WorkerConfig;
 use crate::context::{StopReason, TaskContext};
 use crate::handler::ErasedHandler;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tasktable_core::{AttemptOutcome, TaskId};
 use tasktable_store::Store;
 use tokio::sync::{broadcast, Notify, Semaphore};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// What a worker did, for tests and instrumentation. Subscribe with
 /// [`Worker::subscribe`](crate::Worker::subscribe) before
@@ -48,13 +49,21 @@ pub(crate) struct Shared {
     pub config: WorkerConfig,
     pub handlers: HashMap<String, Arc<dyn ErasedHandler>>,
     pub completer: CompleterHandle,
-    /// Slots for attempts whose handler is done and whose end is being recorded (one
-    /// worker's concurrency of them): the claim loop runs ahead of the completer by at
-    /// most this much, so no lease waits on a long queue of completions.
+    /// Slots for attempts whose handler is done and whose end is being recorded (the
+    /// worker's concurrency and its claim-ahead limit: the ends of a whole claim fit in
+    /// one write): the claim loop runs ahead of the completer by at most this much, so
+    /// no lease waits on a long queue of completions. With the running and the waiting
+    /// tasks, a worker holds at most `2 x (concurrency + ahead_limit)` leases.
     pub recording: Arc<Semaphore>,
     pub capacity_freed: Notify,
     /// An operator asked this worker to drain (the registry said so at its last beat).
     pub draining: AtomicBool,
+    /// Tasks claimed ahead of a free slot and waiting for one (see [`crate::claimer`]).
+    pub waiting: Arc<AtomicUsize>,
+    /// How long handlers run, which decides how far ahead the claimer may claim.
+    pub run_time: RunTime,
+    /// Cancelled when the worker stops: tasks still waiting for a slot are given back.
+    pub unstarted: CancellationToken,
     events: broadcast::Sender<WorkerEvent>,
     active: Mutex<HashMap<TaskId, (TaskContext, Instant)>>,
 }
@@ -68,13 +77,18 @@ impl Shared {
         events: broadcast::Sender<WorkerEvent>,
     ) -> Self {
         Shared {
-            recording: Arc::new(Semaphore::new(config.concurrency)),
+            recording: Arc::new(Semaphore::new(
+                config.concurrency + crate::claimer::ahead_limit(config.concurrency),
+            )),
             store,
             config,
             handlers,
             completer,
             capacity_freed: Notify::new(),
             draining: AtomicBool::new(false),
+            waiting: Arc::new(AtomicUsize::new(0)),
+            run_time: RunTime::default(),
+            unstarted: CancellationToken::new(),
             events,
             active: Mutex::new(HashMap::new()),
         }
@@ -115,5 +129,63 @@ impl Shared {
     }
     pub fn active_count(&self) -> usize {
         self.active.lock().expect("active").len()
+    }
+}
+
+/// A moving mean of how long handlers ran (each new run weighs an eighth), kept in
+/// microseconds; none until a handler has run.
+#[derive(Debug)]
+pub(crate) struct RunTime {
+    micros: AtomicU64,
+}
+
+const NONE_YET: u64 = u64::MAX;
+
+impl Default for RunTime {
+    fn default() -> Self {
+        RunTime {
+            micros: AtomicU64::new(NONE_YET),
+        }
+    }
+}
+
+impl RunTime {
+    /// Adds one run. Concurrent calls may lose one of their updates, which a moving mean
+    /// can afford.
+    pub fn record(&self, ran_for: std::time::Duration) {
+        let new = u64::try_from(ran_for.as_micros()).unwrap_or(NONE_YET - 1);
+        let mean = match self.micros.load(Ordering::Relaxed) {
+            NONE_YET => new,
+            old => {
+                let (old, new) = (old as i128, new as i128);
+                (old + (new - old) / 8) as u64
+            }
+        };
+        self.micros.store(mean, Ordering::Relaxed);
+    }
+
+    pub fn mean(&self) -> Option<std::time::Duration> {
+        match self.micros.load(Ordering::Relaxed) {
+            NONE_YET => None,
+            m => Some(std::time::Duration::from_micros(m)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunTime;
+    use std::time::Duration;
+
+    #[test]
+    fn the_mean_starts_unknown_and_follows_runs_by_an_eighth() {
+        let r = RunTime::default();
+        assert_eq!(r.mean(), None);
+        r.record(Duration::from_micros(800));
+        assert_eq!(r.mean(), Some(Duration::from_micros(800)));
+        r.record(Duration::from_micros(0));
+        assert_eq!(r.mean(), Some(Duration::from_micros(700)));
+        r.record(Duration::from_micros(1_500));
+        assert_eq!(r.mean(), Some(Duration::from_micros(800)));
     }
 }

@@ -266,7 +266,8 @@ impl Worker {
 
         claimer::run(shared, &tracker, shutdown).await;
 
-        // Graceful shutdown.
+        // Graceful shutdown: tasks claimed ahead and not started go back at once.
+        shared.unstarted.cancel();
         let deadline = Instant::now() + shared.config.shutdown_grace;
         while shared.active_count() > 0 {
             tokio::select! {

@@ -1,7 +1,8 @@
-//! Many tasks through several workers: each task runs exactly once, and a worker whose
-//! completions stall claims no more than one concurrency ahead of them.
+//! Many tasks through several workers: each task runs exactly once; a worker whose
+//! completions stall holds no more leases than its running, recording and claimed-ahead
+//! tasks; and tasks claimed ahead that a slow handler keeps waiting go back unspent.
 
-use super::{fast, start, wait_event, PATIENCE};
+use super::{fast, get, start, submit, wait_event, PATIENCE};
 use crate::freeze::Freezable;
 use crate::Backend;
 use serde_json::json;
@@ -9,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tasktable_core::{NewTask, TaskState};
+use tasktable_core::{AttemptOutcome, NewTask, TaskState};
 use tasktable_runtime::*;
 use tasktable_store::*;
 use tokio::sync::Notify;
@@ -106,12 +107,16 @@ pub async fn four_workers_run_each_of_2000_tasks_exactly_once(db: &impl Backend)
 }
 
 /// A worker claims its next tasks while the ends of the last ones are being written, but
-/// never more than one concurrency ahead: with the store's completions stalled, it holds
-/// at most twice its concurrency in leases, and once they go through every task runs
-/// exactly once.
-pub async fn claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most(db: &impl Backend) {
-    const N: usize = 20;
+/// within a bound: with the store's completions stalled, the tasks that start are its
+/// concurrency twice plus its claim-ahead limit (running, and ended but not recorded:
+/// the recording slots are one concurrency and the claim-ahead limit), and the leases it
+/// holds add at most the tasks waiting for a slot. Once the completions go through, every
+/// task runs exactly once.
+pub async fn claims_run_ahead_of_a_stalled_completer_within_their_bound(db: &impl Backend) {
+    const N: usize = 60;
     const CONCURRENCY: usize = 3;
+    let ahead = tasktable_runtime::ahead_limit(CONCURRENCY);
+    let started = 2 * CONCURRENCY + ahead;
     let submitter = db.store().await;
     let tasks = (0..N as u32)
         .map(|i| NewTask::new("count", json!(i)))
@@ -136,13 +141,13 @@ pub async fn claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most(
         .unwrap();
     let mut events = worker.subscribe();
     let w = start(worker);
-    for n in 0..2 * CONCURRENCY {
-        wait_event(&mut events, &format!("claim {}", n + 1), |e| {
+    for n in 0..started {
+        wait_event(&mut events, &format!("start {}", n + 1), |e| {
             matches!(e, WorkerEvent::Claimed { .. })
         })
         .await;
     }
-    // Twenty polls' worth of chances to claim more; a bounded wait is the only way to
+    // Twenty polls' worth of chances to start more; a bounded wait is the only way to
     // see that something does not happen.
     let more = tokio::time::timeout(Duration::from_secs(1), async {
         loop {
@@ -152,7 +157,7 @@ pub async fn claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most(
         }
     })
     .await;
-    assert!(more.is_err(), "claimed beyond twice the concurrency");
+    assert!(more.is_err(), "started beyond the bound");
     let running = submitter
         .task_list(ListParams {
             filter: TaskFilter::default().state(TaskState::Running),
@@ -162,10 +167,10 @@ pub async fn claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most(
         })
         .await
         .unwrap();
-    assert_eq!(
-        running.tasks.len(),
-        2 * CONCURRENCY,
-        "leases held while stalled"
+    let held = running.tasks.len();
+    assert!(
+        (started..=started + ahead).contains(&held),
+        "leases held while stalled: {held}"
     );
 
     store.thaw();
@@ -178,4 +183,120 @@ pub async fn claims_run_ahead_of_a_stalled_completer_by_one_concurrency_at_most(
     assert!(runs.values().all(|n| *n == 1), "no task ran twice");
     let queues = submitter.queue_list().await.unwrap();
     assert_eq!(queues[0].counts, vec![(TaskState::Succeeded, N as u64)]);
+}
+
+/// Runs once and returns, or (kind `block`) waits until the test opens the gate.
+struct Gated {
+    runs: Arc<Mutex<HashMap<i64, u32>>>,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl Handler for Gated {
+    const KIND: &'static str = "gated";
+    type Payload = bool;
+    type Output = ();
+    async fn run(&self, ctx: TaskContext, block: bool) -> Result<(), HandlerError> {
+        *self.runs.lock().unwrap().entry(ctx.task_id()).or_default() += 1;
+        if block {
+            let _ = self.gate.acquire().await;
+        }
+        Ok(())
+    }
+}
+
+/// A worker with short handlers claims ahead of its free slots; when a handler turns out
+/// slow, the tasks waiting behind it are given back within a second, their attempt not
+/// spent, with a history entry that says they did not run; each then runs exactly once.
+pub async fn tasks_claimed_ahead_behind_a_slow_handler_go_back_unspent(db: &impl Backend) {
+    const AHEAD: usize = 4;
+    let store = db.store().await;
+    let runs = Arc::new(Mutex::new(HashMap::new()));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let worker = fast(store.clone())
+        .concurrency(1)
+        .register(Gated {
+            runs: runs.clone(),
+            gate: gate.clone(),
+        })
+        .build()
+        .unwrap();
+    let mut events = worker.subscribe();
+    let w = start(worker);
+    // Short runs first, so the worker knows its handlers are quick.
+    for _ in 0..3 {
+        let id = submit(&*store, NewTask::new("gated", json!(false))).await;
+        wait_event(&mut events, "a quick task", super::finished(id)).await;
+    }
+    // One claim takes the slow task and those behind it: a submit of all five at once.
+    let mut tasks = vec![NewTask::new("gated", json!(true)).priority(1)];
+    tasks.extend((0..AHEAD).map(|_| NewTask::new("gated", json!(false))));
+    let ids: Vec<i64> = store
+        .task_submit(SubmitParams { tasks, now: None })
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    let (slow, behind) = (ids[0], &ids[1..]);
+    wait_event(
+        &mut events,
+        "the slow task to start",
+        |e| matches!(e, WorkerEvent::Claimed { task_id, .. } if *task_id == slow),
+    )
+    .await;
+    let mut given_back = 0;
+    while given_back < AHEAD {
+        let e = wait_event(&mut events, "tasks given back", |e| {
+            matches!(
+                e,
+                WorkerEvent::Finished {
+                    outcome: AttemptOutcome::Interrupted,
+                    ..
+                }
+            )
+        })
+        .await;
+        if let WorkerEvent::Finished {
+            task_id, applied, ..
+        } = e
+        {
+            assert!(behind.contains(&task_id), "only waiting tasks go back");
+            assert!(applied);
+            given_back += 1;
+        }
+    }
+    assert!(
+        runs.lock().unwrap().keys().all(|id| !behind.contains(id)),
+        "a task given back never ran"
+    );
+    gate.add_permits(1);
+    for &id in &ids {
+        loop {
+            if get(&*store, id).await.state == TaskState::Succeeded {
+                break;
+            }
+            wait_event(&mut events, "the rest to run", |e| {
+                matches!(e, WorkerEvent::Finished { .. })
+            })
+            .await;
+        }
+    }
+    w.shutdown().await;
+    let runs = runs.lock().unwrap().clone();
+    for &id in behind {
+        assert_eq!(runs.get(&id), Some(&1), "task {id} ran once");
+        assert_eq!(
+            get(&*store, id).await.attempt,
+            1,
+            "the wait spent no attempt"
+        );
+        let history = store.attempt_list(id).await.unwrap();
+        let first = &history[0];
+        assert_eq!(first.outcome, AttemptOutcome::Interrupted);
+        assert_eq!(
+            first.error.as_deref(),
+            Some(tasktable_core::outcome::GIVEN_BACK)
+        );
+        assert_eq!(history.last().unwrap().outcome, AttemptOutcome::Succeeded);
+    }
 }
