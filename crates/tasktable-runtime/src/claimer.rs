@@ -12,10 +12,12 @@
 //! the database's cost of a claim and of a commit is shared by more tasks. A task claimed
 //! ahead holds its lease (renewed like a running one) and waits in its executor for a
 //! slot. How many may wait is set by the handlers' recent mean run time, so that the
-//! last of them starts within [`AHEAD_WAIT`]: none until a handler has run, none for
-//! handlers that run longer than that wait, at most [`ahead_limit`]. A task that waits
+//! last of them starts within [`AHEAD_WAIT`]: the queue's slots times that wait over the
+//! mean, none until a handler has run, at most [`ahead_limit`]. A task that waits
 //! longer than [`AHEAD_PATIENCE`](crate::executor::AHEAD_PATIENCE) anyway (the handlers slowed down), is told to stop, or
-//! whose worker stops, is given back without spending its attempt.
+//! whose worker stops, is given back without spending its attempt; after such a wait the
+//! mean is raised to it, so the worker claims nothing ahead until short runs are seen
+//! again.
 
 use crate::config::QueueConfig;
 use crate::executor::{self, Slot};
@@ -42,8 +44,9 @@ pub(crate) struct Round {
     pub failed: Option<StoreError>,
 }
 
-/// The worker's capacity as the claim loop sees it, and what it asks the store for. Only
-/// the claimer takes permits; executors give them back when their handler is done.
+/// The worker's capacity as the claim loop sees it, and what it asks the store for. The
+/// claimer takes free permits for the tasks it claims; tasks claimed ahead wait for
+/// theirs; executors give them back when their handler is done.
 pub(crate) struct Claimer {
     total: Arc<Semaphore>,
     queues: Vec<Queue>,
@@ -159,7 +162,12 @@ impl Claimer {
                 .total
                 .available_permits()
                 .min(queue.limit.available_permits());
-            let ahead = ahead_target(shared).saturating_sub(shared.waiting.load(Ordering::Relaxed));
+            // As many as this queue's slots start within the wait (one worker-wide mean).
+            let ahead = ahead_count(
+                shared.config.concurrency.min(queue.config.concurrency),
+                shared.run_time.mean(),
+            )
+            .saturating_sub(shared.waiting.load(Ordering::Relaxed));
             let want = (free + ahead).min(shared.config.claim_batch as usize);
             if want == 0 {
                 round.saturated = true;
@@ -203,7 +211,7 @@ impl Claimer {
                         Slot::Ahead {
                             queue: queue.limit.clone(),
                             total: self.total.clone(),
-                            waiting: shared.waiting.clone(),
+                            recording_added: shared.add_recording(),
                         }
                     }
                 };

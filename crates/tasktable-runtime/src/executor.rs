@@ -10,7 +10,7 @@
 use crate::context::{StopReason, TaskContext};
 use crate::metrics::TaskMetrics;
 use crate::shared::{Shared, WorkerEvent};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tasktable_core::outcome::FinishPlan;
@@ -32,12 +32,13 @@ pub(crate) const AHEAD_PATIENCE: Duration = Duration::from_secs(1);
 pub(crate) enum Slot {
     /// The slot was free when the task was claimed: the claimer took its permits.
     Held(Vec<OwnedSemaphorePermit>),
-    /// Claimed ahead of a free slot: wait for one of the queue and of the worker.
+    /// Claimed ahead of a free slot (and counted in `Shared::waiting`): wait for one of
+    /// the queue and of the worker.
     Ahead {
         queue: Arc<Semaphore>,
         total: Arc<Semaphore>,
-        /// The queue's count of tasks waiting so; this one leaves it when it stops waiting.
-        waiting: Arc<AtomicUsize>,
+        /// A recording slot was added for this task (`Shared::add_recording`).
+        recording_added: bool,
     },
 }
 
@@ -50,14 +51,16 @@ pub(crate) async fn execute(
     let claimed_at = Instant::now();
     let ctx = TaskContext::new(task.clone(), shared.store.clone(), shared.config.lease_for);
     shared.activate(&ctx);
+    let mut recording_added = false;
     let permits = match slot {
         Slot::Held(permits) => Ok(permits),
         Slot::Ahead {
             queue,
             total,
-            waiting,
+            recording_added: added,
         } => {
-            let waiting = Waiting(waiting);
+            recording_added = added;
+            let waiting = Waiting(shared.clone());
             wait_for_slot(&shared, &ctx, queue, total)
                 .await
                 .map_err(|ending| (ending, waiting))
@@ -78,17 +81,32 @@ pub(crate) async fn execute(
             (ending, Vec::new(), Some(waiting))
         }
     };
-    finish(shared, task, ctx, ending, permits, waiting, metrics).await
+    let held = Held {
+        permits,
+        waiting,
+        recording_added,
+    };
+    finish(shared, task, ctx, ending, held, metrics).await
+}
+
+/// What an attempt holds of the worker's capacity until its end is recorded.
+struct Held {
+    permits: Vec<OwnedSemaphorePermit>,
+    /// Still counted among the tasks waiting for a slot (it never got one).
+    waiting: Option<Waiting>,
+    recording_added: bool,
 }
 
 /// A task's place among those claimed ahead: it leaves when dropped. One that is given
 /// back keeps it until it holds a recording slot, so the leases a worker holds stay
 /// within its running, recording and waiting tasks however the completer lags.
-struct Waiting(Arc<AtomicUsize>);
+struct Waiting(Arc<Shared>);
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+        // Room to claim ahead again: a claim loop waiting for it hears so.
+        self.0.capacity_freed.notify_one();
     }
 }
 
@@ -111,13 +129,21 @@ async fn wait_for_slot(
         vec![t, q]
     };
     tokio::select! {
-        permits = permits => Ok(permits),
+        // A stop that comes with a free slot wins: nothing starts once told not to.
+        biased;
         reason = ctx.stopped() => Err(match reason {
             StopReason::Shutdown => Ending::Unstarted,
             reason => Ending::Stopped(reason),
         }),
         _ = shared.unstarted.cancelled() => Err(Ending::Unstarted),
-        _ = tokio::time::sleep(patience) => Err(Ending::Unstarted),
+        permits = permits => Ok(permits),
+        _ = tokio::time::sleep(patience) => {
+            // The handlers ahead of it run longer than the mean said: claim nothing
+            // ahead until short runs are seen again, so the tasks given back now are not
+            // claimed ahead again at once.
+            shared.run_time.slowed(patience);
+            Err(Ending::Unstarted)
+        }
     }
 }
 
@@ -167,10 +193,14 @@ async fn finish(
     task: Task,
     ctx: TaskContext,
     ending: Ending,
-    permits: Vec<OwnedSemaphorePermit>,
-    waiting: Option<Waiting>,
+    held: Held,
     metrics: Arc<TaskMetrics>,
 ) {
+    let Held {
+        permits,
+        waiting,
+        recording_added,
+    } = held;
     let started = waiting.is_none();
     match ending {
         Ending::Stopped(StopReason::LeaseLost) => metrics.lease_lost(),
@@ -226,7 +256,11 @@ async fn finish(
         shared.emit(event);
     }
     shared.deactivate(&ctx);
-    drop(recording);
+    match recording {
+        // The slot added for this task goes with it.
+        Ok(permit) if recording_added => shared.remove_recording(permit),
+        other => drop(other),
+    }
     // Shutdown waits for the active count to reach zero.
     shared.capacity_freed.notify_one();
 }

@@ -21,10 +21,10 @@ use tokio_util::sync::CancellationToken;
 /// [`Worker::run`](crate::Worker::run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkerEvent {
-    Claimed {
-        task_id: TaskId,
-        attempt: u32,
-    },
+    /// The handler of a claimed task starts. A task claimed ahead of a free slot and given
+    /// back before it started has no `Claimed`, only its `Finished` (outcome
+    /// `interrupted`) or `Stopped`.
+    Claimed { task_id: TaskId, attempt: u32 },
     /// The attempt ended; `applied` is false when the lease was lost before the end was
     /// recorded, so the outcome was dropped.
     Finished {
@@ -33,14 +33,9 @@ pub enum WorkerEvent {
         applied: bool,
     },
     /// The handler was told to stop and its outcome will not be recorded.
-    Stopped {
-        task_id: TaskId,
-        reason: StopReason,
-    },
+    Stopped { task_id: TaskId, reason: StopReason },
     /// A heartbeat reached the registry; `draining` is what it answered.
-    Beat {
-        draining: bool,
-    },
+    Beat { draining: bool },
 }
 
 /// State the claim loop, executors and lease keeper share.
@@ -50,11 +45,15 @@ pub(crate) struct Shared {
     pub handlers: HashMap<String, Arc<dyn ErasedHandler>>,
     pub completer: CompleterHandle,
     /// Slots for attempts whose handler is done and whose end is being recorded (the
-    /// worker's concurrency and its claim-ahead limit: the ends of a whole claim fit in
+    /// worker's concurrency, and one more for each task claimed ahead whose end is not
+    /// yet recorded, at most the claim-ahead limit: so the ends of a whole claim fit in
     /// one write): the claim loop runs ahead of the completer by at most this much, so
     /// no lease waits on a long queue of completions. With the running and the waiting
-    /// tasks, a worker holds at most `2 x (concurrency + ahead_limit)` leases.
+    /// tasks, a worker holds at most `2 x (concurrency + ahead_limit)` leases, and
+    /// `2 x concurrency` when it claims nothing ahead.
     pub recording: Arc<Semaphore>,
+    /// The recording slots added for tasks claimed ahead (see [`Shared::add_recording`]).
+    recording_extra: AtomicUsize,
     pub capacity_freed: Notify,
     /// An operator asked this worker to drain (the registry said so at its last beat).
     pub draining: AtomicBool,
@@ -77,9 +76,8 @@ impl Shared {
         events: broadcast::Sender<WorkerEvent>,
     ) -> Self {
         Shared {
-            recording: Arc::new(Semaphore::new(
-                config.concurrency + crate::claimer::ahead_limit(config.concurrency),
-            )),
+            recording: Arc::new(Semaphore::new(config.concurrency)),
+            recording_extra: AtomicUsize::new(0),
             store,
             config,
             handlers,
@@ -93,6 +91,29 @@ impl Shared {
             active: Mutex::new(HashMap::new()),
         }
     }
+    /// Adds a recording slot for a task claimed ahead, unless the claim-ahead limit's
+    /// worth are there already; says whether it did (the task then takes it away again
+    /// with [`Shared::remove_recording`] once its end is recorded).
+    pub fn add_recording(&self) -> bool {
+        let limit = crate::claimer::ahead_limit(self.config.concurrency);
+        let added = self
+            .recording_extra
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok();
+        if added {
+            self.recording.add_permits(1);
+        }
+        added
+    }
+
+    /// Takes away the recording slot `permit` held, added by [`Shared::add_recording`].
+    pub fn remove_recording(&self, permit: tokio::sync::OwnedSemaphorePermit) {
+        permit.forget();
+        self.recording_extra.fetch_sub(1, Ordering::Relaxed);
+    }
+
     pub fn emit(&self, event: WorkerEvent) {
         let _ = self.events.send(event);
     }
@@ -164,6 +185,19 @@ impl RunTime {
         self.micros.store(mean, Ordering::Relaxed);
     }
 
+    /// Handlers have been seen to run at least `d` (a task claimed ahead waited that long
+    /// for a slot): the mean is raised to it, so the worker stops claiming ahead until
+    /// short runs bring it down again.
+    pub fn slowed(&self, d: std::time::Duration) {
+        let d = u64::try_from(d.as_micros()).unwrap_or(NONE_YET - 1);
+        let _ = self
+            .micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| match m {
+                NONE_YET => Some(d),
+                m => (m < d).then_some(d),
+            });
+    }
+
     pub fn mean(&self) -> Option<std::time::Duration> {
         match self.micros.load(Ordering::Relaxed) {
             NONE_YET => None,
@@ -187,5 +221,9 @@ mod tests {
         assert_eq!(r.mean(), Some(Duration::from_micros(700)));
         r.record(Duration::from_micros(1_500));
         assert_eq!(r.mean(), Some(Duration::from_micros(800)));
+        r.slowed(Duration::from_secs(1));
+        assert_eq!(r.mean(), Some(Duration::from_secs(1)));
+        r.slowed(Duration::from_millis(1));
+        assert_eq!(r.mean(), Some(Duration::from_secs(1)), "only ever raised");
     }
 }

@@ -527,9 +527,14 @@ async fn worker_runs<E: Exec>(
         e.dialect(),
         "SELECT task_id, state FROM tasktable_runs WHERE ",
     );
+    // A run given back before its handler started (claimed ahead of a free slot) is not
+    // one the worker ran: a joining broadcast still joins it.
     sql.push_in_ids("task_id", ids)
         .push(" AND worker_id = ")
-        .bind(worker);
+        .bind(worker)
+        .push(" AND (error IS NULL OR error <> ")
+        .bind(tasktable_core::outcome::GIVEN_BACK)
+        .push(")");
     let mut out: HashMap<TaskId, WorkerRuns> = HashMap::new();
     for row in e.fetch(sql).await? {
         let entry = out

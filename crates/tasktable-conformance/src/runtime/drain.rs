@@ -141,23 +141,30 @@ pub async fn claims_run_ahead_of_a_stalled_completer_within_their_bound(db: &imp
         .unwrap();
     let mut events = worker.subscribe();
     let w = start(worker);
-    for n in 0..started {
+    for n in 0..2 * CONCURRENCY {
         wait_event(&mut events, &format!("start {}", n + 1), |e| {
             matches!(e, WorkerEvent::Claimed { .. })
         })
         .await;
     }
-    // Twenty polls' worth of chances to start more; a bounded wait is the only way to
-    // see that something does not happen.
-    let more = tokio::time::timeout(Duration::from_secs(1), async {
+    // Then count the starts until none comes for a second: twenty polls' worth of
+    // chances to start more (a bounded wait is the only way to see that something does
+    // not happen). How many tasks were claimed ahead depends on the handlers' measured
+    // run time, so the count has a range.
+    let mut starts = 2 * CONCURRENCY;
+    while tokio::time::timeout(Duration::from_secs(1), async {
         loop {
             if let Ok(WorkerEvent::Claimed { .. }) = events.recv().await {
                 return;
             }
         }
     })
-    .await;
-    assert!(more.is_err(), "started beyond the bound");
+    .await
+    .is_ok()
+    {
+        starts += 1;
+        assert!(starts <= started, "started beyond the bound: {starts}");
+    }
     let running = submitter
         .task_list(ListParams {
             filter: TaskFilter::default().state(TaskState::Running),
@@ -169,8 +176,8 @@ pub async fn claims_run_ahead_of_a_stalled_completer_within_their_bound(db: &imp
         .unwrap();
     let held = running.tasks.len();
     assert!(
-        (started..=started + ahead).contains(&held),
-        "leases held while stalled: {held}"
+        (starts..=starts + ahead).contains(&held),
+        "leases held while stalled: {held} after {starts} starts"
     );
 
     store.thaw();
@@ -244,27 +251,27 @@ pub async fn tasks_claimed_ahead_behind_a_slow_handler_go_back_unspent(db: &impl
         |e| matches!(e, WorkerEvent::Claimed { task_id, .. } if *task_id == slow),
     )
     .await;
-    let mut given_back = 0;
-    while given_back < AHEAD {
-        let e = wait_event(&mut events, "tasks given back", |e| {
-            matches!(
-                e,
-                WorkerEvent::Finished {
-                    outcome: AttemptOutcome::Interrupted,
-                    ..
-                }
-            )
-        })
-        .await;
-        if let WorkerEvent::Finished {
-            task_id, applied, ..
-        } = e
-        {
-            assert!(behind.contains(&task_id), "only waiting tasks go back");
-            assert!(applied);
-            given_back += 1;
-        }
-    }
+    // How many were claimed ahead depends on the quick tasks' measured run time; at
+    // least one was (the mean of a no-op handler is far under the 2.5 ms that leaves
+    // none), and each is given back after a second behind the slow one.
+    let e = wait_event(&mut events, "a task given back", |e| {
+        matches!(
+            e,
+            WorkerEvent::Finished {
+                outcome: AttemptOutcome::Interrupted,
+                ..
+            }
+        )
+    })
+    .await;
+    let WorkerEvent::Finished {
+        task_id, applied, ..
+    } = e
+    else {
+        unreachable!()
+    };
+    assert!(behind.contains(&task_id), "only waiting tasks go back");
+    assert!(applied);
     assert!(
         runs.lock().unwrap().keys().all(|id| !behind.contains(id)),
         "a task given back never ran"
@@ -283,6 +290,7 @@ pub async fn tasks_claimed_ahead_behind_a_slow_handler_go_back_unspent(db: &impl
     }
     w.shutdown().await;
     let runs = runs.lock().unwrap().clone();
+    let mut went_back = 0;
     for &id in behind {
         assert_eq!(runs.get(&id), Some(&1), "task {id} ran once");
         assert_eq!(
@@ -291,12 +299,16 @@ pub async fn tasks_claimed_ahead_behind_a_slow_handler_go_back_unspent(db: &impl
             "the wait spent no attempt"
         );
         let history = store.attempt_list(id).await.unwrap();
-        let first = &history[0];
-        assert_eq!(first.outcome, AttemptOutcome::Interrupted);
-        assert_eq!(
-            first.error.as_deref(),
-            Some(tasktable_core::outcome::GIVEN_BACK)
-        );
-        assert_eq!(history.last().unwrap().outcome, AttemptOutcome::Succeeded);
+        let (last, before) = history.split_last().unwrap();
+        assert_eq!(last.outcome, AttemptOutcome::Succeeded);
+        for a in before {
+            assert_eq!(a.outcome, AttemptOutcome::Interrupted);
+            assert_eq!(
+                a.error.as_deref(),
+                Some(tasktable_core::outcome::GIVEN_BACK)
+            );
+        }
+        went_back += usize::from(!before.is_empty());
     }
+    assert!(went_back >= 1);
 }
