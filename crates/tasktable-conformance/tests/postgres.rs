@@ -330,3 +330,53 @@ async fn each_lane_of_the_claim_reads_its_own_index_and_away_tasks_cost_only_the
     let ids: Vec<i64> = got.iter().map(|t| t.id).collect();
     assert_eq!(ids, [&own[..], &open[..7]].concat());
 }
+
+/// Submits wake the workers of other processes through NOTIFY: a store with a pool and
+/// listener of its own hears of every queue that got a task due now, and of none that got
+/// only a task due later, when many submits commit at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
+    let Some(db) = Postgres::fresh().await else {
+        return;
+    };
+    let listener = db.store().await;
+    let mut wakes = listener.subscribe().await.expect("subscribe");
+    let producer = db.store().await;
+    let later = NewTask::new("k", json!(0))
+        .queue("later")
+        .delay(Duration::from_secs(3600));
+    producer
+        .task_submit(SubmitParams {
+            tasks: vec![later],
+            now: None,
+        })
+        .await
+        .unwrap();
+    let submits = (0..16).map(|i| {
+        let producer = producer.clone();
+        async move {
+            let task = NewTask::new("k", json!(i)).queue(format!("q{}", i % 4));
+            producer
+                .task_submit(SubmitParams {
+                    tasks: vec![task],
+                    now: None,
+                })
+                .await
+                .unwrap()
+        }
+    });
+    futures::future::join_all(submits).await;
+    let mut heard = std::collections::BTreeSet::new();
+    while heard.len() < 4 {
+        let wake = tokio::time::timeout(Duration::from_secs(20), wakes.recv())
+            .await
+            .expect("a wake-up for every queue with a task due now")
+            .expect("wake-up stream");
+        assert_ne!(wake.queue, "later", "a task due later wakes nobody");
+        heard.insert(wake.queue);
+    }
+    assert_eq!(
+        heard.into_iter().collect::<Vec<_>>(),
+        ["q0", "q1", "q2", "q3"]
+    );
+}

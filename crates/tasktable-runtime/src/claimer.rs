@@ -82,6 +82,7 @@ impl Claimer {
     /// Every slot free.
     pub fn new(shared: &Shared) -> Self {
         let kinds: Vec<String> = shared.handlers.keys().cloned().collect();
+        metrics::waiting(0.0);
         let queues = shared
             .config
             .queues
@@ -208,6 +209,7 @@ impl Claimer {
                     (Ok(total), Ok(queue)) => Slot::Held(vec![total, queue]),
                     _ => {
                         shared.waiting.fetch_add(1, Ordering::Relaxed);
+                        metrics::waiting(1.0);
                         Slot::Ahead {
                             queue: queue.limit.clone(),
                             total: self.total.clone(),

@@ -105,6 +105,7 @@ struct Waiting(Arc<Shared>);
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+        crate::metrics::waiting(-1.0);
         // Room to claim ahead again: a claim loop waiting for it hears so.
         self.0.capacity_freed.notify_one();
     }

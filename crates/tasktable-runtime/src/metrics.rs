@@ -47,6 +47,7 @@ pub const TASKS_CLAIMED_TOTAL: &str = "tasktable_tasks_claimed_total";
 pub const LEASE_LOST_TOTAL: &str = "tasktable_lease_lost_total";
 pub const TASKS_RESCUED_TOTAL: &str = "tasktable_tasks_rescued_total";
 pub const WORKER_RUNNING_TASKS: &str = "tasktable_worker_running_tasks";
+pub const WORKER_WAITING_TASKS: &str = "tasktable_worker_waiting_tasks";
 pub const CLAIMS_TOTAL: &str = "tasktable_claims_total";
 pub const STORE_ERRORS_TOTAL: &str = "tasktable_store_errors_total";
 pub const SCHEDULE_SLOTS_TOTAL: &str = "tasktable_schedule_slots_total";
@@ -55,7 +56,7 @@ pub const BATCH_ITEMS_TOTAL: &str = "tasktable_batch_items_total";
 pub const BATCH_SAVES_TOTAL: &str = "tasktable_batch_saves_total";
 
 /// Every series above, for exporters and tests that want to list them.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     ATTEMPTS_TOTAL,
     ATTEMPT_DURATION_SECONDS,
     QUEUE_WAIT_SECONDS,
@@ -63,6 +64,7 @@ pub const ALL: [&str; 13] = [
     LEASE_LOST_TOTAL,
     TASKS_RESCUED_TOTAL,
     WORKER_RUNNING_TASKS,
+    WORKER_WAITING_TASKS,
     CLAIMS_TOTAL,
     STORE_ERRORS_TOTAL,
     SCHEDULE_SLOTS_TOTAL,
@@ -109,6 +111,11 @@ pub fn describe() {
         Unit::Count,
         "Tasks this process's workers are running now."
     );
+    describe_gauge!(
+        WORKER_WAITING_TASKS,
+        Unit::Count,
+        "Tasks this process's workers claimed ahead of a free slot and have not started."
+    );
     describe_counter!(
         CLAIMS_TOTAL,
         Unit::Count,
@@ -139,6 +146,12 @@ pub fn describe() {
         Unit::Count,
         "Saves of batch progress this process's runners made."
     );
+}
+
+/// Tasks claimed ahead and waiting for a slot went up (or down) by `delta`; `0.0` makes
+/// the series exist.
+pub(crate) fn waiting(delta: f64) {
+    gauge!(WORKER_WAITING_TASKS).increment(delta);
 }
 
 /// The counters of one batch attempt, bound once for its queue and kind.

@@ -550,6 +550,10 @@ async fn metrics_count_what_the_worker_did(s: Server, queue: &str) {
     assert_eq!(m.types["tasktable_attempts_total"], "counter");
     assert_eq!(m.types["tasktable_attempt_duration_seconds"], "histogram");
     assert_eq!(m.types["tasktable_worker_running_tasks"], "gauge");
+    // Process-wide (no labels), so other tests' workers may hold tasks in it: only its
+    // presence is checked here.
+    assert!(m.find("tasktable_worker_waiting_tasks", &[]).is_some());
+    assert_eq!(m.types["tasktable_worker_waiting_tasks"], "gauge");
 
     // Read from the database at scrape time.
     for (state, n) in [
