@@ -70,6 +70,18 @@ async fn prefill(store: &Arc<dyn Store>, n: u64, kind: &str) -> BenchResult<()> 
     Ok(())
 }
 
+/// A fresh database holding `n` tasks of `kind` submitted through the normal path (then
+/// analyzed, unless the run says not to), and a store on it.
+async fn filled(ctx: &Ctx, n: u64, kind: &str) -> BenchResult<(BenchDb, Arc<dyn Store>)> {
+    let db = BenchDb::fresh(ctx.backend).await?;
+    let store = db.store().await;
+    prefill(&store, n, kind).await?;
+    if ctx.analyze {
+        db.analyze().await;
+    }
+    Ok((db, store))
+}
+
 /// Count of tasks in `state` over all queues.
 async fn count(store: &Arc<dyn Store>, state: TaskState) -> u64 {
     store
@@ -822,12 +834,7 @@ fn rss_mib(pid: u32) -> (f64, f64) {
 
 pub async fn memory(ctx: &mut Ctx) -> BenchResult<()> {
     let n = ctx.scale.rss_tasks;
-    let db = BenchDb::fresh(ctx.backend).await?;
-    let store = db.store().await;
-    prefill(&store, n, "noop").await?;
-    if ctx.analyze {
-        db.analyze().await;
-    }
+    let (db, store) = filled(ctx, n, "noop").await?;
     let mut row = Row::new(
         "1 drain",
         format!("{n} tasks, worker process, concurrency 100"),
@@ -854,12 +861,7 @@ pub async fn memory(ctx: &mut Ctx) -> BenchResult<()> {
 pub async fn scale(ctx: &mut Ctx) -> BenchResult<()> {
     let n = ctx.scale.rss_tasks * 2;
     for processes in [1usize, 2, 4] {
-        let db = BenchDb::fresh(ctx.backend).await?;
-        let store = db.store().await;
-        prefill(&store, n, "noop").await?;
-        if ctx.analyze {
-            db.analyze().await;
-        }
+        let (db, store) = filled(ctx, n, "noop").await?;
         let ceiling = db.ceiling(ctx.scale.ceiling_secs).await;
         let mut row = Row::new(
             "1 drain",
@@ -894,12 +896,7 @@ pub async fn scale(ctx: &mut Ctx) -> BenchResult<()> {
 pub async fn leases(ctx: &mut Ctx) -> BenchResult<()> {
     let n = ctx.scale.lease_tasks;
     let lease_for = ctx.scale.lease_for;
-    let db = BenchDb::fresh(ctx.backend).await?;
-    let store = db.store().await;
-    prefill(&store, n, "long").await?;
-    if ctx.analyze {
-        db.analyze().await;
-    }
+    let (db, store) = filled(ctx, n, "long").await?;
     let ceiling = db.ceiling(ctx.scale.ceiling_secs).await;
     let mut row = Row::new(
         "5 leases",

@@ -20,7 +20,7 @@
 //! again.
 
 use crate::config::QueueConfig;
-use crate::executor::{self, Slot};
+use crate::executor::{self, Slot, Waiting};
 use crate::metrics::{self, Call, QueueMetrics};
 use crate::shared::Shared;
 use std::future::Future;
@@ -207,15 +207,12 @@ impl Claimer {
                     queue.limit.clone().try_acquire_owned(),
                 ) {
                     (Ok(total), Ok(queue)) => Slot::Held(vec![total, queue]),
-                    _ => {
-                        shared.waiting.fetch_add(1, Ordering::Relaxed);
-                        metrics::waiting(1.0);
-                        Slot::Ahead {
-                            queue: queue.limit.clone(),
-                            total: self.total.clone(),
-                            recording_added: shared.add_recording(),
-                        }
-                    }
+                    _ => Slot::Ahead {
+                        queue: queue.limit.clone(),
+                        total: self.total.clone(),
+                        waiting: Waiting::enter(shared),
+                        recording_added: shared.add_recording(),
+                    },
                 };
                 let task_metrics = queue.metrics.claimed(&task);
                 tracker.spawn(executor::execute(shared.clone(), task, slot, task_metrics));

@@ -32,11 +32,11 @@ pub(crate) const AHEAD_PATIENCE: Duration = Duration::from_secs(1);
 pub(crate) enum Slot {
     /// The slot was free when the task was claimed: the claimer took its permits.
     Held(Vec<OwnedSemaphorePermit>),
-    /// Claimed ahead of a free slot (and counted in `Shared::waiting`): wait for one of
-    /// the queue and of the worker.
+    /// Claimed ahead of a free slot: wait for one of the queue and of the worker.
     Ahead {
         queue: Arc<Semaphore>,
         total: Arc<Semaphore>,
+        waiting: Waiting,
         /// A recording slot was added for this task (`Shared::add_recording`).
         recording_added: bool,
     },
@@ -57,10 +57,10 @@ pub(crate) async fn execute(
         Slot::Ahead {
             queue,
             total,
+            waiting,
             recording_added: added,
         } => {
             recording_added = added;
-            let waiting = Waiting(shared.clone());
             wait_for_slot(&shared, &ctx, queue, total)
                 .await
                 .map_err(|ending| (ending, waiting))
@@ -81,26 +81,35 @@ pub(crate) async fn execute(
             (ending, Vec::new(), Some(waiting))
         }
     };
-    let held = Held {
+    let holding = Holding {
         permits,
         waiting,
         recording_added,
     };
-    finish(shared, task, ctx, ending, held, metrics).await
+    finish(shared, task, ctx, ending, holding, metrics).await
 }
 
 /// What an attempt holds of the worker's capacity until its end is recorded.
-struct Held {
+struct Holding {
     permits: Vec<OwnedSemaphorePermit>,
     /// Still counted among the tasks waiting for a slot (it never got one).
     waiting: Option<Waiting>,
     recording_added: bool,
 }
 
-/// A task's place among those claimed ahead: it leaves when dropped. One that is given
-/// back keeps it until it holds a recording slot, so the leases a worker holds stay
-/// within its running, recording and waiting tasks however the completer lags.
-struct Waiting(Arc<Shared>);
+/// A task's place among those claimed ahead (`Shared::waiting` and its gauge): taken at
+/// the claim, left when dropped. One that is given back keeps it until it holds a
+/// recording slot, so the leases a worker holds stay within its running, recording and
+/// waiting tasks however the completer lags.
+pub(crate) struct Waiting(Arc<Shared>);
+
+impl Waiting {
+    pub fn enter(shared: &Arc<Shared>) -> Self {
+        shared.waiting.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::waiting(1.0);
+        Waiting(shared.clone())
+    }
+}
 
 impl Drop for Waiting {
     fn drop(&mut self) {
@@ -194,14 +203,14 @@ async fn finish(
     task: Task,
     ctx: TaskContext,
     ending: Ending,
-    held: Held,
+    holding: Holding,
     metrics: Arc<TaskMetrics>,
 ) {
-    let Held {
+    let Holding {
         permits,
         waiting,
         recording_added,
-    } = held;
+    } = holding;
     let started = waiting.is_none();
     match ending {
         Ending::Stopped(StopReason::LeaseLost) => metrics.lease_lost(),

@@ -1,6 +1,7 @@
 //! tasktable's worker runtime and maintenance services.
 //!
-//! Owns: running handlers ([`Worker`]: the claim loop and its one step
+//! Owns: running handlers ([`Worker`]: the claim loop, which claims ahead of free slots
+//! while handlers are short, and its one step
 //! ([`Worker::run_once`]), executor, lease keeper, batched completions, per-worker and
 //! per-queue limits, graceful shutdown), what a handler sees ([`Handler`],
 //! [`TaskContext`], [`HandlerError`]), the runner of batches and what their handlers see

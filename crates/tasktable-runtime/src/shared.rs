@@ -58,7 +58,7 @@ pub(crate) struct Shared {
     /// An operator asked this worker to drain (the registry said so at its last beat).
     pub draining: AtomicBool,
     /// Tasks claimed ahead of a free slot and waiting for one (see [`crate::claimer`]).
-    pub waiting: Arc<AtomicUsize>,
+    pub waiting: AtomicUsize,
     /// How long handlers run, which decides how far ahead the claimer may claim.
     pub run_time: RunTime,
     /// Cancelled when the worker stops: tasks still waiting for a slot are given back.
@@ -84,7 +84,7 @@ impl Shared {
             completer,
             capacity_freed: Notify::new(),
             draining: AtomicBool::new(false),
-            waiting: Arc::new(AtomicUsize::new(0)),
+            waiting: AtomicUsize::new(0),
             run_time: RunTime::default(),
             unstarted: CancellationToken::new(),
             events,

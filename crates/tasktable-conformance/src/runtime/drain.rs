@@ -2,7 +2,7 @@
 //! completions stall holds no more leases than its running, recording and claimed-ahead
 //! tasks; and tasks claimed ahead that a slow handler keeps waiting go back unspent.
 
-use super::{fast, get, start, submit, wait_event, PATIENCE};
+use super::{fast, get, start, submit, submit_all, wait_event, PATIENCE};
 use crate::freeze::Freezable;
 use crate::Backend;
 use serde_json::json;
@@ -237,13 +237,7 @@ pub async fn tasks_claimed_ahead_behind_a_slow_handler_go_back_unspent(db: &impl
     // One claim takes the slow task and those behind it: a submit of all five at once.
     let mut tasks = vec![NewTask::new("gated", json!(true)).priority(1)];
     tasks.extend((0..AHEAD).map(|_| NewTask::new("gated", json!(false))));
-    let ids: Vec<i64> = store
-        .task_submit(SubmitParams { tasks, now: None })
-        .await
-        .unwrap()
-        .iter()
-        .map(|s| s.id)
-        .collect();
+    let ids = submit_all(&*store, tasks).await;
     let (slow, behind) = (ids[0], &ids[1..]);
     wait_event(
         &mut events,

@@ -83,14 +83,18 @@ fn finished(id: i64) -> impl Fn(&WorkerEvent) -> bool {
 }
 
 async fn submit(store: &dyn Store, task: NewTask) -> i64 {
+    submit_all(store, vec![task]).await[0]
+}
+
+/// Submits `tasks` in one call, due by the database's clock; their ids in order.
+async fn submit_all(store: &dyn Store, tasks: Vec<NewTask>) -> Vec<i64> {
     store
-        .task_submit(SubmitParams {
-            tasks: vec![task],
-            now: None,
-        })
+        .task_submit(SubmitParams { tasks, now: None })
         .await
-        .expect("submit")[0]
-        .id
+        .expect("submit")
+        .iter()
+        .map(|s| s.id)
+        .collect()
 }
 
 async fn get(store: &dyn Store, id: i64) -> tasktable_core::Task {

@@ -1,7 +1,9 @@
 //! What a handler returns, or how it panics, moves its task as documented, and an
 //! operator's cancel reaches the handler of a running task.
 
-use super::{fast, finished, get, instant_retry, outcomes, start, submit, wait_event, PATIENCE};
+use super::{
+    fast, finished, get, instant_retry, outcomes, start, submit, submit_all, wait_event, PATIENCE,
+};
 use crate::Backend;
 use serde::Deserialize;
 use serde_json::json;
@@ -59,13 +61,7 @@ impl Handler for Scripted {
 
 async fn run_scripted(db: &impl Backend, tasks: Vec<NewTask>) -> (Arc<dyn Store>, Vec<i64>) {
     let store = db.store().await;
-    let ids: Vec<i64> = store
-        .task_submit(SubmitParams { tasks, now: None })
-        .await
-        .unwrap()
-        .iter()
-        .map(|s| s.id)
-        .collect();
+    let ids = submit_all(&*store, tasks).await;
     let w = fast(db.store().await).register(Scripted).build().unwrap();
     let mut events = w.subscribe();
     let w = start(w);
