@@ -21,6 +21,7 @@
 mod batches;
 mod bulk;
 mod churn;
+mod cpu;
 mod db;
 mod handlers;
 mod report;

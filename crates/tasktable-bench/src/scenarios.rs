@@ -1,6 +1,7 @@
 //! The five scenarios of issue 6, the worker's memory at concurrency 100, and the cost of
 //! windowed statistics on large tables (the bulk cancel is in `bulk.rs`).
 
+use crate::cpu::CpuClock;
 use crate::db::{pg_other_activity, BenchDb};
 use crate::handlers::{micros_since, Noop, Timed};
 use crate::report::{Report, Row};
@@ -120,6 +121,18 @@ fn add_pg(
     }
 }
 
+/// Adds the CPU a measurement cost per task: this process's (the worker's, and on SQLite
+/// the database's too) and the local server's.
+fn add_cpu(row: &mut Row, before: Option<&CpuClock>, after: Option<&CpuClock>, tasks: u64) {
+    if let (Some(b), Some(a)) = (before, after) {
+        let (own, server) = a.per_task(b, tasks);
+        row.set("bench_cpu_us_per_task", round(own, 1));
+        if let Some(server) = server {
+            row.set("server_cpu_us_per_task", round(server, 1));
+        }
+    }
+}
+
 async fn other_activity(db: &BenchDb, row: &mut Row) {
     if db.backend == Backend::Postgres {
         row.set("other_active_backends", pg_other_activity(db.url()).await);
@@ -166,11 +179,13 @@ async fn drain_case(ctx: &mut Ctx, n: u64, concurrency: usize, record: bool) -> 
         .map_err(|e| e.to_string())?;
     let before = db.counters().await;
     let retries = mysql.as_ref().map(|s| s.deadlock_retries());
+    let cpu_before = CpuClock::read(db.backend, db.url());
     let started = Instant::now();
     let (stop, handle) = spawn_worker(worker);
     noop.wait_for(n).await;
     wait_count(&store, TaskState::Succeeded, n, Duration::from_millis(10)).await;
     let secs = started.elapsed().as_secs_f64();
+    let cpu_after = CpuClock::read(db.backend, db.url());
     let after = db.counters().await;
     let _ = stop.send(());
     let _ = handle.await;
@@ -184,6 +199,7 @@ async fn drain_case(ctx: &mut Ctx, n: u64, concurrency: usize, record: bool) -> 
     row.set("ceiling_commits_per_s", round(ceiling, 0));
     row.set("ratio_to_ceiling", round(rate / ceiling, 2));
     add_pg(&mut row, before, after, n);
+    add_cpu(&mut row, cpu_before.as_ref(), cpu_after.as_ref(), n);
     add_retries(&mut row, &mysql, retries);
     other_activity(&db, &mut row).await;
     if let Some(av) = db.autovacuum().await {
