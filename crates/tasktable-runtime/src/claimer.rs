@@ -270,10 +270,12 @@ pub(crate) const AHEAD_WAIT: Duration = Duration::from_millis(10);
 
 /// The most tasks a worker of `concurrency` claims ahead of its free slots.
 pub fn ahead_limit(concurrency: usize) -> usize {
-    (4 * concurrency).min(AHEAD_MAX)
+    (20 * concurrency).min(AHEAD_MAX)
 }
 
-const AHEAD_MAX: usize = 100;
+/// Two claims' worth at the default `claim_batch`: a worker of short handlers claims the
+/// next hundred while the last hundred still wait for slots.
+const AHEAD_MAX: usize = 200;
 
 /// How many tasks may wait for a slot now: as many as `concurrency` slots start within
 /// [`AHEAD_WAIT`] at the handlers' mean run time, within [`ahead_limit`]; none before a
@@ -391,9 +393,11 @@ mod tests {
     fn short_handlers_let_the_worker_claim_ahead_up_to_its_limit() {
         // 10 slots of 5 ms handlers start 20 tasks within 10 ms.
         assert_eq!(ahead_count(10, Some(Duration::from_millis(5))), 20);
-        assert_eq!(ahead_count(10, Some(Duration::from_micros(20))), 40);
+        assert_eq!(ahead_count(10, Some(Duration::from_micros(100))), 200);
+        assert_eq!(ahead_count(10, Some(Duration::from_millis(1))), 100);
         assert_eq!(ahead_count(10, Some(Duration::ZERO)), ahead_limit(10));
         assert_eq!(ahead_count(50, Some(Duration::ZERO)), AHEAD_MAX);
-        assert_eq!(ahead_limit(1), 4);
+        assert_eq!(ahead_limit(1), 20);
+        assert_eq!(ahead_limit(10), 200);
     }
 }

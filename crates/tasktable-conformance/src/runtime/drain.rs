@@ -113,12 +113,13 @@ pub async fn four_workers_run_each_of_2000_tasks_exactly_once(db: &impl Backend)
 /// holds add at most the tasks waiting for a slot. Once the completions go through, every
 /// task runs exactly once.
 pub async fn claims_run_ahead_of_a_stalled_completer_within_their_bound(db: &impl Backend) {
-    const N: usize = 60;
     const CONCURRENCY: usize = 3;
     let ahead = tasktable_runtime::ahead_limit(CONCURRENCY);
     let started = 2 * CONCURRENCY + ahead;
+    // More tasks than the worker may start and hold, so the bound is what stops it.
+    let n = 2 * (started + ahead);
     let submitter = db.store().await;
-    let tasks = (0..N as u32)
+    let tasks = (0..n as u32)
         .map(|i| NewTask::new("count", json!(i)))
         .collect();
     submitter
@@ -134,15 +135,15 @@ pub async fn claims_run_ahead_of_a_stalled_completer_within_their_bound(db: &imp
         .register(Count {
             runs: runs.clone(),
             total: Arc::new(AtomicUsize::new(0)),
-            target: N,
+            target: n,
             all_done: all_done.clone(),
         })
         .build()
         .unwrap();
     let mut events = worker.subscribe();
     let w = start(worker);
-    for n in 0..2 * CONCURRENCY {
-        wait_event(&mut events, &format!("start {}", n + 1), |e| {
+    for i in 0..2 * CONCURRENCY {
+        wait_event(&mut events, &format!("start {}", i + 1), |e| {
             matches!(e, WorkerEvent::Claimed { .. })
         })
         .await;
@@ -169,7 +170,7 @@ pub async fn claims_run_ahead_of_a_stalled_completer_within_their_bound(db: &imp
         .task_list(ListParams {
             filter: TaskFilter::default().state(TaskState::Running),
             after: None,
-            limit: 100,
+            limit: n as u32,
             light: false,
         })
         .await
@@ -186,10 +187,10 @@ pub async fn claims_run_ahead_of_a_stalled_completer_within_their_bound(db: &imp
         .expect("all ran once completions went through");
     w.shutdown().await;
     let runs = runs.lock().unwrap().clone();
-    assert_eq!(runs.len(), N);
-    assert!(runs.values().all(|n| *n == 1), "no task ran twice");
+    assert_eq!(runs.len(), n);
+    assert!(runs.values().all(|r| *r == 1), "no task ran twice");
     let queues = submitter.queue_list().await.unwrap();
-    assert_eq!(queues[0].counts, vec![(TaskState::Succeeded, N as u64)]);
+    assert_eq!(queues[0].counts, vec![(TaskState::Succeeded, n as u64)]);
 }
 
 /// Runs once and returns, or (kind `block`) waits until the test opens the gate.
