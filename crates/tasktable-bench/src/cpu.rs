@@ -25,7 +25,10 @@ impl CpuClock {
             Backend::Mysql => &["mariadbd", "mysqld"],
             Backend::Sqlite => &[],
         };
-        let server = (!programs.is_empty() && is_local(url)).then(|| server_seconds(programs));
+        // Every local process of the program: a second local server of it is counted too.
+        let server = (!programs.is_empty() && is_local(url))
+            .then(|| server_seconds(programs))
+            .filter(|found| !found.is_empty());
         Some(CpuClock { own, server })
     }
 

@@ -85,9 +85,6 @@ impl RowLocks for Postgres {
 
 tasktable_conformance::conformance_suite!(Postgres, row_locks);
 
-#[path = "postgres/indexes.rs"]
-mod indexes;
-
 /// A chunk checks its states on each row before it locks it, so a task that left them
 /// after the change read its ids (a worker claimed it) is dropped without waiting for the
 /// worker's write in flight. MySQL waits for such a row once (see `tasktable_sql::update`).

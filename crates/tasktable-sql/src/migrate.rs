@@ -19,7 +19,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 15] = [
+pub const MIGRATIONS: [(i64, &str); 14] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -34,7 +34,6 @@ pub const MIGRATIONS: [(i64, &str); 15] = [
     (12, "batches"),
     (13, "events"),
     (14, "submitters_and_logs"),
-    (15, "state_index_without_successes"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -119,13 +118,6 @@ macro_rules! backend_migrations {
                 name: "submitters_and_logs",
                 sql: ::std::borrow::Cow::Borrowed(include_str!(
                     "../migrations/0014_submitters_and_logs.sql"
-                )),
-            },
-            $crate::migrate::Migration {
-                version: 15,
-                name: "state_index_without_successes",
-                sql: ::std::borrow::Cow::Borrowed(include_str!(
-                    "../migrations/0015_state_index_without_successes.sql"
                 )),
             },
         ]
