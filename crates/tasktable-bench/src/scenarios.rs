@@ -270,6 +270,7 @@ pub async fn submit(ctx: &mut Ctx) -> BenchResult<()> {
         load_row(&mut row);
         let s = store.clone();
         let before = db.counters().await;
+        let cpu_before = CpuClock::read(db.backend, db.url());
         let (lat, wall) = timed_calls(calls, clients, move |i| {
             let s = s.clone();
             async move {
@@ -283,10 +284,17 @@ pub async fn submit(ctx: &mut Ctx) -> BenchResult<()> {
             }
         })
         .await?;
+        let cpu_after = CpuClock::read(db.backend, db.url());
         let after = db.counters().await;
         latency_fields(&mut row, lat, wall);
         row.set("ceiling_commits_per_s", round(ceiling, 0));
         add_pg(&mut row, before, after, calls as u64);
+        add_cpu(
+            &mut row,
+            cpu_before.as_ref(),
+            cpu_after.as_ref(),
+            calls as u64,
+        );
         ctx.report.push(row);
     }
 
@@ -298,16 +306,19 @@ pub async fn submit(ctx: &mut Ctx) -> BenchResult<()> {
             .map(|i| NewTask::new("noop", json!({ "i": i })))
             .collect();
         let before = db.counters().await;
+        let cpu_before = CpuClock::read(db.backend, db.url());
         let t = Instant::now();
         store
             .task_submit(SubmitParams { tasks, now: None })
             .await
             .map_err(|e| e.to_string())?;
         let secs = t.elapsed().as_secs_f64();
+        let cpu_after = CpuClock::read(db.backend, db.url());
         let after = db.counters().await;
         row.set("seconds", round(secs, 3));
         row.set("tasks_per_s", round(n as f64 / secs, 0));
         add_pg(&mut row, before, after, n as u64);
+        add_cpu(&mut row, cpu_before.as_ref(), cpu_after.as_ref(), n as u64);
         ctx.report.push(row);
     }
 

@@ -333,7 +333,10 @@ async fn each_lane_of_the_claim_reads_its_own_index_and_away_tasks_cost_only_the
 
 /// Submits wake the workers of other processes through NOTIFY: a store with a pool and
 /// listener of its own hears of every queue that got a task due now, and of none that got
-/// only a task due later, when many submits commit at once.
+/// only a task due later, when many submits commit at once. A wake-up is sent only after
+/// the submit that caused it has committed (the store sends it once its autocommitted
+/// insert has returned): at the first wake-up of each queue, heard while the submits are
+/// still running, the listener's own store already finds a task of that queue to claim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
     let Some(db) = Postgres::fresh().await else {
@@ -365,7 +368,7 @@ async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
                 .unwrap()
         }
     });
-    futures::future::join_all(submits).await;
+    let submitting = tokio::spawn(futures::future::join_all(submits));
     let mut heard = std::collections::BTreeSet::new();
     while heard.len() < 4 {
         let wake = tokio::time::timeout(Duration::from_secs(20), wakes.recv())
@@ -373,8 +376,18 @@ async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
             .expect("a wake-up for every queue with a task due now")
             .expect("wake-up stream");
         assert_ne!(wake.queue, "later", "a task due later wakes nobody");
-        heard.insert(wake.queue);
+        if heard.insert(wake.queue.clone()) {
+            let mut claim = claim_params(&wake.queue, &["k"], 100, t0());
+            claim.now = None;
+            let claimed = listener.task_claim(claim).await.unwrap();
+            assert!(
+                !claimed.is_empty(),
+                "the first wake-up of {} came before any of its tasks had committed",
+                wake.queue
+            );
+        }
     }
+    submitting.await.unwrap();
     assert_eq!(
         heard.into_iter().collect::<Vec<_>>(),
         ["q0", "q1", "q2", "q3"]

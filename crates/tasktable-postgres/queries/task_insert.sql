@@ -46,8 +46,11 @@ WITH seq AS MATERIALIZED (
     /* ON_CONFLICT */
     RETURNING id, queue, state = 'pending' AND run_at <= created_at AS due
 )
--- Tasks due now wake idle workers when this commits (once per distinct queue).
-SELECT input.ord, inserted.id, inserted.due,
-       CASE WHEN inserted.due THEN pg_notify('tasktable_wake', inserted.queue) END AS woke
+-- Inside a transaction, tasks due now wake idle workers when it commits: the line marked
+-- WAKE reads `, CASE WHEN inserted.due THEN pg_notify('tasktable_wake', inserted.queue)
+-- END AS woke`. The store's own autocommitted submit leaves it empty and sends the
+-- wake-ups after this returns (wake.rs, Notifier), so its commit takes no NOTIFY lock.
+SELECT input.ord, inserted.id, inserted.due
+       /* WAKE */
 FROM input LEFT JOIN inserted ON inserted.id = input.id
 ORDER BY input.ord

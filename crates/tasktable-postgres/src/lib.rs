@@ -69,6 +69,7 @@ impl PgConfig {
 pub struct PgStore {
     pool: PgPool,
     wake: Arc<wake::Waker>,
+    notifier: Arc<wake::Notifier>,
     /// What calls may carry; every call's parameters are checked against it first.
     limits: Limits,
     bulk_chunk_rows: u32,
@@ -105,6 +106,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             wake: Arc::new(wake::Waker::new(options)),
+            notifier: Arc::default(),
             limits: Limits {
                 max_payload_bytes: config.max_payload_bytes,
             },
@@ -129,7 +131,9 @@ impl PgStore {
         tasks: Vec<NewTask>,
     ) -> StoreResult<Vec<Submitted>> {
         let tasks = Limits::default().tasks(tasks)?;
-        Ok(submit::insert(conn, &tasks, None).await?.submitted)
+        Ok(submit::insert(conn, &tasks, None, submit::Wake::AtCommit)
+            .await?
+            .submitted)
     }
 
     /// The pool, for callers that want to run their own queries next to tasktable's.
@@ -180,10 +184,14 @@ impl Backend for PgStore {
     }
 
     /// No explicit transaction: the insert is one statement, so all or nothing, and the
-    /// follow-up lookup of existing keys only reads committed rows.
+    /// follow-up lookup of existing keys only reads committed rows. The wake-ups go out
+    /// after it has committed, outside it (wake.rs, `Notifier`).
     async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
         let mut conn = self.pool.acquire().await.map_err(db)?;
-        let out = submit::insert(&mut conn, &params.tasks, params.now).await?;
+        let out =
+            submit::insert(&mut conn, &params.tasks, params.now, submit::Wake::ByCaller).await?;
+        drop(conn);
+        self.notifier.committed(&self.pool, &out.due_queues);
         self.wake_local(out.due_queues.iter().map(String::as_str));
         Ok(out.submitted)
     }
@@ -194,7 +202,11 @@ impl Backend for PgStore {
         tasks: &Checked<Vec<NewTask>>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Submitted>> {
-        Ok(submit::insert(&mut tx.0, tasks, Some(now)).await?.submitted)
+        Ok(
+            submit::insert(&mut tx.0, tasks, Some(now), submit::Wake::AtCommit)
+                .await?
+                .submitted,
+        )
     }
 
     fn limited_queues(&self) -> &LimitedQueues {

@@ -12,27 +12,62 @@ use tasktable_store::{StoreError, StoreResult, Submitted};
 const INSERT: &str = include_str!("../queries/task_insert.sql");
 const BY_KEY: &str = include_str!("../queries/task_by_idempotency_key.sql");
 
-/// The insert for batches in which some task has an idempotency key.
-static INSERT_KEYED: LazyLock<String> = LazyLock::new(|| {
-    INSERT.replace(
-        "/* ON_CONFLICT */",
-        "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
-    )
+/// The insert's four forms: with or without the conflict clause for idempotency keys,
+/// notifying in the statement or not.
+static INSERTS: LazyLock<[String; 4]> = LazyLock::new(|| {
+    let form = |keyed: bool, notify: bool| {
+        INSERT
+            .replace(
+                "/* ON_CONFLICT */",
+                if keyed {
+                    "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
+                } else {
+                    ""
+                },
+            )
+            .replace(
+                "/* WAKE */",
+                if notify {
+                    ", CASE WHEN inserted.due THEN pg_notify('tasktable_wake', inserted.queue) END AS woke"
+                } else {
+                    ""
+                },
+            )
+    };
+    [
+        form(false, false),
+        form(false, true),
+        form(true, false),
+        form(true, true),
+    ]
 });
+
+/// Who sends the wake-ups of the tasks an insert makes due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The statement notifies; PostgreSQL delivers when the enclosing transaction
+    /// commits. For inserts inside a transaction that this module does not end.
+    AtCommit,
+    /// The caller sends them once the autocommitted statement has returned
+    /// ([`Inserted::due_queues`]).
+    ByCaller,
+}
 
 pub struct Inserted {
     /// One per input task, in input order.
     pub submitted: Vec<Submitted>,
-    /// Queues that got a task due now (NOTIFY is already queued for them).
+    /// Queues that got a task due now (with [`Wake::AtCommit`], NOTIFY is already queued
+    /// for them).
     pub due_queues: Vec<String>,
 }
 
 /// Inserts validated tasks on `conn`, inside whatever transaction it is in (or as one
-/// autocommitted statement).
+/// autocommitted statement); `wake` says who sends the wake-ups.
 pub async fn insert(
     conn: &mut PgConnection,
     tasks: &[NewTask],
     now: Option<DateTime<Utc>>,
+    wake: Wake,
 ) -> StoreResult<Inserted> {
     if tasks.is_empty() {
         return Ok(Inserted {
@@ -48,7 +83,7 @@ pub async fn insert(
         }
     };
     let keyed = tasks.iter().any(|t| t.idempotency_key.is_some());
-    let sql: &'static str = if keyed { &INSERT_KEYED } else { INSERT };
+    let sql = &INSERTS[usize::from(keyed) * 2 + usize::from(wake == Wake::AtCommit)];
     let rows = sqlx::query(sql)
         .bind(tasks.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>())
         .bind(tasks.iter().map(|t| t.queue.as_str()).collect::<Vec<_>>())

@@ -1,11 +1,15 @@
 //! Wakes idle workers: one background task per store LISTENs on [`WAKE_CHANNEL`] and
 //! forwards every notification into a broadcast channel that `subscribe` hands out.
-//! Writers call `pg_notify` inside their own transaction, so a wake is sent only if, and
-//! only when, the write commits. Delivery is best effort: workers poll as well.
+//! A wake is sent only if, and only when, the write that made a task due has committed:
+//! writes inside a transaction (the caller's, or a change's) call `pg_notify` in it, and
+//! PostgreSQL delivers at commit; the store's own autocommitted submit hands its queues to
+//! [`Notifier`] once the statement has returned. Delivery is best effort: workers poll as
+//! well.
 
 use crate::WAKE_CHANNEL;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use std::sync::Mutex;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tasktable_store::Wake;
 use tokio::sync::{broadcast, watch};
@@ -147,6 +151,79 @@ async fn listen_once(
                 });
             }
             Err(e) => return e,
+        }
+    }
+}
+
+/// One statement, one transaction: PostgreSQL gives a notifying transaction an id and a
+/// commit record, and a wake-up needs no durability, so this commit does not wait for the
+/// WAL flush (`synchronous_commit` off for this transaction only).
+const SEND: &str = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, q) \
+                    FROM unnest($2::text[]) AS q";
+
+/// Sends the wake-ups of committed submits, outside their transactions.
+///
+/// PostgreSQL commits transactions that notify one at a time: `NOTIFY` takes a lock at
+/// commit that is held until the commit record is flushed, so submits that each notified
+/// in their own statement could not share a WAL flush, and concurrent submitters queued
+/// behind one another (docs/benchmarks.md, section 23). Here a committed submit only adds
+/// its queues to a set; one flush at a time sends the whole set in one statement, which
+/// writes no WAL. Submits that commit while a flush is on its way are sent by the next,
+/// so under load many submits share one notification, and a lone submit's goes out at
+/// once. A flush task exists only while there is something to send, and holds the pool
+/// only meanwhile.
+#[derive(Debug, Default)]
+pub struct Notifier {
+    state: Mutex<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    queues: BTreeSet<String>,
+    flushing: bool,
+}
+
+impl Notifier {
+    /// Queues wake-ups for `queues`, whose tasks have committed, and starts a flush unless
+    /// one is running (it takes these along before it ends).
+    pub fn committed(self: &Arc<Self>, pool: &PgPool, queues: &[String]) {
+        if queues.is_empty() {
+            return;
+        }
+        {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            s.queues.extend(queues.iter().cloned());
+            if s.flushing {
+                return;
+            }
+            s.flushing = true;
+        }
+        let me = self.clone();
+        let pool = pool.clone();
+        tokio::spawn(async move { me.flush(pool).await });
+    }
+
+    /// Sends what is pending until nothing is; the flag is cleared under the same lock
+    /// that finds the set empty, so no queue is left behind without a flush to send it.
+    async fn flush(&self, pool: PgPool) {
+        loop {
+            let queues: Vec<String> = {
+                let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if s.queues.is_empty() {
+                    s.flushing = false;
+                    return;
+                }
+                std::mem::take(&mut s.queues).into_iter().collect()
+            };
+            let sent = sqlx::query(SEND)
+                .bind(WAKE_CHANNEL)
+                .bind(&queues)
+                .execute(&pool)
+                .await;
+            if let Err(e) = sent {
+                // Best effort: the workers of these queues find the tasks when they poll.
+                tracing::debug!(error = %e, "tasktable: could not send wake-ups");
+            }
         }
     }
 }
