@@ -144,6 +144,7 @@ macro_rules! conformance_suite {
     ($backend:ty) => {
         $crate::conformance_suite!(@area $backend, submit, 2;
             submit::batch::submit_returns_ids_and_applies_defaults,
+            submit::batch::a_task_submitted_alone_is_stored_as_in_a_batch,
             submit::batch::submit_rejects_a_bad_batch_and_writes_nothing,
             submit::batch::transactional_submit_commits_and_rolls_back_with_the_caller,
             submit::idempotency::idempotent_submit_returns_the_existing_task,

@@ -1,4 +1,7 @@
--- Inserts a batch of tasks in one statement. One input row per task:
+-- Inserts submitted tasks. Two statements, separated by a line holding only `;`: the first
+-- inserts a batch, the second one task.
+--
+-- The first inserts a batch of tasks in one statement. One input row per task:
 -- $1 kinds, $2 queues, $3 states, $4 payloads, $5 keys, $6 idempotency keys, $7 priorities,
 -- $8 run_at (NULL: now + delay), $9 delays in µs, $10 max attempts, $11 backoff initial ms,
 -- $12 multipliers, $13 backoff max ms, $14 jitters, $15 timeouts ms, $17 targets (core's
@@ -54,3 +57,26 @@ SELECT input.ord, inserted.id, inserted.due
        /* WAKE */
 FROM input LEFT JOIN inserted ON inserted.id = input.id
 ORDER BY input.ord
+;
+-- The second statement inserts one task: the form a submit of a single task uses, since
+-- the batch's machinery above (the input unnested from arrays, ids drawn ahead, the answer
+-- joined back to the input) costs a lone row about a third of the statement's CPU
+-- (docs/benchmarks.md, section 23). Same parameters, each a single value instead of an
+-- array, and the same columns and rules as the batch's, which a conformance case holds
+-- them to (a task submitted alone is stored as it is inside a batch); the id comes from
+-- the identity column. The ON_CONFLICT and WAKE markers work as the batch's (WAKE reads
+-- the inserted row instead of `inserted`): a task whose idempotency key exists is not
+-- inserted and returns no row.
+INSERT INTO tasktable_tasks (
+    kind, queue, state, payload, task_key, idempotency_key, priority, run_at, max_attempts,
+    backoff_initial_ms, backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms,
+    target, affinity_ms, created_by, created_at, updated_at
+)
+SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::text, $6::text, $7::int,
+       coalesce($8::timestamptz, clock.now + $9::bigint * interval '1 microsecond'), $10::int,
+       $11::bigint, $12::float8, $13::bigint, $14::float8, $15::bigint,
+       $17::text, $18::bigint, $19::text, clock.now, clock.now
+FROM (SELECT coalesce($16::timestamptz, now()) AS now) AS clock
+/* ON_CONFLICT */
+RETURNING 1::bigint AS ord, id, state = 'pending' AND run_at <= created_at AS due
+          /* WAKE */

@@ -1,5 +1,6 @@
-//! Creating tasks: one INSERT for the whole batch, then one lookup for the idempotency
-//! keys that already existed.
+//! Creating tasks: one INSERT for the whole batch (a statement of its own for a single
+//! task, which skips the batch's machinery), then one lookup for the idempotency keys that
+//! already existed.
 
 use crate::{db, micros};
 use chrono::{DateTime, Utc};
@@ -9,38 +10,45 @@ use std::sync::LazyLock;
 use tasktable_core::{NewTask, TaskState};
 use tasktable_store::{StoreError, StoreResult, Submitted};
 
+/// The batch's statement and the one-row statement, separated by a line holding only `;`.
 const INSERT: &str = include_str!("../queries/task_insert.sql");
 const BY_KEY: &str = include_str!("../queries/task_by_idempotency_key.sql");
 
-/// The insert's four forms: with or without the conflict clause for idempotency keys,
-/// notifying in the statement or not.
-static INSERTS: LazyLock<[String; 4]> = LazyLock::new(|| {
-    let form = |keyed: bool, notify: bool| {
-        INSERT
-            .replace(
-                "/* ON_CONFLICT */",
-                if keyed {
-                    "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
-                } else {
-                    ""
-                },
-            )
-            .replace(
-                "/* WAKE */",
-                if notify {
-                    ", CASE WHEN inserted.due THEN pg_notify('tasktable_wake', inserted.queue) END AS woke"
-                } else {
-                    ""
-                },
-            )
+/// Each statement's four forms: with or without the conflict clause for idempotency keys,
+/// notifying in the statement or not. `[batch, one]`.
+static INSERTS: LazyLock<[[String; 4]; 2]> = LazyLock::new(|| {
+    let (batch, one) = INSERT
+        .split_once("\n;\n")
+        .expect("task_insert.sql holds two statements");
+    let forms = |sql: &str, wake: &str| {
+        let form = |keyed: bool, notify: bool| {
+            sql.replace("/* ON_CONFLICT */", if keyed { ON_CONFLICT } else { "" })
+                .replace("/* WAKE */", if notify { wake } else { "" })
+        };
+        [
+            form(false, false),
+            form(false, true),
+            form(true, false),
+            form(true, true),
+        ]
     };
     [
-        form(false, false),
-        form(false, true),
-        form(true, false),
-        form(true, true),
+        // The batch reads the flag and queue from the insert's answer; the one-row form's
+        // RETURNING reads the row itself.
+        forms(
+            batch,
+            ", CASE WHEN inserted.due THEN pg_notify('tasktable_wake', inserted.queue) END AS woke",
+        ),
+        forms(
+            one,
+            ", CASE WHEN state = 'pending' AND run_at <= created_at \
+               THEN pg_notify('tasktable_wake', queue) END AS woke",
+        ),
     ]
 });
+
+const ON_CONFLICT: &str =
+    "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
 
 /// Who sends the wake-ups of the tasks an insert makes due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,88 +83,46 @@ pub async fn insert(
             due_queues: Vec::new(),
         });
     }
-    let state = |t: &NewTask| {
-        if t.held {
-            TaskState::Held
-        } else {
-            TaskState::Pending
-        }
-    };
     let keyed = tasks.iter().any(|t| t.idempotency_key.is_some());
-    let sql = &INSERTS[usize::from(keyed) * 2 + usize::from(wake == Wake::AtCommit)];
-    let rows = sqlx::query(sql)
-        .bind(tasks.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>())
-        .bind(tasks.iter().map(|t| t.queue.as_str()).collect::<Vec<_>>())
-        .bind(tasks.iter().map(|t| state(t).as_str()).collect::<Vec<_>>())
-        .bind(tasks.iter().map(|t| t.payload.clone()).collect::<Vec<_>>())
-        .bind(tasks.iter().map(|t| t.key.clone()).collect::<Vec<_>>())
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.idempotency_key.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(tasks.iter().map(|t| t.priority).collect::<Vec<_>>())
-        .bind(tasks.iter().map(|t| t.run_at).collect::<Vec<_>>())
-        .bind(
-            tasks
-                .iter()
-                .map(|t| micros(t.delay.unwrap_or_default()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.max_attempts as i32)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.backoff.initial.as_millis() as i64)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.backoff.multiplier)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.backoff.max.as_millis() as i64)
-                .collect::<Vec<_>>(),
-        )
-        .bind(tasks.iter().map(|t| t.backoff.jitter).collect::<Vec<_>>())
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.timeout.map(|d| d.as_millis() as i64))
-                .collect::<Vec<_>>(),
-        )
-        .bind(now)
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.target.to_column())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.affinity.map(|d| d.as_millis() as i64))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            tasks
-                .iter()
-                .map(|t| t.created_by.as_ref().map(|a| a.to_column()))
-                .collect::<Vec<_>>(),
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?;
+    let one = tasks.len() == 1;
+    let sql =
+        &INSERTS[usize::from(one)][usize::from(keyed) * 2 + usize::from(wake == Wake::AtCommit)];
+    let query = sqlx::query(sql);
+    // Each column once: a single value for the one-row statement, an array for the batch.
+    macro_rules! column {
+        ($query:expr, |$t:ident| $value:expr) => {
+            if one {
+                let $t = &tasks[0];
+                $query.bind($value)
+            } else {
+                $query.bind(tasks.iter().map(|$t| $value).collect::<Vec<_>>())
+            }
+        };
+    }
+    let query = column!(query, |t| t.kind.as_str());
+    let query = column!(query, |t| t.queue.as_str());
+    let query = column!(query, |t| if t.held {
+        TaskState::Held.as_str()
+    } else {
+        TaskState::Pending.as_str()
+    });
+    let query = column!(query, |t| &t.payload);
+    let query = column!(query, |t| t.key.as_deref());
+    let query = column!(query, |t| t.idempotency_key.as_deref());
+    let query = column!(query, |t| t.priority);
+    let query = column!(query, |t| t.run_at);
+    let query = column!(query, |t| micros(t.delay.unwrap_or_default()));
+    let query = column!(query, |t| t.max_attempts as i32);
+    let query = column!(query, |t| t.backoff.initial.as_millis() as i64);
+    let query = column!(query, |t| t.backoff.multiplier);
+    let query = column!(query, |t| t.backoff.max.as_millis() as i64);
+    let query = column!(query, |t| t.backoff.jitter);
+    let query = column!(query, |t| t.timeout.map(|d| d.as_millis() as i64));
+    let query = query.bind(now);
+    let query = column!(query, |t| t.target.to_column());
+    let query = column!(query, |t| t.affinity.map(|d| d.as_millis() as i64));
+    let query = column!(query, |t| t.created_by.as_ref().map(|a| a.to_column()));
+    let rows = query.fetch_all(&mut *conn).await.map_err(db)?;
 
     let mut ids: Vec<Option<i64>> = vec![None; tasks.len()];
     let mut due_queues = Vec::new();

@@ -1,12 +1,13 @@
 //! A submit is one batch: ids come back in submit order with the documented defaults
-//! applied, one bad task refuses the whole batch, and a submit inside the caller's
-//! transaction commits or rolls back with it.
+//! applied, a task submitted alone is stored as it is inside a batch, one bad task
+//! refuses the whole batch, and a submit inside the caller's transaction commits or
+//! rolls back with it.
 
 use crate::pinned::{at, claim_params, get, submit_at, submit_one, t0};
 use crate::Backend;
 use serde_json::json;
 use std::time::Duration;
-use tasktable_core::{Backoff, NewTask, TaskState};
+use tasktable_core::{Actor, ActorKind, Backoff, NewTask, Target, TaskState};
 use tasktable_store::*;
 
 pub async fn submit_returns_ids_and_applies_defaults(db: &impl Backend) {
@@ -43,6 +44,66 @@ pub async fn submit_returns_ids_and_applies_defaults(db: &impl Backend) {
     let h = get(&*s, held).await;
     assert_eq!(h.state, TaskState::Held);
     assert_eq!(h.run_at, at(90));
+}
+
+/// A store may insert a lone task with a statement of its own (PostgreSQL does): every
+/// column it writes must come out as the batch's does, for tasks that set every field
+/// and for tasks that set none.
+pub async fn a_task_submitted_alone_is_stored_as_in_a_batch(db: &impl Backend) {
+    let s = db.store().await;
+    let full = |idem: &str| {
+        NewTask::new("full", json!({"nested": {"n": [1, 2.5, "x"]}, "t": true}))
+            .queue("q1")
+            .key("order-7")
+            .idempotency_key(idem)
+            .priority(-3)
+            .max_attempts(7)
+            .backoff(Backoff {
+                initial: Duration::from_millis(1500),
+                multiplier: 3.0,
+                max: Duration::from_secs(600),
+                jitter: 0.25,
+            })
+            .timeout(Duration::from_millis(45_500))
+            .target(Target::Groups(vec!["gpu".into(), "eu".into()]))
+            .affinity(Duration::from_secs(30))
+            .created_by(Actor::new(ActorKind::Token, "ci", Some("operator")))
+    };
+    let shapes = [
+        (full("alone-1"), full("batch-1")),
+        (
+            full("alone-2")
+                .held(true)
+                .delay(Duration::from_millis(2500)),
+            full("batch-2")
+                .held(true)
+                .delay(Duration::from_millis(2500)),
+        ),
+        (
+            full("alone-3").run_at(at(3600)),
+            full("batch-3").run_at(at(3600)),
+        ),
+        (
+            NewTask::new("bare", json!(null)),
+            NewTask::new("bare", json!(null)),
+        ),
+    ];
+    for (alone, in_batch) in shapes {
+        let one = submit_at(&*s, vec![alone], t0()).await[0];
+        let both = submit_at(&*s, vec![in_batch, NewTask::new("other", json!(0))], t0()).await;
+        let mut a = get(&*s, one).await;
+        let mut b = get(&*s, both[0]).await;
+        assert_ne!(a.id, b.id);
+        b.id = a.id;
+        // The idempotency keys differ on purpose: equal ones would be one task.
+        if let (Some(ka), Some(kb)) = (&a.idempotency_key, &mut b.idempotency_key) {
+            assert_eq!(ka.replace("alone", "batch"), *kb);
+            *kb = ka.clone();
+        }
+        a.lease_credential = None;
+        b.lease_credential = None;
+        assert_eq!(a, b, "a task submitted alone is stored as in a batch");
+    }
 }
 
 pub async fn submit_rejects_a_bad_batch_and_writes_nothing(db: &impl Backend) {
