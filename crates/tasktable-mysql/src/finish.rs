@@ -20,12 +20,14 @@ use chrono::{DateTime, Utc};
 use sqlx::mysql::MySqlArguments;
 use sqlx::query::Query;
 use sqlx::{MySql, MySqlConnection, Row};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use tasktable_core::TaskState;
 use tasktable_sql::hot::expand;
 use tasktable_sql::{rules, Dialect};
-use tasktable_store::{FinishParams, FinishRow, StoreError, StoreResult};
+use tasktable_store::{
+    finish_applies, FinishFence, FinishParams, FinishRow, StoreError, StoreResult,
+};
 
 const LOCK: &str = include_str!("../queries/task_finish_lock.sql");
 /// The update, with core's affinity and retry rules over the unaliased task row.
@@ -66,28 +68,22 @@ pub async fn finish(
     let now = clock::now(conn, p.now).await?;
     let current = lock(conn, rows).await?;
 
-    // Items in task id order; of two items for one task only the first can apply.
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by_key(|&i| rows[i].task_id);
-    let mut applied = vec![false; rows.len()];
-    let mut taken = HashSet::new();
-    let mut chosen = Vec::new();
-    for i in order {
-        let r = &rows[i];
-        let Some(c) = current.get(&r.task_id) else {
-            continue;
-        };
-        let expired = c.lease_expires_at.is_some_and(|t| t <= now);
-        if c.running
-            && c.token == r.token
-            && c.credential == r.credential
-            && (!p.only_if_expired || expired)
-            && taken.insert(r.task_id)
-        {
-            applied[i] = true;
-            chosen.push(i);
-        }
-    }
+    let fences = current
+        .iter()
+        .map(|(&id, c)| {
+            let fence = FinishFence {
+                token: c.token,
+                credential: c.credential.clone(),
+                running: c.running,
+                expired: c.lease_expires_at.is_some_and(|t| t <= now),
+            };
+            (id, fence)
+        })
+        .collect();
+    let applied = finish_applies(rows, &fences, p.only_if_expired);
+    // Written in task id order, the order of every write of this store.
+    let mut chosen: Vec<usize> = (0..rows.len()).filter(|&i| applied[i]).collect();
+    chosen.sort_by_key(|&i| rows[i].task_id);
 
     let mut requeued = Vec::new();
     for chunk in chosen.chunks(CHUNK) {

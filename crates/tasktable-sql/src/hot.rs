@@ -30,9 +30,10 @@
 //! (`{task_claim_select}`), and its
 //! `attempt_insert.sql` and `queues_to_wake.sql` are the `history` CTE and the last
 //! `SELECT` of its `task_finish.sql`; on SQLite and PostgreSQL `queue_paused.sql` is the
-//! `NOT EXISTS` of `task_claim_select.sql`. Only `task_finish_lock.sql` has no SQL outside
-//! MySQL, and says why: PostgreSQL's `UPDATE` locks and re-checks the fence itself, and
-//! SQLite holds the only write lock. MySQL reads the rows it claimed back with
+//! `NOT EXISTS` of `task_claim_select.sql`. Only PostgreSQL's `task_finish_lock.sql` has
+//! no SQL, and says why: its `UPDATE` locks and re-checks the fence itself; SQLite's is a
+//! plain read (it holds the only write lock), from which it chooses the items that apply
+//! before it writes them all at once. MySQL reads the rows it claimed back with
 //! [`crate::query::get_many`], the shared layer's query of tasks by id.
 //!
 //! A file names the parts it is built from by markers in braces: another file of the same

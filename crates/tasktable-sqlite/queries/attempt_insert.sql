@@ -1,15 +1,18 @@
--- Records the attempt task_finish.sql is about to end, from the row as the attempt left
--- it (run_at is still the time the task was due), under the same fence. Runs first, in
--- the same write transaction; no row inserted means the lease was lost. ?1 new state
--- (NULL for a retry: core's rule, expanded from its marker, picks pending or failed from
--- the row's attempt and current max_attempts), ?2 outcome, ?3 error, ?4 now, ?5 id, ?6 token,
--- ?7 1 to apply only if the lease or deadline passed, ?8 credential (`IS`: NULL matches
--- NULL).
+-- Records the attempts task_finish.sql is about to end, one history row per chosen item in
+-- input order, from the rows as the attempts left them (run_at is still the time the task
+-- was due), under the same fence. Runs first, in the same write transaction. ?1 the chosen
+-- items (one per task, read as rows by the finish_items marker), ?2 now, ?3 1 to apply
+-- only if the lease or deadline passed. An item without a new state is a retry: core's
+-- rule, expanded from its marker, picks pending or failed from the row's attempt and
+-- current max_attempts. The items come first (CROSS JOIN) and find their rows by id;
+-- `+state` keeps the state index out of it, as in task_finish.sql.
 INSERT INTO tasktable_attempts
     (task_id, attempt, worker_id, worker_host, started_at, finished_at, outcome, error,
      queue, kind, due_at, task_state)
-SELECT id, attempt, worker_id, worker_host, started_at, ?4, ?2, ?3,
-       queue, kind, run_at, coalesce(?1, {retry_state})
-FROM tasktable_tasks
-WHERE id = ?5 AND lease_token = ?6 AND state = 'running' AND lease_credential IS ?8
-  AND (?7 = 0 OR lease_expires_at <= ?4)
+SELECT id, attempt, worker_id, worker_host, started_at, ?2, i_outcome, i_error,
+       queue, kind, run_at, coalesce(i_state, {retry_state})
+FROM ({finish_items}) AS items
+CROSS JOIN tasktable_tasks ON id = i_id
+WHERE lease_token = i_token AND +state = 'running' AND lease_credential IS i_credential
+  AND (?3 = 0 OR lease_expires_at <= ?2)
+ORDER BY i_ord

@@ -1,5 +1,10 @@
--- No statement on SQLite. MySQL locks a finish's rows and reads their fences before it
--- writes, because it cannot tell from one UPDATE which rows matched. Here the finish runs
--- in a write transaction (BEGIN IMMEDIATE) that holds the database's only write lock from
--- its first statement, and attempt_insert.sql and task_finish.sql state the fence in
--- their own WHERE: a row that does not match is simply not written.
+-- Reads the fences of a finish's tasks before it writes: the items that apply are chosen
+-- from these rows (tasktable_store::finish_applies, as on MySQL), then recorded and ended
+-- by one statement each for the whole batch (attempt_insert.sql, task_finish.sql). Nothing
+-- to lock: the finish runs in a write transaction (BEGIN IMMEDIATE) that holds the
+-- database's only write lock from its first statement, so these rows cannot change before
+-- the writes, which state the fence again. ?1 the tasks' ids (a JSON array), ?2 now.
+SELECT id, lease_token, lease_credential, state = 'running' AS running,
+       coalesce(lease_expires_at <= ?2, 0) AS expired
+FROM tasktable_tasks
+WHERE id IN (SELECT value FROM json_each(?1))

@@ -5,7 +5,9 @@
 use crate::sql::Row;
 use crate::time::{plus, to_text};
 use crate::{db, now_or_db, SqliteStore};
+use chrono::{DateTime, Utc};
 use sqlx::{Row as _, SqliteConnection};
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use tasktable_core::{Lease, Target, Task, TaskState};
 use tasktable_sql::hot::expand;
@@ -23,21 +25,39 @@ const CLAIM: &str = include_str!("../queries/task_claim.sql");
 const RENEW: &str = include_str!("../queries/task_renew.sql");
 const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
-static ATTEMPT_INSERT: LazyLock<String> =
-    LazyLock::new(|| with_retry_state(include_str!("../queries/attempt_insert.sql")));
+const FINISH_LOCK: &str = include_str!("../queries/task_finish_lock.sql");
+static ATTEMPT_INSERT: LazyLock<String> = LazyLock::new(|| {
+    with_retry_state(&expand(
+        include_str!("../queries/attempt_insert.sql"),
+        &[("finish_items", FINISH_ITEMS)],
+    ))
+});
 /// The finish, with core's affinity rule (which names the retry rule) and retry rule.
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     let affinity = rules::affinity(
         Dialect::Sqlite,
         "",
-        &format!("coalesce(?1, {{{}}}) = 'pending'", rules::RETRY_STATE),
-        "?2",
+        &format!("coalesce(i_state, {{{}}}) = 'pending'", rules::RETRY_STATE),
+        "i_run_at",
     );
     with_retry_state(&expand(
         include_str!("../queries/task_finish.sql"),
-        &[(rules::AFFINITY, &affinity)],
+        &[(rules::AFFINITY, &affinity), ("finish_items", FINISH_ITEMS)],
     ))
 });
+/// The chosen items of a finish as rows, from the JSON array bound as ?1 ([`items_json`]):
+/// one array per item, in input order.
+const FINISH_ITEMS: &str = "SELECT key AS i_ord,
+       json_extract(value, '$[0]') AS i_id,
+       json_extract(value, '$[1]') AS i_state,
+       json_extract(value, '$[2]') AS i_run_at,
+       json_extract(value, '$[3]') AS i_refund,
+       json_extract(value, '$[4]') AS i_result,
+       json_extract(value, '$[5]') AS i_error,
+       json_extract(value, '$[6]') AS i_outcome,
+       json_extract(value, '$[7]') AS i_token,
+       json_extract(value, '$[8]') AS i_credential
+    FROM json_each(?1)";
 const QUEUES_TO_WAKE: &str = include_str!("../queries/queues_to_wake.sql");
 static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
     expand(
@@ -212,56 +232,104 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
     Ok(out)
 }
 
-/// Ends the attempts of `p` on the writer connection: which applied, and the tasks given
-/// back without delay.
+/// Ends the attempts of `p` on the writer connection, in three statements whatever their
+/// number: the fences read (task_finish_lock.sql), the items that apply chosen as every
+/// store chooses them, then their history rows and their ends written for all of them at
+/// once. Returns which applied, and the tasks given back without delay.
 async fn finish_in(
     tx: &mut SqliteConnection,
     p: FinishParams,
 ) -> StoreResult<(Vec<bool>, Vec<i64>)> {
     let now = now_or_db(&mut *tx, p.now).await?;
     let now_text = to_text(now);
-    let mut out = Vec::with_capacity(p.items.len());
-    let mut requeued = Vec::new();
-    for item in &p.items {
-        let r = item.row();
-        let recorded = sqlx::query(&ATTEMPT_INSERT)
-            .bind(r.new_state.map(|s| s.as_str()))
-            .bind(r.outcome.as_str())
-            .bind(&r.error)
-            .bind(&now_text)
-            .bind(r.task_id)
-            .bind(r.token)
-            .bind(p.only_if_expired)
-            .bind(&r.credential)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        if recorded.rows_affected() != 1 {
-            out.push(false);
-            continue;
-        }
-        // The write transaction holds the database: the row the attempt was recorded
-        // from is the row this updates.
-        sqlx::query(&FINISH)
-            .bind(r.new_state.map(|s| s.as_str()))
-            .bind(to_text(plus(now, r.delay)))
-            .bind(i64::from(r.refund_attempt))
-            .bind(r.result.as_ref().map(|v| v.to_string()))
-            .bind(&r.error)
-            .bind(&now_text)
-            .bind(r.task_id)
-            .bind(r.token)
-            .bind(p.only_if_expired)
-            .bind(&r.credential)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        if r.delay.is_zero() && r.new_state != Some(TaskState::Succeeded) {
-            requeued.push(r.task_id);
-        }
-        out.push(true);
+    let rows: Vec<FinishRow> = p.items.iter().map(FinishItem::row).collect();
+    let ids = serde_json::to_string(&rows.iter().map(|r| r.task_id).collect::<Vec<_>>())
+        .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+    let fences = sqlx::query(FINISH_LOCK)
+        .bind(ids)
+        .bind(&now_text)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db)?
+        .into_iter()
+        .map(|r| {
+            let fence = FinishFence {
+                token: r.try_get("lease_token")?,
+                credential: r.try_get("lease_credential")?,
+                running: r.try_get("running")?,
+                expired: r.try_get("expired")?,
+            };
+            Ok((r.try_get("id")?, fence))
+        })
+        .collect::<Result<HashMap<i64, FinishFence>, sqlx::Error>>()
+        .map_err(db)?;
+    let applied = finish_applies(&rows, &fences, p.only_if_expired);
+    let chosen: Vec<&FinishRow> = rows
+        .iter()
+        .zip(&applied)
+        .filter(|(_, a)| **a)
+        .map(|(r, _)| r)
+        .collect();
+    if chosen.is_empty() {
+        return Ok((applied, Vec::new()));
     }
-    Ok((out, requeued))
+    let items = items_json(&chosen, now)?;
+    let recorded = sqlx::query(&ATTEMPT_INSERT)
+        .bind(&items)
+        .bind(&now_text)
+        .bind(p.only_if_expired)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    let ended = sqlx::query(&FINISH)
+        .bind(&items)
+        .bind(&now_text)
+        .bind(p.only_if_expired)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    // The write transaction holds the database: the rows the fences were read from are
+    // the rows these wrote.
+    let n = chosen.len() as u64;
+    if recorded.rows_affected() != n || ended.rows_affected() != n {
+        return Err(StoreError::Database(
+            format!(
+                "finish chose {n} items but recorded {} and ended {}",
+                recorded.rows_affected(),
+                ended.rows_affected()
+            )
+            .into(),
+        ));
+    }
+    let requeued = chosen
+        .iter()
+        .filter(|r| r.delay.is_zero() && r.new_state != Some(TaskState::Succeeded))
+        .map(|r| r.task_id)
+        .collect();
+    Ok((applied, requeued))
+}
+
+/// The chosen items as [`FINISH_ITEMS`] reads them: `[id, new state, run_at if it goes
+/// back to pending, 1 to give the attempt back, result (its JSON text, as a string),
+/// error, outcome, token, credential]` each.
+fn items_json(chosen: &[&FinishRow], now: DateTime<Utc>) -> StoreResult<String> {
+    let items: Vec<serde_json::Value> = chosen
+        .iter()
+        .map(|r| {
+            serde_json::json!([
+                r.task_id,
+                r.new_state.map(|s| s.as_str()),
+                to_text(plus(now, r.delay)),
+                i64::from(r.refund_attempt),
+                r.result.as_ref().map(|v| v.to_string()),
+                r.error,
+                r.outcome.as_str(),
+                r.token,
+                r.credential,
+            ])
+        })
+        .collect();
+    serde_json::to_string(&items).map_err(|e| StoreError::InvalidInput(e.to_string()))
 }
 
 pub async fn list_expired(conn: &mut SqliteConnection, p: ExpiredParams) -> StoreResult<Vec<Task>> {

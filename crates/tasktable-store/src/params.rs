@@ -385,6 +385,40 @@ impl FinishItem {
     }
 }
 
+/// What decides whether a finish's item applies: its task's row, as a store that chooses
+/// the items before writing them read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishFence {
+    pub token: i64,
+    pub credential: Option<String>,
+    pub running: bool,
+    /// The lease has run out (`lease_expires_at <= now`).
+    pub expired: bool,
+}
+
+/// Which items of a finish apply, one flag per item in input order: the task is
+/// `running` under the item's token and credential (the credential matched null-safely),
+/// its lease has run out when `only_if_expired` (the rescuer's finish), and no earlier
+/// item for the same task applied: of two items for one task, the first whose fence
+/// matches, in input order. PostgreSQL makes the same choice inside its statement.
+pub fn finish_applies(
+    rows: &[FinishRow],
+    fences: &std::collections::HashMap<TaskId, FinishFence>,
+    only_if_expired: bool,
+) -> Vec<bool> {
+    let mut taken = std::collections::HashSet::new();
+    rows.iter()
+        .map(|r| {
+            fences.get(&r.task_id).is_some_and(|f| {
+                f.running
+                    && f.token == r.token
+                    && f.credential == r.credential
+                    && (!only_if_expired || f.expired)
+            }) && taken.insert(r.task_id)
+        })
+        .collect()
+}
+
 /// The row a fenced write did not match, as [`lost_lease_status`] reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseRow {
@@ -502,4 +536,60 @@ pub struct Purged {
     /// earlier when statistics have not been rolled up that far yet (a purge never takes
     /// what statistics still read from the raw rows).
     pub cutoff: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn item(task_id: TaskId, token: i64, credential: &str) -> FinishRow {
+        FinishRow {
+            task_id,
+            token,
+            credential: Some(credential.into()),
+            new_state: Some(TaskState::Succeeded),
+            delay: Duration::ZERO,
+            refund_attempt: false,
+            result: None,
+            error: None,
+            outcome: AttemptOutcome::Succeeded,
+        }
+    }
+
+    fn fence(token: i64, credential: &str, running: bool, expired: bool) -> FinishFence {
+        FinishFence {
+            token,
+            credential: Some(credential.into()),
+            running,
+            expired,
+        }
+    }
+
+    #[test]
+    fn the_first_item_whose_fence_matches_applies_once_per_task() {
+        let fences = HashMap::from([
+            (1, fence(5, "c1", true, false)),
+            (2, fence(3, "c2", true, true)),
+            (3, fence(1, "c3", false, true)),
+        ]);
+        let rows = [
+            item(1, 4, "c1"),    // a stale token
+            item(1, 5, "c1"),    // the first that matches
+            item(1, 5, "c1"),    // a second for the same task
+            item(2, 3, "other"), // a wrong credential
+            item(2, 3, "c2"),
+            item(3, 1, "c3"), // not running
+            item(4, 1, "c4"), // no such task
+        ];
+        assert_eq!(
+            finish_applies(&rows, &fences, false),
+            [false, true, false, false, true, false, false]
+        );
+        // The rescuer's finish: only leases that ran out.
+        assert_eq!(
+            finish_applies(&rows, &fences, true),
+            [false, false, false, false, true, false, false]
+        );
+    }
 }
