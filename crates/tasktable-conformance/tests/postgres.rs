@@ -331,6 +331,34 @@ async fn each_lane_of_the_claim_reads_its_own_index_and_away_tasks_cost_only_the
     assert_eq!(ids, [&own[..], &open[..7]].concat());
 }
 
+/// A store closed right after a submit returned still sends that submit's wake-up: the
+/// wake-ups go out after the commit, and `close` waits for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_closed_after_a_submit_still_sends_its_wake_up() {
+    let Some(db) = Postgres::fresh().await else {
+        return;
+    };
+    let listener = db.store().await;
+    let mut wakes = listener.subscribe().await.expect("subscribe");
+    for round in 0..5 {
+        let producer = PgStore::open(db.0.url()).await.expect("open postgres");
+        let queue = format!("closing-{round}");
+        producer
+            .task_submit(SubmitParams {
+                tasks: vec![NewTask::new("k", json!(round)).queue(queue.clone())],
+                now: None,
+            })
+            .await
+            .unwrap();
+        producer.close().await;
+        let wake = tokio::time::timeout(Duration::from_secs(20), wakes.recv())
+            .await
+            .expect("the wake-up of a submit that returned before close")
+            .expect("wake-up stream");
+        assert_eq!(wake.queue, queue);
+    }
+}
+
 /// Submits wake the workers of other processes through NOTIFY: a store with a pool and
 /// listener of its own hears of every queue that got a task due now, and of none that got
 /// only a task due later, when many submits commit at once. A wake-up is sent only after

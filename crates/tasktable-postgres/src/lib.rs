@@ -40,6 +40,9 @@ pub use sqlx::postgres::PgConnection as Connection;
 /// The NOTIFY channel; the payload is the queue that may have due work.
 pub const WAKE_CHANNEL: &str = "tasktable_wake";
 
+/// How long [`PgStore::close`] waits for the wake-ups of committed submits to be sent.
+pub const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How to connect to the database.
 #[derive(Debug, Clone)]
 pub struct PgConfig {
@@ -152,8 +155,10 @@ impl PgStore {
         }
     }
 
-    /// Stops the wake listener and closes the pool.
+    /// Sends the wake-ups of the submits that have returned (waiting at most
+    /// [`CLOSE_WAIT`] for them), stops the wake listener and closes the pool.
     pub async fn close(&self) {
+        let _ = tokio::time::timeout(CLOSE_WAIT, self.notifier.settle()).await;
         self.wake.stop();
         self.pool.close().await;
     }

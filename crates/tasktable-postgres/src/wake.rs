@@ -167,14 +167,17 @@ const SEND: &str = "SELECT set_config('synchronous_commit', 'off', true), pg_not
 /// commit that is held until the commit record is flushed, so submits that each notified
 /// in their own statement could not share a WAL flush, and concurrent submitters queued
 /// behind one another (docs/benchmarks.md, section 23). Here a committed submit only adds
-/// its queues to a set; one flush at a time sends the whole set in one statement, which
-/// writes no WAL. Submits that commit while a flush is on its way are sent by the next,
-/// so under load many submits share one notification, and a lone submit's goes out at
-/// once. A flush task exists only while there is something to send, and holds the pool
-/// only meanwhile.
+/// its queues to a set; one flush at a time sends the whole set in one statement, whose
+/// transaction writes only its commit record and does not wait for it to reach the disk.
+/// Submits that commit while a flush is on its way are sent by the next, so under load
+/// many submits share one notification, and a lone submit's goes out at once. A flush
+/// task exists only while there is something to send, and holds the pool only meanwhile;
+/// `PgStore::close` waits for it ([`Notifier::settle`]).
 #[derive(Debug, Default)]
 pub struct Notifier {
     state: Mutex<Pending>,
+    /// Signalled whenever a flush ends.
+    idle: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -183,7 +186,28 @@ struct Pending {
     flushing: bool,
 }
 
+/// While a flush runs. Should the flush task end without emptying the set (its runtime
+/// shut down, or it panicked), dropping this clears the flag, so the next committed
+/// submit starts a flush again instead of finding one forever running.
+struct Flushing<'a> {
+    notifier: &'a Notifier,
+    armed: bool,
+}
+
+impl Drop for Flushing<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.notifier.lock().flushing = false;
+        }
+        self.notifier.idle.notify_waiters();
+    }
+}
+
 impl Notifier {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Queues wake-ups for `queues`, whose tasks have committed, and starts a flush unless
     /// one is running (it takes these along before it ends).
     pub fn committed(self: &Arc<Self>, pool: &PgPool, queues: &[String]) {
@@ -191,7 +215,7 @@ impl Notifier {
             return;
         }
         {
-            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut s = self.lock();
             s.queues.extend(queues.iter().cloned());
             if s.flushing {
                 return;
@@ -206,11 +230,16 @@ impl Notifier {
     /// Sends what is pending until nothing is; the flag is cleared under the same lock
     /// that finds the set empty, so no queue is left behind without a flush to send it.
     async fn flush(&self, pool: PgPool) {
+        let mut guard = Flushing {
+            notifier: self,
+            armed: true,
+        };
         loop {
             let queues: Vec<String> = {
-                let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let mut s = self.lock();
                 if s.queues.is_empty() {
                     s.flushing = false;
+                    guard.armed = false;
                     return;
                 }
                 std::mem::take(&mut s.queues).into_iter().collect()
@@ -222,8 +251,21 @@ impl Notifier {
                 .await;
             if let Err(e) = sent {
                 // Best effort: the workers of these queues find the tasks when they poll.
-                tracing::debug!(error = %e, "tasktable: could not send wake-ups");
+                tracing::warn!(error = %e, "tasktable: could not send wake-ups");
             }
+        }
+    }
+
+    /// Waits until no flush is running, so the wake-ups of every submit that has
+    /// returned have been sent.
+    pub async fn settle(&self) {
+        loop {
+            let mut ended = std::pin::pin!(self.idle.notified());
+            ended.as_mut().enable();
+            if !self.lock().flushing {
+                return;
+            }
+            ended.await;
         }
     }
 }

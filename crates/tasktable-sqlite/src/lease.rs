@@ -45,6 +45,9 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
         &[(rules::AFFINITY, &affinity), ("finish_items", FINISH_ITEMS)],
     ))
 });
+/// Most items a finish writes per statement: bounds the JSON text bound as one value (a
+/// result may be large, and SQLite caps a value at 1e9 bytes).
+const FINISH_CHUNK: usize = 500;
 /// The chosen items of a finish as rows, from the JSON array bound as ?1 ([`items_json`]):
 /// one array per item, in input order.
 const FINISH_ITEMS: &str = "SELECT key AS i_ord,
@@ -232,10 +235,11 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
     Ok(out)
 }
 
-/// Ends the attempts of `p` on the writer connection, in three statements whatever their
-/// number: the fences read (task_finish_lock.sql), the items that apply chosen as every
-/// store chooses them, then their history rows and their ends written for all of them at
-/// once. Returns which applied, and the tasks given back without delay.
+/// Ends the attempts of `p` on the writer connection, in three statements for up to
+/// [`FINISH_CHUNK`] items (and the clock's read, unless the call gives the time): the
+/// fences read (task_finish_lock.sql), the items that apply chosen as every store chooses
+/// them, then their history rows and their ends written for all of them at once. Returns
+/// which applied, and the tasks given back without delay.
 async fn finish_in(
     tx: &mut SqliteConnection,
     p: FinishParams,
@@ -273,33 +277,35 @@ async fn finish_in(
     if chosen.is_empty() {
         return Ok((applied, Vec::new()));
     }
-    let items = items_json(&chosen, now)?;
-    let recorded = sqlx::query(&ATTEMPT_INSERT)
-        .bind(&items)
-        .bind(&now_text)
-        .bind(p.only_if_expired)
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-    let ended = sqlx::query(&FINISH)
-        .bind(&items)
-        .bind(&now_text)
-        .bind(p.only_if_expired)
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-    // The write transaction holds the database: the rows the fences were read from are
-    // the rows these wrote.
-    let n = chosen.len() as u64;
-    if recorded.rows_affected() != n || ended.rows_affected() != n {
-        return Err(StoreError::Database(
-            format!(
-                "finish chose {n} items but recorded {} and ended {}",
-                recorded.rows_affected(),
-                ended.rows_affected()
-            )
-            .into(),
-        ));
+    for chunk in chosen.chunks(FINISH_CHUNK) {
+        let items = items_json(chunk, now)?;
+        let recorded = sqlx::query(&ATTEMPT_INSERT)
+            .bind(&items)
+            .bind(&now_text)
+            .bind(p.only_if_expired)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        let ended = sqlx::query(&FINISH)
+            .bind(&items)
+            .bind(&now_text)
+            .bind(p.only_if_expired)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        // The write transaction holds the database: the rows the fences were read from
+        // are the rows these wrote.
+        let n = chunk.len() as u64;
+        if recorded.rows_affected() != n || ended.rows_affected() != n {
+            return Err(StoreError::Database(
+                format!(
+                    "finish chose {n} items but recorded {} and ended {}",
+                    recorded.rows_affected(),
+                    ended.rows_affected()
+                )
+                .into(),
+            ));
+        }
     }
     let requeued = chosen
         .iter()
@@ -341,4 +347,68 @@ pub async fn list_expired(conn: &mut SqliteConnection, p: ExpiredParams) -> Stor
         .await
         .map_err(db)?;
     rows.into_iter().map(|r| task_from_row(&Row(r))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use sqlx::Executor;
+    use tasktable_core::NewTask;
+    use tasktable_store::{Store, SubmitParams};
+
+    /// The plan of `sql` (with `binds` as its JSON, time and flag parameters).
+    async fn plan(store: &SqliteStore, sql: &str, items: &str) -> Vec<String> {
+        let mut conn = store.writer.acquire().await.unwrap();
+        sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .bind(items)
+            .bind("2030-01-01T00:00:00.000000Z")
+            .bind(false)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>("detail"))
+            .collect()
+    }
+
+    /// With statistics taken while every task was pending, a finish's writes still find
+    /// their task rows by id, never through the state index (which joined every running
+    /// task to every item and cost twice the CPU per drained task: docs/benchmarks.md,
+    /// section 24).
+    #[tokio::test]
+    async fn a_finish_finds_its_rows_by_id_whatever_the_statistics() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.db");
+        let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
+        store.migrate().await.unwrap();
+        let tasks = (0..2000).map(|i| NewTask::new("k", json!(i))).collect();
+        store
+            .task_submit(SubmitParams { tasks, now: None })
+            .await
+            .unwrap();
+        store
+            .writer
+            .acquire()
+            .await
+            .unwrap()
+            .execute("ANALYZE")
+            .await
+            .unwrap();
+        let items = "[[1, \"succeeded\", \"2030-01-01T00:00:00.000000Z\", 0, null, null, \"succeeded\", 1, null]]";
+        for sql in [ATTEMPT_INSERT.as_str(), FINISH.as_str()] {
+            let plan = plan(&store, sql, items).await;
+            let tasks: Vec<&String> = plan
+                .iter()
+                .filter(|line| line.contains("tasktable_tasks "))
+                .collect();
+            assert!(
+                !tasks.is_empty()
+                    && tasks
+                        .iter()
+                        .all(|line| line.contains("USING INTEGER PRIMARY KEY (rowid=?)")),
+                "the task rows must be found by id: {plan:#?}"
+            );
+        }
+    }
 }

@@ -591,5 +591,19 @@ mod tests {
             finish_applies(&rows, &fences, true),
             [false, false, false, false, true, false, false]
         );
+        // A task claimed before credentials existed matches only an item without one.
+        let unset = FinishFence {
+            credential: None,
+            ..fence(2, "", true, false)
+        };
+        let fences = HashMap::from([(9, unset)]);
+        let without = FinishRow {
+            credential: None,
+            ..item(9, 2, "")
+        };
+        assert_eq!(
+            finish_applies(&[item(9, 2, "x"), without], &fences, false),
+            [false, true]
+        );
     }
 }
