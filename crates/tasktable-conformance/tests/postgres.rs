@@ -361,10 +361,12 @@ async fn a_store_closed_after_a_submit_still_sends_its_wake_up() {
 
 /// Submits wake the workers of other processes through NOTIFY: a store with a pool and
 /// listener of its own hears of every queue that got a task due now, and of none that got
-/// only a task due later, when many submits commit at once. A wake-up is sent only after
-/// the submit that caused it has committed (the store sends it once its autocommitted
-/// insert has returned): at the first wake-up of each queue, heard while the submits are
-/// still running, the listener's own store already finds a task of that queue to claim.
+/// only a task due later, when many submits commit at once: lone tasks (the one-row
+/// statement), a batch, and tasks submitted in the caller's transaction (notified at its
+/// commit), alone and in a batch. A wake-up is sent only after the submit that caused it
+/// has committed (the store's own submit sends it once its autocommitted insert has
+/// returned): at the first wake-up of each queue the listener's own store already finds a
+/// task of that queue to claim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
     let Some(db) = Postgres::fresh().await else {
@@ -396,9 +398,25 @@ async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
                 .unwrap()
         }
     });
+    let batch = (0..3)
+        .map(|i| NewTask::new("k", json!(i)).queue("batch"))
+        .collect();
+    producer
+        .task_submit(SubmitParams {
+            tasks: batch,
+            now: None,
+        })
+        .await
+        .unwrap();
+    for (queue, n) in [("tx-one", 1), ("tx-batch", 2)] {
+        let tasks = (0..n)
+            .map(|i| NewTask::new("k", json!(i)).queue(queue))
+            .collect();
+        db.submit_in_transaction(tasks, true).await.unwrap();
+    }
     let submitting = tokio::spawn(futures::future::join_all(submits));
     let mut heard = std::collections::BTreeSet::new();
-    while heard.len() < 4 {
+    while heard.len() < 7 {
         let wake = tokio::time::timeout(Duration::from_secs(20), wakes.recv())
             .await
             .expect("a wake-up for every queue with a task due now")
@@ -418,6 +436,6 @@ async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
     submitting.await.unwrap();
     assert_eq!(
         heard.into_iter().collect::<Vec<_>>(),
-        ["q0", "q1", "q2", "q3"]
+        ["batch", "q0", "q1", "q2", "q3", "tx-batch", "tx-one"]
     );
 }
