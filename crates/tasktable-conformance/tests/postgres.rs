@@ -331,6 +331,29 @@ async fn each_lane_of_the_claim_reads_its_own_index_and_away_tasks_cost_only_the
     assert_eq!(ids, [&own[..], &open[..7]].concat());
 }
 
+/// Submits `tasks` due by the database's clock.
+async fn submit_now(store: &dyn Store, tasks: Vec<NewTask>) {
+    store
+        .task_submit(SubmitParams { tasks, now: None })
+        .await
+        .unwrap();
+}
+
+/// A store with a listener of its own, subscribed: what another process's worker hears.
+async fn listening(db: &Postgres) -> (Arc<dyn Store>, tokio::sync::broadcast::Receiver<Wake>) {
+    let listener = db.store().await;
+    let wakes = listener.subscribe().await.expect("subscribe");
+    (listener, wakes)
+}
+
+/// The next wake-up `wakes` hears; fails, saying `what` was awaited, after 20 s.
+async fn next_wake(wakes: &mut tokio::sync::broadcast::Receiver<Wake>, what: &str) -> Wake {
+    tokio::time::timeout(Duration::from_secs(20), wakes.recv())
+        .await
+        .unwrap_or_else(|_| panic!("{what}"))
+        .expect("wake-up stream")
+}
+
 /// A store closed right after a submit returned still sends that submit's wake-up: the
 /// wake-ups go out after the commit, and `close` waits for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,23 +361,21 @@ async fn a_store_closed_after_a_submit_still_sends_its_wake_up() {
     let Some(db) = Postgres::fresh().await else {
         return;
     };
-    let listener = db.store().await;
-    let mut wakes = listener.subscribe().await.expect("subscribe");
+    let (_listener, mut wakes) = listening(&db).await;
     for round in 0..5 {
         let producer = PgStore::open(db.0.url()).await.expect("open postgres");
         let queue = format!("closing-{round}");
-        producer
-            .task_submit(SubmitParams {
-                tasks: vec![NewTask::new("k", json!(round)).queue(queue.clone())],
-                now: None,
-            })
-            .await
-            .unwrap();
+        submit_now(
+            &producer,
+            vec![NewTask::new("k", json!(round)).queue(queue.clone())],
+        )
+        .await;
         producer.close().await;
-        let wake = tokio::time::timeout(Duration::from_secs(20), wakes.recv())
-            .await
-            .expect("the wake-up of a submit that returned before close")
-            .expect("wake-up stream");
+        let wake = next_wake(
+            &mut wakes,
+            "the wake-up of a submit that returned before close",
+        )
+        .await;
         assert_eq!(wake.queue, queue);
     }
 }
@@ -372,42 +393,23 @@ async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
     let Some(db) = Postgres::fresh().await else {
         return;
     };
-    let listener = db.store().await;
-    let mut wakes = listener.subscribe().await.expect("subscribe");
+    let (listener, mut wakes) = listening(&db).await;
     let producer = db.store().await;
     let later = NewTask::new("k", json!(0))
         .queue("later")
         .delay(Duration::from_secs(3600));
-    producer
-        .task_submit(SubmitParams {
-            tasks: vec![later],
-            now: None,
-        })
-        .await
-        .unwrap();
+    submit_now(&*producer, vec![later]).await;
     let submits = (0..16).map(|i| {
         let producer = producer.clone();
         async move {
             let task = NewTask::new("k", json!(i)).queue(format!("q{}", i % 4));
-            producer
-                .task_submit(SubmitParams {
-                    tasks: vec![task],
-                    now: None,
-                })
-                .await
-                .unwrap()
+            submit_now(&*producer, vec![task]).await
         }
     });
     let batch = (0..3)
         .map(|i| NewTask::new("k", json!(i)).queue("batch"))
         .collect();
-    producer
-        .task_submit(SubmitParams {
-            tasks: batch,
-            now: None,
-        })
-        .await
-        .unwrap();
+    submit_now(&*producer, batch).await;
     for (queue, n) in [("tx-one", 1), ("tx-batch", 2)] {
         let tasks = (0..n)
             .map(|i| NewTask::new("k", json!(i)).queue(queue))
@@ -417,10 +419,7 @@ async fn submits_wake_the_listeners_of_other_stores_after_they_commit() {
     let submitting = tokio::spawn(futures::future::join_all(submits));
     let mut heard = std::collections::BTreeSet::new();
     while heard.len() < 7 {
-        let wake = tokio::time::timeout(Duration::from_secs(20), wakes.recv())
-            .await
-            .expect("a wake-up for every queue with a task due now")
-            .expect("wake-up stream");
+        let wake = next_wake(&mut wakes, "a wake-up for every queue with a task due now").await;
         assert_ne!(wake.queue, "later", "a task due later wakes nobody");
         if heard.insert(wake.queue.clone()) {
             let mut claim = claim_params(&wake.queue, &["k"], 100, t0());

@@ -49,12 +49,9 @@ const QUEUES_TO_WAKE: &str = include_str!("../queries/queues_to_wake.sql");
 /// Most items per statement: eleven parameters each, far under MySQL's 65,535.
 const CHUNK: usize = 500;
 
-/// A task row as the locking read found it.
+/// A task row as the locking read found it: its fence, and when it was due.
 struct Current {
-    token: i64,
-    credential: Option<String>,
-    running: bool,
-    lease_expires_at: Option<DateTime<Utc>>,
+    fence: FinishFence,
     run_at: DateTime<Utc>,
 }
 
@@ -68,19 +65,8 @@ pub async fn finish(
     let now = clock::now(conn, p.now).await?;
     let current = lock(conn, rows).await?;
 
-    let fences = current
-        .iter()
-        .map(|(&id, c)| {
-            let fence = FinishFence {
-                token: c.token,
-                credential: c.credential.clone(),
-                running: c.running,
-                expired: c.lease_expires_at.is_some_and(|t| t <= now),
-            };
-            (id, fence)
-        })
-        .collect();
-    let applied = finish_applies(rows, &fences, p.only_if_expired);
+    let fence = |id| current.get(&id).map(|c: &Current| &c.fence);
+    let applied = finish_applies(rows, fence, p.only_if_expired, now);
     // Written in task id order, the order of every write of this store.
     let mut chosen: Vec<usize> = (0..rows.len()).filter(|&i| applied[i]).collect();
     chosen.sort_by_key(|&i| rows[i].task_id);
@@ -93,7 +79,7 @@ pub async fn finish(
         requeued.extend(
             items
                 .iter()
-                .filter(|r| r.delay.is_zero() && r.new_state != Some(TaskState::Succeeded))
+                .filter(|r| r.may_be_due_at_once())
                 .map(|r| r.task_id),
         );
     }
@@ -134,10 +120,12 @@ async fn lock(
             current.insert(
                 r.try_get("id").map_err(db)?,
                 Current {
-                    token: r.try_get("lease_token").map_err(db)?,
-                    credential: text(&r, "lease_credential")?,
-                    running: state == TaskState::Running.as_str(),
-                    lease_expires_at: r.try_get("lease_expires_at").map_err(db)?,
+                    fence: FinishFence {
+                        token: r.try_get("lease_token").map_err(db)?,
+                        credential: text(&r, "lease_credential")?,
+                        running: state == TaskState::Running.as_str(),
+                        lease_expires_at: r.try_get("lease_expires_at").map_err(db)?,
+                    },
                     run_at: r.try_get("run_at").map_err(db)?,
                 },
             );

@@ -2,7 +2,7 @@
 //! task, which skips the batch's machinery), then one lookup for the idempotency keys that
 //! already existed.
 
-use crate::{db, micros};
+use crate::{db, micros, WAKE_CHANNEL};
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 use std::collections::HashMap;
@@ -32,17 +32,16 @@ static INSERTS: LazyLock<[[String; 4]; 2]> = LazyLock::new(|| {
             form(true, true),
         ]
     };
+    // The batch reads the flag and queue from the insert's answer; the one-row form's
+    // RETURNING reads the row itself.
+    let wake = |due: &str, queue: &str| {
+        format!(", CASE WHEN {due} THEN pg_notify('{WAKE_CHANNEL}', {queue}) END AS woke")
+    };
     [
-        // The batch reads the flag and queue from the insert's answer; the one-row form's
-        // RETURNING reads the row itself.
-        forms(
-            batch,
-            ", CASE WHEN inserted.due THEN pg_notify('tasktable_wake', inserted.queue) END AS woke",
-        ),
+        forms(batch, &wake("inserted.due", "inserted.queue")),
         forms(
             one,
-            ", CASE WHEN state = 'pending' AND run_at <= created_at \
-               THEN pg_notify('tasktable_wake', queue) END AS woke",
+            &wake("state = 'pending' AND run_at <= created_at", "queue"),
         ),
     ]
 });

@@ -3,8 +3,7 @@
 -- by one statement each for the whole batch (attempt_insert.sql, task_finish.sql). Nothing
 -- to lock: the finish runs in a write transaction (BEGIN IMMEDIATE) that holds the
 -- database's only write lock from its first statement, so these rows cannot change before
--- the writes, which state the fence again. ?1 the tasks' ids (a JSON array), ?2 now.
-SELECT id, lease_token, lease_credential, state = 'running' AS running,
-       coalesce(lease_expires_at <= ?2, 0) AS expired
+-- the writes, which state the fence again. ?1 the tasks' ids (a JSON array).
+SELECT id, lease_token, lease_credential, state = 'running' AS running, lease_expires_at
 FROM tasktable_tasks
 WHERE id IN (SELECT value FROM json_each(?1))

@@ -3,7 +3,7 @@
 //! 'running')`.
 
 use crate::sql::Row;
-use crate::time::{plus, to_text};
+use crate::time::{from_text, plus, to_text};
 use crate::{db, now_or_db, SqliteStore};
 use chrono::{DateTime, Utc};
 use sqlx::{Row as _, SqliteConnection};
@@ -176,7 +176,7 @@ async fn renew_in(tx: &mut SqliteConnection, p: RenewParams) -> StoreResult<Vec<
             .map_err(db)?;
         out.push(match expires {
             Some(t) => LeaseStatus::Held {
-                expires_at: Some(crate::time::from_text(&t)?),
+                expires_at: Some(from_text(&t)?),
             },
             None => lost_status(&mut *tx, *lease).await?,
         });
@@ -249,25 +249,23 @@ async fn finish_in(
     let rows: Vec<FinishRow> = p.items.iter().map(FinishItem::row).collect();
     let ids = serde_json::to_string(&rows.iter().map(|r| r.task_id).collect::<Vec<_>>())
         .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
-    let fences = sqlx::query(FINISH_LOCK)
+    let mut fences = HashMap::new();
+    for r in sqlx::query(FINISH_LOCK)
         .bind(ids)
-        .bind(&now_text)
         .fetch_all(&mut *tx)
         .await
         .map_err(db)?
-        .into_iter()
-        .map(|r| {
-            let fence = FinishFence {
-                token: r.try_get("lease_token")?,
-                credential: r.try_get("lease_credential")?,
-                running: r.try_get("running")?,
-                expired: r.try_get("expired")?,
-            };
-            Ok((r.try_get("id")?, fence))
-        })
-        .collect::<Result<HashMap<i64, FinishFence>, sqlx::Error>>()
-        .map_err(db)?;
-    let applied = finish_applies(&rows, &fences, p.only_if_expired);
+    {
+        let expires: Option<String> = r.try_get("lease_expires_at").map_err(db)?;
+        let fence = FinishFence {
+            token: r.try_get("lease_token").map_err(db)?,
+            credential: r.try_get("lease_credential").map_err(db)?,
+            running: r.try_get("running").map_err(db)?,
+            lease_expires_at: expires.as_deref().map(from_text).transpose()?,
+        };
+        fences.insert(r.try_get::<i64, _>("id").map_err(db)?, fence);
+    }
+    let applied = finish_applies(&rows, |id| fences.get(&id), p.only_if_expired, now);
     let chosen: Vec<&FinishRow> = rows
         .iter()
         .zip(&applied)
@@ -309,7 +307,7 @@ async fn finish_in(
     }
     let requeued = chosen
         .iter()
-        .filter(|r| r.delay.is_zero() && r.new_state != Some(TaskState::Succeeded))
+        .filter(|r| r.may_be_due_at_once())
         .map(|r| r.task_id)
         .collect();
     Ok((applied, requeued))

@@ -392,31 +392,40 @@ pub struct FinishFence {
     pub token: i64,
     pub credential: Option<String>,
     pub running: bool,
-    /// The lease has run out (`lease_expires_at <= now`).
-    pub expired: bool,
+    pub lease_expires_at: Option<DateTime<Utc>>,
 }
 
 /// Which items of a finish apply, one flag per item in input order: the task is
 /// `running` under the item's token and credential (the credential matched null-safely),
-/// its lease has run out when `only_if_expired` (the rescuer's finish), and no earlier
-/// item for the same task applied: of two items for one task, the first whose fence
-/// matches, in input order. PostgreSQL makes the same choice inside its statement.
-pub fn finish_applies(
+/// its lease has run out by `now` when `only_if_expired` (the rescuer's finish), and no
+/// earlier item for the same task applied: of two items for one task, the first whose
+/// fence matches, in input order. `fence` looks a task's row up by id. PostgreSQL makes
+/// the same choice inside its statement.
+pub fn finish_applies<'a>(
     rows: &[FinishRow],
-    fences: &std::collections::HashMap<TaskId, FinishFence>,
+    fence: impl Fn(TaskId) -> Option<&'a FinishFence>,
     only_if_expired: bool,
+    now: DateTime<Utc>,
 ) -> Vec<bool> {
     let mut taken = std::collections::HashSet::new();
     rows.iter()
         .map(|r| {
-            fences.get(&r.task_id).is_some_and(|f| {
+            fence(r.task_id).is_some_and(|f| {
                 f.running
                     && f.token == r.token
                     && f.credential == r.credential
-                    && (!only_if_expired || f.expired)
+                    && (!only_if_expired || f.lease_expires_at.is_some_and(|t| t <= now))
             }) && taken.insert(r.task_id)
         })
         .collect()
+}
+
+impl FinishRow {
+    /// Whether this end may make the task due at once (given back to `pending` without
+    /// delay; a retry may turn out `failed`), so the store looks up its queue to wake.
+    pub fn may_be_due_at_once(&self) -> bool {
+        self.delay.is_zero() && self.new_state != Some(TaskState::Succeeded)
+    }
 }
 
 /// The row a fenced write did not match, as [`lost_lease_status`] reads it.
@@ -557,13 +566,19 @@ mod tests {
         }
     }
 
+    /// A lease that ran out before [`now`] when `expired`, one that runs on otherwise.
     fn fence(token: i64, credential: &str, running: bool, expired: bool) -> FinishFence {
+        let offset = chrono::Duration::seconds(if expired { -1 } else { 1 });
         FinishFence {
             token,
             credential: Some(credential.into()),
             running,
-            expired,
+            lease_expires_at: Some(now() + offset),
         }
+    }
+
+    fn now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_900_000_000, 0).unwrap()
     }
 
     #[test]
@@ -583,12 +598,12 @@ mod tests {
             item(4, 1, "c4"), // no such task
         ];
         assert_eq!(
-            finish_applies(&rows, &fences, false),
+            finish_applies(&rows, |id| fences.get(&id), false, now()),
             [false, true, false, false, true, false, false]
         );
         // The rescuer's finish: only leases that ran out.
         assert_eq!(
-            finish_applies(&rows, &fences, true),
+            finish_applies(&rows, |id| fences.get(&id), true, now()),
             [false, false, false, false, true, false, false]
         );
         // A task claimed before credentials existed matches only an item without one.
@@ -602,7 +617,12 @@ mod tests {
             ..item(9, 2, "")
         };
         assert_eq!(
-            finish_applies(&[item(9, 2, "x"), without], &fences, false),
+            finish_applies(
+                &[item(9, 2, "x"), without],
+                |id| fences.get(&id),
+                false,
+                now()
+            ),
             [false, true]
         );
     }
