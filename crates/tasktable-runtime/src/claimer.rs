@@ -8,16 +8,16 @@
 //! [`Worker::run_once`](crate::Worker::run_once) runs one and waits for its attempts.
 //!
 //! **Claiming ahead.** A worker whose handlers are short claims more tasks than it has
-//! free slots, so a worker of concurrency 10 still claims, and records the ends, in tens:
-//! the database's cost of a claim and of a commit is shared by more tasks. A task claimed
-//! ahead holds its lease (renewed like a running one) and waits in its executor for a
-//! slot. How many may wait is set by the handlers' recent mean run time, so that the
-//! last of them starts within [`AHEAD_WAIT`]: the queue's slots times that wait over the
-//! mean, none until a handler has run, at most [`ahead_limit`]. A task that waits
-//! longer than [`AHEAD_PATIENCE`](crate::executor::AHEAD_PATIENCE) anyway (the handlers slowed down), is told to stop, or
-//! whose worker stops, is given back without spending its attempt; after such a wait the
-//! mean is raised to it, so the worker claims nothing ahead until short runs are seen
-//! again.
+//! free slots, so a worker of concurrency 10 still claims, and records the ends, in
+//! hundreds: the database's cost of a claim and of a commit is shared by more tasks. A
+//! task claimed ahead holds its lease (renewed like a running one) and waits in its
+//! executor for a slot. How many may wait is set by the handlers' recent mean run time,
+//! so that the last of them starts within [`AHEAD_WAIT`]: the queue's slots times that
+//! wait over the mean, none until a handler has run, at most [`ahead_limit`]. A task that
+//! waits longer than [`AHEAD_PATIENCE`](crate::executor::AHEAD_PATIENCE) anyway (the
+//! handlers slowed down), is told to stop, or whose worker stops, is given back without
+//! spending its attempt; after such a wait the mean is raised to it, so the worker claims
+//! nothing ahead until short runs are seen again.
 
 use crate::config::QueueConfig;
 use crate::executor::{self, Slot, Waiting};
@@ -270,12 +270,12 @@ pub(crate) const AHEAD_WAIT: Duration = Duration::from_millis(10);
 
 /// The most tasks a worker of `concurrency` claims ahead of its free slots.
 pub fn ahead_limit(concurrency: usize) -> usize {
-    (20 * concurrency).min(AHEAD_MAX)
+    (80 * concurrency).min(AHEAD_MAX)
 }
 
-/// Two claims' worth at the default `claim_batch`: a worker of short handlers claims the
-/// next hundred while the last hundred still wait for slots.
-const AHEAD_MAX: usize = 200;
+/// Two claims' worth at the default `claim_batch`: a worker of short handlers claims its
+/// next four hundred tasks while the last four hundred still wait for slots.
+const AHEAD_MAX: usize = 800;
 
 /// How many tasks may wait for a slot now: as many as `concurrency` slots start within
 /// [`AHEAD_WAIT`] at the handlers' mean run time, within [`ahead_limit`]; none before a
@@ -393,11 +393,12 @@ mod tests {
     fn short_handlers_let_the_worker_claim_ahead_up_to_its_limit() {
         // 10 slots of 5 ms handlers start 20 tasks within 10 ms.
         assert_eq!(ahead_count(10, Some(Duration::from_millis(5))), 20);
-        assert_eq!(ahead_count(10, Some(Duration::from_micros(100))), 200);
+        assert_eq!(ahead_count(10, Some(Duration::from_micros(500))), 200);
+        assert_eq!(ahead_count(10, Some(Duration::from_micros(100))), 800);
         assert_eq!(ahead_count(10, Some(Duration::from_millis(1))), 100);
         assert_eq!(ahead_count(10, Some(Duration::ZERO)), ahead_limit(10));
         assert_eq!(ahead_count(50, Some(Duration::ZERO)), AHEAD_MAX);
-        assert_eq!(ahead_limit(1), 20);
-        assert_eq!(ahead_limit(10), 200);
+        assert_eq!(ahead_limit(1), 80);
+        assert_eq!(ahead_limit(10), 800);
     }
 }

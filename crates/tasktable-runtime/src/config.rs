@@ -60,9 +60,11 @@ pub struct WorkerConfig {
     /// How long finished tasks are kept; swept every minute by a
     /// [`Retainer`](crate::Retainer) in this worker. Default: kept forever.
     pub retention: tasktable_core::retention::Retention,
-    /// Most attempt ends written in one store call. Default 200.
+    /// Most attempt ends written in one store call. Default 800 (the ends of two claims).
     pub finish_batch: usize,
-    /// Most tasks claimed in one store call. Default 100.
+    /// Most tasks claimed in one store call. Default 400: a statement and a commit cost
+    /// about as much as a few hundred rows, so large claims keep a worker of short
+    /// handlers fast (docs/benchmarks.md, section 25).
     pub claim_batch: u32,
 }
 
@@ -85,8 +87,8 @@ impl Default for WorkerConfig {
             schedule_interval: Some(Duration::from_secs(1)),
             schedules: Vec::new(),
             retention: Default::default(),
-            finish_batch: 200,
-            claim_batch: 100,
+            finish_batch: 800,
+            claim_batch: 400,
         }
     }
 }
