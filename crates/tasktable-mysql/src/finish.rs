@@ -1,4 +1,4 @@
-//! Ending a batch of attempts in three statements, whatever its size: a locking read of
+//! Ending a batch of attempts in three statements per 500 items: a locking read of
 //! the batch's rows (`task_finish_lock.sql`), one `UPDATE` of those whose lease is still
 //! held (`task_finish.sql`), one `INSERT ... SELECT` of their history rows
 //! (`attempt_insert.sql`); and, when some task went back to `pending` without delay, a

@@ -1,5 +1,5 @@
 //! Renews the leases of every running task at a third of the lease length, in one store
-//! call per round, and tells handlers whose lease is gone.
+//! call per 500 leases each round, and tells handlers whose lease is gone.
 //!
 //! The database is the authority on leases. The worker trusts its own lease only for a
 //! local window: if no renewal has been confirmed for a whole lease length (the database

@@ -170,7 +170,8 @@ pub async fn claims_run_ahead_of_a_stalled_completer_within_their_bound(db: &imp
         .task_list(ListParams {
             filter: TaskFilter::default().state(TaskState::Running),
             after: None,
-            limit: n as u32,
+            // One more than the bound allows, so a page shows a breach of it.
+            limit: (started + ahead + 1) as u32,
             light: false,
         })
         .await
