@@ -22,7 +22,7 @@ mod wake;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::PgConnection;
+use sqlx::{Connection as _, PgConnection};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +86,9 @@ pub(crate) fn db(e: sqlx::Error) -> StoreError {
     StoreError::database(e)
 }
 
+/// A pooled connection idle this long is pinged before it is used again.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
+
 /// Longest duration sent to SQL, in µs (100 years): far inside the range of a timestamp,
 /// so `now + duration` cannot overflow whatever the caller asks for.
 const MAX_MICROS: i64 = 100 * 366 * 24 * 3600 * 1_000_000;
@@ -103,6 +106,18 @@ impl PgStore {
             .application_name("tasktable");
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections.max(1))
+            // sqlx pings a connection as it goes back to the pool; pinging it again
+            // before each use (sqlx's default) costs a round trip per statement, so only
+            // a connection that sat idle is tested, the case of a restarted server.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= IDLE_BEFORE_PING {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options.clone())
             .await
             .map_err(db)?;
