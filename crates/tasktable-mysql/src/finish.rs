@@ -1,6 +1,6 @@
-//! Ending a batch of attempts in three statements per 500 items: a locking read of
-//! the batch's rows (`task_finish_lock.sql`), one `UPDATE` of those whose lease is still
-//! held (`task_finish.sql`), one `INSERT ... SELECT` of their history rows
+//! Ending a batch of attempts in a few statements: a locking read of the batch's rows
+//! (`task_finish_lock.sql`), then, 100 items at a time, one `UPDATE` of those whose lease
+//! is still held (`task_finish.sql`) and one `INSERT ... SELECT` of their history rows
 //! (`attempt_insert.sql`); and, when some task went back to `pending` without delay, a
 //! read of the queues to wake (`queues_to_wake.sql`).
 //!
@@ -46,8 +46,11 @@ static UPDATE: LazyLock<String> = LazyLock::new(|| {
 const RECORD: &str = include_str!("../queries/attempt_insert.sql");
 const QUEUES_TO_WAKE: &str = include_str!("../queries/queues_to_wake.sql");
 
-/// Most items per statement: eleven parameters each, far under MySQL's 65,535.
-const CHUNK: usize = 500;
+/// Most items per statement. MariaDB searches a `CASE id` list from its start for every
+/// row, so a statement's cost grows with the square of its items: at 500 the lists took
+/// about a tenth of the server's CPU in a drain, at 100 they are cheaper than the extra
+/// statements (docs/benchmarks.md, section 25).
+const CHUNK: usize = 100;
 
 /// A task row as the locking read found it: its fence, and when it was due.
 struct Current {
