@@ -63,7 +63,7 @@ pub struct WorkerConfig {
     /// Most attempt ends written in one store call. Default 800 (the ends of two claims).
     pub finish_batch: usize,
     /// Most tasks claimed in one store call. Default 400: a statement and a commit cost
-    /// about as much as a few hundred rows, so large claims keep a worker of short
+    /// about as much as a hundred rows, so large claims keep a worker of short
     /// handlers fast (docs/benchmarks.md, section 25).
     pub claim_batch: u32,
 }
