@@ -41,7 +41,7 @@ pub use sqlx::postgres::PgConnection as Connection;
 pub const WAKE_CHANNEL: &str = "tasktable_wake";
 
 /// How long [`PgStore::close`] waits for the wake-ups of committed submits to be sent.
-pub const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// How to connect to the database.
 #[derive(Debug, Clone)]
@@ -54,6 +54,11 @@ pub struct PgConfig {
     /// Most rows one transaction of a bulk operator change locks
     /// (`tasktable_store::bulk`); 500 by default.
     pub bulk_chunk_rows: u32,
+    /// A pooled connection idle this long is pinged before it is used again; 1 s by
+    /// default. sqlx pings every connection as it goes back to the pool, so this only
+    /// catches one the server closed while it sat idle (a restart); pinging before every
+    /// use would cost a round trip per statement.
+    pub idle_before_ping: Duration,
 }
 
 impl PgConfig {
@@ -63,6 +68,7 @@ impl PgConfig {
             max_connections: 10,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             bulk_chunk_rows: DEFAULT_BULK_CHUNK_ROWS,
+            idle_before_ping: Duration::from_secs(1),
         }
     }
 }
@@ -86,9 +92,6 @@ pub(crate) fn db(e: sqlx::Error) -> StoreError {
     StoreError::database(e)
 }
 
-/// A pooled connection idle this long is pinged before it is used again.
-const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
-
 /// Longest duration sent to SQL, in µs (100 years): far inside the range of a timestamp,
 /// so `now + duration` cannot overflow whatever the caller asks for.
 const MAX_MICROS: i64 = 100 * 366 * 24 * 3600 * 1_000_000;
@@ -104,15 +107,14 @@ impl PgStore {
         let options = PgConnectOptions::from_str(&config.url)
             .map_err(|e| StoreError::InvalidInput(format!("bad PostgreSQL URL: {e}")))?
             .application_name("tasktable");
+        let idle_before_ping = config.idle_before_ping;
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections.max(1))
-            // sqlx pings a connection as it goes back to the pool; pinging it again
-            // before each use (sqlx's default) costs a round trip per statement, so only
-            // a connection that sat idle is tested, the case of a restarted server.
+            // Only a connection that sat idle is tested (PgConfig::idle_before_ping).
             .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
+            .before_acquire(move |conn, meta| {
                 Box::pin(async move {
-                    if meta.idle_for >= IDLE_BEFORE_PING {
+                    if meta.idle_for >= idle_before_ping {
                         conn.ping().await?;
                     }
                     Ok(true)

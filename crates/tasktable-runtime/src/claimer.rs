@@ -19,7 +19,7 @@
 //! spending its attempt; after such a wait the mean is raised to it, so the worker claims
 //! nothing ahead until short runs are seen again.
 
-use crate::config::QueueConfig;
+use crate::config::{QueueConfig, DEFAULT_CLAIM_BATCH};
 use crate::executor::{self, Slot, Waiting};
 use crate::metrics::{self, Call, QueueMetrics};
 use crate::shared::Shared;
@@ -275,7 +275,7 @@ pub fn ahead_limit(concurrency: usize) -> usize {
 
 /// Two claims' worth at the default `claim_batch`: a worker of short handlers claims its
 /// next four hundred tasks while the last four hundred still wait for slots.
-const AHEAD_MAX: usize = 800;
+const AHEAD_MAX: usize = 2 * DEFAULT_CLAIM_BATCH as usize;
 
 /// How many tasks may wait for a slot now: as many as `concurrency` slots start within
 /// [`AHEAD_WAIT`] at the handlers' mean run time, within [`ahead_limit`]; none before a

@@ -68,6 +68,9 @@ pub struct WorkerConfig {
     pub claim_batch: u32,
 }
 
+/// The default `claim_batch` (see [`WorkerConfig::claim_batch`]).
+pub(crate) const DEFAULT_CLAIM_BATCH: u32 = 400;
+
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
@@ -87,8 +90,8 @@ impl Default for WorkerConfig {
             schedule_interval: Some(Duration::from_secs(1)),
             schedules: Vec::new(),
             retention: Default::default(),
-            finish_batch: 800,
-            claim_batch: 400,
+            finish_batch: 2 * DEFAULT_CLAIM_BATCH as usize,
+            claim_batch: DEFAULT_CLAIM_BATCH,
         }
     }
 }

@@ -355,7 +355,7 @@ mod tests {
     use tasktable_core::NewTask;
     use tasktable_store::{Store, SubmitParams};
 
-    /// The plan of `sql` (with `binds` as its JSON, time and flag parameters).
+    /// The plan of `sql` (with `items` as its JSON parameter, then a time and a flag).
     async fn plan(store: &SqliteStore, sql: &str, items: &str) -> Vec<String> {
         let mut conn = store.writer.acquire().await.unwrap();
         sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
