@@ -7,10 +7,11 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::mysql::{MySqlArguments, MySqlRow};
 use sqlx::pool::PoolConnection;
-use sqlx::{Decode, Executor, MySql, MySqlConnection, Row as _, Transaction};
+use sqlx::{Decode, Executor, MySql, MySqlConnection, Row as _};
 use std::ops::DerefMut;
 use tasktable_core::{Task, TaskId};
 use tasktable_sql::{Arg, Cells, Commit, Connect, Dialect, Exec, Sql};
+use tasktable_sqlx::Tx;
 use tasktable_store::StoreResult;
 
 /// Most values in one `IN (...)` list: MySQL has no arrays to bind, so a list is one
@@ -89,7 +90,7 @@ impl<C: DerefMut<Target = MySqlConnection> + Send> Exec for Db<C> {
 }
 
 #[async_trait]
-impl Commit for Db<Transaction<'static, MySql>> {
+impl Commit for Db<Tx<MySql>> {
     async fn commit(self) -> StoreResult<()> {
         self.0.commit().await.map_err(db)
     }
@@ -98,14 +99,14 @@ impl Commit for Db<Transaction<'static, MySql>> {
 #[async_trait]
 impl Connect for MySqlStore {
     type Read = Db<PoolConnection<MySql>>;
-    type Write = Db<Transaction<'static, MySql>>;
+    type Write = Db<Tx<MySql>>;
 
     async fn read(&self) -> StoreResult<Self::Read> {
         self.pool.acquire().await.map(Db).map_err(db)
     }
 
     async fn write(&self) -> StoreResult<Self::Write> {
-        self.pool.begin().await.map(Db).map_err(db)
+        Tx::begin(&self.pool, None).await.map(Db).map_err(db)
     }
 }
 

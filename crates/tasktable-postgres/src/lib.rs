@@ -120,6 +120,9 @@ impl PgStore {
                     Ok(true)
                 })
             })
+            .after_release(|conn, _| {
+                Box::pin(async move { Ok(tasktable_sqlx::released_clean(conn)) })
+            })
             .connect_with(options.clone())
             .await
             .map_err(db)?;
@@ -191,6 +194,11 @@ impl Backend for PgStore {
 
     fn bulk_chunk_rows(&self) -> u32 {
         self.bulk_chunk_rows
+    }
+
+    /// The pool's connections.
+    fn capacity(&self) -> usize {
+        self.pool.options().get_max_connections() as usize
     }
 
     async fn migrate(&self) -> StoreResult<()> {

@@ -7,9 +7,10 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{Decode, Executor, PgConnection, Postgres, Row as _, Transaction, TypeInfo, ValueRef};
+use sqlx::{Decode, Executor, PgConnection, Postgres, Row as _, TypeInfo, ValueRef};
 use std::ops::DerefMut;
 use tasktable_sql::{Arg, Cells, Commit, Connect, Dialect, Exec, Sql};
+use tasktable_sqlx::Tx;
 use tasktable_store::{StoreError, StoreResult};
 
 /// A connection, or a transaction on one, that runs the shared layer's statements.
@@ -76,7 +77,7 @@ impl<C: DerefMut<Target = PgConnection> + Send> Exec for Db<C> {
 }
 
 #[async_trait]
-impl Commit for Db<Transaction<'static, Postgres>> {
+impl Commit for Db<Tx<Postgres>> {
     async fn commit(self) -> StoreResult<()> {
         self.0.commit().await.map_err(db)
     }
@@ -85,14 +86,14 @@ impl Commit for Db<Transaction<'static, Postgres>> {
 #[async_trait]
 impl Connect for PgStore {
     type Read = Db<PoolConnection<Postgres>>;
-    type Write = Db<Transaction<'static, Postgres>>;
+    type Write = Db<Tx<Postgres>>;
 
     async fn read(&self) -> StoreResult<Self::Read> {
         self.pool.acquire().await.map(Db).map_err(db)
     }
 
     async fn write(&self) -> StoreResult<Self::Write> {
-        self.pool.begin().await.map(Db).map_err(db)
+        Tx::begin(&self.pool, None).await.map(Db).map_err(db)
     }
 }
 

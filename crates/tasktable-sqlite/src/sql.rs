@@ -8,9 +8,10 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sqlx::{Executor, Row as _, Sqlite, SqliteConnection, Transaction};
+use sqlx::{Executor, Row as _, Sqlite, SqliteConnection};
 use std::ops::DerefMut;
 use tasktable_sql::{Arg, Cells, Commit, Connect, Dialect, Exec, Sql};
+use tasktable_sqlx::Tx;
 use tasktable_store::{StoreError, StoreResult};
 
 /// A connection, or a transaction on one, that runs the shared layer's statements.
@@ -70,7 +71,7 @@ impl<C: DerefMut<Target = SqliteConnection> + Send> Exec for Db<C> {
 }
 
 #[async_trait]
-impl Commit for Db<Transaction<'static, Sqlite>> {
+impl Commit for Db<Tx<Sqlite>> {
     async fn commit(self) -> StoreResult<()> {
         self.0.commit().await.map_err(db)
     }
@@ -79,7 +80,7 @@ impl Commit for Db<Transaction<'static, Sqlite>> {
 #[async_trait]
 impl Connect for SqliteStore {
     type Read = Db<PoolConnection<Sqlite>>;
-    type Write = Db<Transaction<'static, Sqlite>>;
+    type Write = Db<Tx<Sqlite>>;
 
     async fn read(&self) -> StoreResult<Self::Read> {
         self.reader.acquire().await.map(Db).map_err(db)
