@@ -21,6 +21,12 @@
 //! and gives up on a lock after `innodb_lock_wait_timeout` (error 1205); the store runs
 //! such a transaction again after a short jittered pause, so callers never see either.
 //!
+//! Cancellation: sqlx's MySQL driver can lose its place in a reply when a statement is
+//! dropped half way through a transaction, so a `MySqlStore`'s calls must run to their
+//! end: use it through `tasktable_store::Shielded` (`tasktable::connect`, the worker, the
+//! server and the client apply it; wrap a store you call directly with
+//! `Shielded::wrap`).
+//!
 //! Wake-ups: MySQL has no LISTEN/NOTIFY. As on SQLite, writes that make work due wake
 //! the idle workers of this process at once; workers in other processes find the work on
 //! their next poll (`poll_interval`).
@@ -36,7 +42,7 @@ mod submit;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::{Executor, MySql, MySqlConnection, Transaction};
+use sqlx::{Executor, MySql, MySqlConnection};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,6 +52,7 @@ use tasktable_sql::limits::{self, LimitedClaim, LimitedQueues};
 use tasktable_sql::runs::OpenRuns;
 use tasktable_sql::update::{self, Changed};
 use tasktable_sql::{query, Backend, Commit, Connect};
+use tasktable_sqlx::Tx;
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
@@ -134,6 +141,9 @@ impl MySqlStore {
         let pool = MySqlPoolOptions::new()
             .max_connections(config.max_connections.max(1))
             .after_connect(move |conn, _| Box::pin(prepare_session(conn, session)))
+            .after_release(|conn, _| {
+                Box::pin(async move { Ok(tasktable_sqlx::released_clean(conn)) })
+            })
             .connect_with(options)
             .await
             .map_err(db)?;
@@ -203,8 +213,8 @@ impl MySqlStore {
         self.pool.close().await;
     }
 
-    pub(crate) async fn begin(&self) -> StoreResult<Transaction<'static, MySql>> {
-        self.pool.begin().await.map_err(db)
+    pub(crate) async fn begin(&self) -> StoreResult<Tx<MySql>> {
+        Tx::begin(&self.pool, None).await.map_err(db)
     }
 
     /// Runs `op` (one whole transaction) again while InnoDB aborts it under contention.
@@ -280,6 +290,11 @@ impl Backend for MySqlStore {
     /// At most [`sql::MAX_IN_LIST`]: each chunk's id list is one statement.
     fn bulk_chunk_rows(&self) -> u32 {
         self.bulk_chunk_rows.min(sql::MAX_IN_LIST as u32)
+    }
+
+    /// The pool's connections.
+    fn capacity(&self) -> usize {
+        self.pool.options().get_max_connections() as usize
     }
 
     async fn migrate(&self) -> StoreResult<()> {

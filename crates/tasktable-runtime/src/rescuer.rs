@@ -41,6 +41,7 @@ pub struct Rescuer {
 
 impl Rescuer {
     pub fn new(store: Arc<dyn Store>, config: RescuerConfig) -> Self {
+        let store = tasktable_store::Shielded::wrap(store);
         Rescuer { store, config }
     }
 

@@ -57,6 +57,7 @@ pub struct Retainer {
 
 impl Retainer {
     pub fn new(store: Arc<dyn Store>, config: RetentionConfig) -> Self {
+        let store = tasktable_store::Shielded::wrap(store);
         Retainer { store, config }
     }
 

@@ -45,6 +45,7 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(store: Arc<dyn Store>, config: SchedulerConfig) -> Self {
+        let store = tasktable_store::Shielded::wrap(store);
         Scheduler { store, config }
     }
 

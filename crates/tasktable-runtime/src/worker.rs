@@ -152,9 +152,11 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
+    /// A worker on `store`, [shielded](tasktable_store::Shielded) so that no call it
+    /// makes is cut off half way.
     pub fn builder(store: Arc<dyn Store>) -> WorkerBuilder {
         WorkerBuilder {
-            store,
+            store: tasktable_store::Shielded::wrap(store),
             config: WorkerConfig::default(),
             handlers: HashMap::new(),
         }

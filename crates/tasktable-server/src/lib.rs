@@ -108,7 +108,10 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a server on `store`, [shielded](tasktable_store::Shielded): a client
+    /// that hangs up drops its handler, never a store call half way.
     pub fn new(store: Arc<dyn Store>, tokens: TokenSet) -> Self {
+        let store = tasktable_store::Shielded::wrap(store);
         AppState {
             store,
             tokens: Arc::new(tokens),

@@ -40,6 +40,9 @@ pub trait Backend: Connect + std::fmt::Debug + Sized + 'static {
     /// Rows per transaction of a bulk change.
     fn bulk_chunk_rows(&self) -> u32;
 
+    /// How many calls the store serves at once ([`Store::capacity`](tasktable_store::Store::capacity)).
+    fn capacity(&self) -> usize;
+
     /// Applies the migrations this version ships that the database lacks, serialised
     /// against other migrators the database's way.
     async fn migrate(&self) -> StoreResult<()>;
@@ -301,6 +304,10 @@ macro_rules! impl_store {
             impl Store for $store {
                 fn backend(&self) -> &'static str {
                     <$store as Backend>::NAME
+                }
+
+                fn capacity(&self) -> usize {
+                    Backend::capacity(self)
                 }
 
                 async fn migrate(&self) -> StoreResult<()> {

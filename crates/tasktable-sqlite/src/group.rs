@@ -19,7 +19,7 @@ use tasktable_store::{StoreError, StoreResult};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most writes in one transaction: bounds how long the first of them waits for the rest.
-const MAX_GROUP: usize = 64;
+pub(crate) const MAX_GROUP: usize = 64;
 
 type Reply<T> = Arc<Mutex<Option<oneshot::Sender<StoreResult<T>>>>>;
 

@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Sqlite, SqliteConnection, Transaction};
+use sqlx::{Sqlite, SqliteConnection};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +36,7 @@ use tasktable_sql::limits::LimitedQueues;
 use tasktable_sql::runs::OpenRuns;
 use tasktable_sql::update::Changed;
 use tasktable_sql::{Backend, Commit, Connect};
+use tasktable_sqlx::Tx;
 use tasktable_store::*;
 use tokio::sync::{broadcast, mpsc};
 
@@ -154,8 +155,10 @@ impl SqliteStore {
         submit::insert(conn, &tasks, None).await
     }
 
-    pub(crate) async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
-        self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(db)
+    pub(crate) async fn begin_write(&self) -> StoreResult<Tx<Sqlite>> {
+        Tx::begin(&self.writer, Some("BEGIN IMMEDIATE"))
+            .await
+            .map_err(db)
     }
 
     /// Runs `write` in the next group transaction (see `group`); its result comes back once
@@ -178,6 +181,12 @@ impl SqliteStore {
         let _ = self.wake.send(Wake {
             queue: queue.to_owned(),
         });
+    }
+
+    /// The writer's pool (one connection) and the readers' pool, for callers that want to
+    /// look at the database next to tasktable.
+    pub fn pools(&self) -> [&SqlitePool; 2] {
+        [&self.writer, &self.reader]
     }
 
     /// Closes both pools.
@@ -217,6 +226,11 @@ impl Backend for SqliteStore {
 
     fn bulk_chunk_rows(&self) -> u32 {
         self.bulk_chunk_rows
+    }
+
+    /// A full group of writes (which share one commit) and a read on every reader.
+    fn capacity(&self) -> usize {
+        group::MAX_GROUP + self.reader.options().get_max_connections() as usize
     }
 
     async fn migrate(&self) -> StoreResult<()> {

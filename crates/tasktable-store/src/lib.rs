@@ -9,7 +9,8 @@
 //! ([`bulk`]: backends supply one chunk, [`update_in_chunks`] walks the filter); the
 //! schedule calls' types ([`schedule`]), the worker registry's ([`worker`]), the batch
 //! calls' ([`batch`]), the event log's and task logs' ([`event`], with a task's
-//! [`timeline`]), and the live feed with its [`feed::Follower`] ([`feed`]). Rules
+//! [`timeline`]), and the live feed with its [`feed::Follower`] ([`feed`]); [`Shielded`],
+//! which runs every call of a store to its end whatever becomes of its caller. Rules
 //! (retry delays, which state an operation may start from) come from `tasktable-core` and
 //! reach the store as parameters; the store only makes each transition atomic and fenced.
 //!
@@ -28,6 +29,7 @@ mod error;
 mod filter;
 mod params;
 pub mod schedule;
+pub mod shielded;
 pub mod stats;
 pub mod worker;
 
@@ -48,6 +50,7 @@ pub use schedule::{
     CreateScheduleParams, DeleteScheduleParams, EditScheduleParams, FireNowParams, Fired,
     FiredTask, OnExisting, RunDueParams, Schedule, ScheduleRef,
 };
+pub use shielded::Shielded;
 pub use stats::{GroupStats, Percentiles, SeriesPoint, Stats, StatsParams, WindowTotals};
 pub use worker::{
     Reaped, WorkerBeatParams, WorkerDrainParams, WorkerListParams, WorkerReapParams, WorkerStatus,
@@ -70,6 +73,19 @@ use tokio::sync::broadcast;
 pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A short name of the backend: `sqlite`, `postgres`, `mysql`.
     fn backend(&self) -> &'static str;
+
+    /// Whether every call runs to its end even when its caller's future is dropped half
+    /// way ([`Shielded`] stores do); [`Shielded::wrap`] leaves such a store as it is.
+    fn runs_to_end(&self) -> bool {
+        false
+    }
+
+    /// How many calls this store serves at once (its pool's connections): more only wait
+    /// inside it. [`Shielded`] runs this many and queues the rest where a caller that
+    /// goes away takes its call with it.
+    fn capacity(&self) -> usize {
+        shielded::MAX_IN_FLIGHT
+    }
 
     /// Applies the migrations this version ships that the database has not seen yet.
     /// Safe to call from many processes at once.

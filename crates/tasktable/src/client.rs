@@ -15,7 +15,7 @@ impl Client {
     /// A client whose changes the event log records as Rust code's (`rust`).
     pub fn new(store: Arc<dyn Store>) -> Self {
         Client {
-            store,
+            store: Shielded::wrap(store),
             actor: Actor::rust(),
         }
     }

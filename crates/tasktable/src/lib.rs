@@ -42,7 +42,14 @@ use std::sync::Arc;
 /// Opens the store a URL names: `sqlite://file.db` (or a plain path),
 /// `postgres://user@host/db`, or `mysql://user@host/db` (`mariadb://` too). Does not
 /// migrate; call [`Store::migrate`] when you want to.
+///
+/// The store is [shielded](store::Shielded): a call whose caller is dropped half way (a
+/// timeout, a `select!`, an aborted task) still runs to its commit or rollback.
 pub async fn connect(url: &str) -> StoreResult<Arc<dyn Store>> {
+    open(url).await.map(store::Shielded::wrap)
+}
+
+async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         #[cfg(feature = "postgres")]
         return Ok(Arc::new(tasktable_postgres::PgStore::open(url).await?));
