@@ -5,6 +5,7 @@
 use super::{BatchContext, BatchHandler, Item, SAVE_EVERY};
 use crate::handler::HandlerError;
 use crate::metrics::BatchMetrics;
+use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use serde_json::{json, Value};
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::batch::{BatchControl, BatchSpec, Budget, TokenBucket, Window};
 use tasktable_core::HandlerOutcome;
-use tasktable_store::{BatchSaveParams, BatchSaved, ItemFailure};
+use tasktable_store::{BatchSaveParams, BatchSaved, ItemFailure, StoreResult};
 use tokio::time::{Instant, MissedTickBehavior};
 
 /// The least time between two saves that a filling window asks for.
@@ -107,6 +108,7 @@ pub(super) async fn run<H: BatchHandler>(
         let data = state.data.clone();
         let prestart = tokio::time::timeout(spec.prestart_timeout, handler.prestart(&ctx, &data));
         tokio::pin!(prestart);
+        let mut saving: Option<Saving> = None;
         loop {
             tokio::select! {
                 done = &mut prestart => match done {
@@ -122,15 +124,29 @@ pub(super) async fn run<H: BatchHandler>(
                         }
                     }
                 },
-                _ = ticks.tick() => match save(&ctx, &mut state).await {
-                    Ok(None) => {}
-                    Ok(Some(w)) => {
-                        winding = Some(w);
-                        break;
+                _ = ticks.tick(), if saving.is_none() => {
+                    saving = Some(start_save(&ctx, &mut state));
+                }
+                answer = answer(&mut saving) => {
+                    let done = saving.take().expect("a save was in flight");
+                    match saved(&ctx, &mut state, done, answer) {
+                        Ok(None) => {}
+                        Ok(Some(w)) => {
+                            winding = Some(w);
+                            break;
+                        }
+                        Err(outcome) => return outcome,
                     }
-                    Err(outcome) => return outcome,
-                },
+                }
                 _ = task.stopped() => return stopped(),
+            }
+        }
+        // A save still in flight is answered before the items begin.
+        if let Some(mut done) = saving.take() {
+            let answer = (&mut done.call).await;
+            match saved(&ctx, &mut state, done, answer) {
+                Ok(w) => winding = winding.or(w),
+                Err(outcome) => return outcome,
             }
         }
     }
@@ -179,6 +195,7 @@ async fn items<H: BatchHandler>(
     let mut bucket = state.spec.rate.map(|r| TokenBucket::new(r, seconds()));
     let parallelism = state.spec.parallelism as usize;
     let mut running = FuturesUnordered::new();
+    let mut saving: Option<Saving> = None;
     let mut winding: Option<Winding> = None;
     let mut token_wait: Option<Instant> = None;
     loop {
@@ -205,17 +222,25 @@ async fn items<H: BatchHandler>(
             ));
         }
         if running.is_empty() && (winding.is_some() || state.window.is_complete()) {
+            // A save still in flight is answered first: the last save comes after it.
+            if let Some(mut done) = saving.take() {
+                let answer = (&mut done.call).await;
+                if let Some(w) = saved(ctx, state, done, answer)? {
+                    winding.get_or_insert(w);
+                }
+            }
             return Ok(winding);
         }
         // Half the window is done but not saved: save early, so that the window, which
         // moves only as far as the saved mark allows, never holds the items up.
         let mut early: Option<Instant> = None;
-        if state.window.unsaved() * 2 >= state.window.size() && winding.is_none() {
+        if state.window.unsaved() * 2 >= state.window.size()
+            && winding.is_none()
+            && saving.is_none()
+        {
             let due = state.early_from;
             if Instant::now() >= due {
-                if let Some(w) = save(ctx, state).await? {
-                    winding.get_or_insert(w);
-                }
+                saving = Some(start_save(ctx, state));
                 continue;
             }
             early = Some(due);
@@ -257,8 +282,10 @@ async fn items<H: BatchHandler>(
             }
             _ = wait_token => token_wait = None,
             _ = save_early => {}
-            _ = ticks.tick() => {
-                if let Some(w) = save(ctx, state).await? {
+            _ = ticks.tick(), if saving.is_none() => saving = Some(start_save(ctx, state)),
+            answer = answer(&mut saving) => {
+                let done = saving.take().expect("a save was in flight");
+                if let Some(w) = saved(ctx, state, done, answer)? {
                     winding.get_or_insert(w);
                 }
             }
@@ -292,45 +319,82 @@ async fn one_item<H: BatchHandler>(
     }
 }
 
-/// Saves progress and the failures since the last save; answers a pause or stop asked
-/// for, or ends the attempt when the lease is gone.
-async fn save<D: serde::de::DeserializeOwned>(
-    ctx: &BatchContext,
-    state: &mut State<D>,
-) -> Result<Option<Winding>, HandlerOutcome> {
+/// A save of the batch's progress on its way to the store, with what it carries. It is
+/// polled beside the items and the pre-start hook, never instead of them: a database that
+/// answers slowly (or not, while it restarts) must not keep an item's own timers from
+/// being heard.
+struct Saving {
+    call: BoxFuture<'static, StoreResult<BatchSaved>>,
+    low: u64,
+    /// The failures it carries, taken from the state: put back if the save fails.
+    failures: Vec<ItemFailure>,
+    /// The items done that its rate counts.
+    done: u64,
+}
+
+/// Starts a save of the progress and the failures since the last save.
+fn start_save<D>(ctx: &BatchContext, state: &mut State<D>) -> Saving {
     let task = ctx.task();
     let elapsed = state.saved_at.elapsed().as_secs_f64();
     let rate = (elapsed > 0.0).then(|| state.done_since as f64 / elapsed);
+    let failures = std::mem::take(&mut state.failures);
     let params = BatchSaveParams {
         lease: task.lease(),
         low_water: state.window.low(),
         end: state.window.end(),
         errors: state.budget.spent,
-        failures: state.failures.clone(),
+        failures: failures.clone(),
         items_per_second: rate,
         lease_for: task.lease_for(),
         data_version: state.data_version,
         now: None,
     };
-    let low = params.low_water;
-    let saved: BatchSaved = match task.store().batch_save(params).await {
+    let store = task.store().clone();
+    Saving {
+        low: params.low_water,
+        call: Box::pin(async move { store.batch_save(params).await }),
+        failures,
+        done: state.done_since,
+    }
+}
+
+/// Resolves with the answer to the save in flight; never while there is none.
+async fn answer(saving: &mut Option<Saving>) -> StoreResult<BatchSaved> {
+    match saving {
+        Some(s) => (&mut s.call).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Takes in the answer to `saving`: answers a pause or stop asked for, or ends the
+/// attempt when the lease is gone. A save that failed is made again by a later one.
+fn saved<D: serde::de::DeserializeOwned>(
+    ctx: &BatchContext,
+    state: &mut State<D>,
+    saving: Saving,
+    answer: StoreResult<BatchSaved>,
+) -> Result<Option<Winding>, HandlerOutcome> {
+    let task = ctx.task();
+    let saved: BatchSaved = match answer {
         Ok(saved) => saved,
         // The database may be back by the next save; the lease keeper renews meanwhile.
         Err(e) => {
             tracing::warn!(task_id = task.task_id(), error = %e, "cannot save the batch's progress");
+            let mut failures = saving.failures;
+            failures.append(&mut state.failures);
+            state.failures = failures;
             state.early_from = Instant::now() + SAVE_EVERY;
             return Ok(None);
         }
     };
     state.metrics.saves.increment(1);
-    state.failures.clear();
-    state.done_since = 0;
+    state.done_since -= saving.done.min(state.done_since);
     state.saved_at = Instant::now();
     state.early_from = state.saved_at + MIN_SAVE_GAP;
     if task.heed(&saved.lease).is_err() {
         return Err(stopped());
     }
-    state.window.mark_saved(low);
+    state.window.mark_saved(saving.low);
     state.budget.allowed = saved.error_budget;
     if let Some((version, value)) = saved.data {
         match serde_json::from_value(value) {
@@ -349,6 +413,17 @@ async fn save<D: serde::de::DeserializeOwned>(
         BatchControl::Pause => Some(Winding::Pause),
         BatchControl::Stop => Some(Winding::Stop),
     })
+}
+
+/// Saves and waits for the answer (the first save, which marks the batch started, and
+/// the last, which holds the final mark, when nothing else runs).
+async fn save<D: serde::de::DeserializeOwned>(
+    ctx: &BatchContext,
+    state: &mut State<D>,
+) -> Result<Option<Winding>, HandlerOutcome> {
+    let mut saving = start_save(ctx, state);
+    let answer = (&mut saving.call).await;
+    saved(ctx, state, saving, answer)
 }
 
 /// The outcome of an attempt told to stop (a lost lease, a cancel, shutdown): the
