@@ -31,6 +31,8 @@
 //!   tasks first, new targets that take a running task from a worker they leave out;
 //! - [`runs`] — multi-run tasks: runs by distinct workers, `at_once`, repeats, failures,
 //!   each run's lease fenced, rescued and taken over, operators' changes reaching runs;
+//! - [`cutoff`] — store calls whose callers are dropped half way: no connection left
+//!   inside a transaction, and a shielded store's calls run to their end;
 //! - [`runtime`] — the real worker on top of the store;
 //! - [`events`] — the event log: operators' changes with their actor and what changed,
 //!   tasktable's own, the audit's filters and pages, and the log's retention;
@@ -45,6 +47,7 @@
 
 pub mod batches;
 pub mod claim;
+pub mod cutoff;
 pub mod events;
 pub mod freeze;
 pub mod operator;
@@ -92,7 +95,17 @@ pub trait Backend: Send + Sync + Sized + 'static {
         tasks: Vec<NewTask>,
         commit: bool,
     ) -> StoreResult<Vec<Submitted>>;
+
+    /// A new store on this test's database whose pool holds at most `connections`, as it
+    /// is built (not shielded), and a [`Probe`] of that pool.
+    async fn store_with_probe(&self, connections: u32) -> (Arc<dyn Store>, Probe);
 }
+
+/// Counts the connections of a store's pool that the database holds inside a
+/// transaction: it borrows every connection the pool may hold at once (waiting for those
+/// in use or on their way back, so it sees the pool at rest), asks the database about
+/// each, and closes any that is inside a transaction.
+pub type Probe = Box<dyn Fn() -> BoxFuture<'static, usize> + Send + Sync>;
 
 /// What a backend with row locks (PostgreSQL, MySQL) adds: a task's row held from
 /// outside the store, as a worker's write in flight holds it. SQLite locks the whole
@@ -102,6 +115,10 @@ pub trait RowLocks: Backend {
     /// Locks task `id` (`SELECT ... FOR UPDATE` in a transaction left open, on a
     /// connection of its own) until [`RowLock::release`].
     async fn lock_row(&self, id: TaskId) -> RowLock;
+
+    /// How many sessions on this test's database wait for a row lock now (on MySQL: have
+    /// run one statement for a second or more).
+    async fn lock_waiters(&self) -> u64;
 }
 
 /// A row lock held from outside the store. Dropped without [`RowLock::release`] (a test
@@ -139,6 +156,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@area $backend, row_locks, 2;
             operator::row_locks::bulk_change_never_locks_rows_in_states_it_does_not_apply_to,
             operator::row_locks::bulk_change_waits_for_a_row_a_worker_holds_while_other_writes_proceed,
+            runtime::saving::items_go_on_while_a_save_waits_for_the_database,
         );
     };
     ($backend:ty) => {
@@ -175,6 +193,11 @@ macro_rules! conformance_suite {
             claim::rescue::rescue_leaves_a_renewed_lease_alone,
             claim::rescue::timeout_caps_the_lease_at_the_deadline,
             claim::rules::a_retry_ends_where_core_says_whatever_max_attempts_becomes_while_running,
+        );
+        $crate::conformance_suite!(@area $backend, cutoff, 2;
+            cutoff::calls::shielded_calls_cut_off_anywhere_leave_the_pool_clean,
+            cutoff::calls::a_shielded_call_dropped_after_its_first_poll_still_commits,
+            cutoff::calls::a_shielded_claim_whose_caller_went_away_gives_its_tasks_back,
         );
         $crate::conformance_suite!(@area $backend, operator, 2;
             operator::transitions::operator_changes_respect_the_state_machine,

@@ -76,6 +76,48 @@ impl tasktable_conformance::Backend for MySql {
         conn.close().await.expect("close");
         Ok(out)
     }
+
+    async fn store_with_probe(
+        &self,
+        connections: u32,
+    ) -> (Arc<dyn Store>, tasktable_conformance::Probe) {
+        let store = MySqlStore::connect(MySqlConfig {
+            max_connections: connections,
+            ..MySqlConfig::new(self.0.url())
+        })
+        .await
+        .expect("open mysql");
+        let pool = store.pool().clone();
+        let probe: tasktable_conformance::Probe =
+            Box::new(move || Box::pin(in_transaction(pool.clone())));
+        (Arc::new(store), probe)
+    }
+}
+
+/// A probe of a MySQL pool: MariaDB says whether a session is inside a transaction
+/// (`@@in_transaction`); MySQL, which has no such variable, shows in `INNODB_TRX` one that
+/// has locked or changed rows.
+async fn in_transaction(pool: sqlx::MySqlPool) -> usize {
+    tasktable_testdb::probe::in_transaction(&pool, |conn| {
+        Box::pin(async move {
+            let variable = sqlx::query_scalar("SELECT CAST(@@in_transaction AS SIGNED)")
+                .fetch_one(&mut *conn)
+                .await;
+            let inside: i64 = match variable {
+                Ok(inside) => inside,
+                Err(_) => sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM information_schema.INNODB_TRX \
+                     WHERE trx_mysql_thread_id = CONNECTION_ID() \
+                       AND trx_rows_locked + trx_rows_modified > 0",
+                )
+                .fetch_one(conn)
+                .await
+                .expect("the session's transaction"),
+            };
+            inside > 0
+        })
+    })
+    .await
 }
 
 #[async_trait::async_trait]
@@ -96,6 +138,24 @@ impl tasktable_conformance::RowLocks for MySql {
             run(&mut conn, "ROLLBACK").await;
             conn.close().await.expect("close");
         })
+    }
+
+    async fn lock_waiters(&self) -> u64 {
+        let mut conn = MySqlConnection::connect(self.0.url())
+            .await
+            .expect("own connection");
+        // MariaDB lists no lock waits in INNODB_TRX or INNODB_LOCK_WAITS: a session that
+        // has run one statement for a second or more on this quiet database is waiting.
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+             WHERE DB = DATABASE() AND ID <> CONNECTION_ID() \
+               AND COMMAND IN ('Query', 'Execute') AND TIME >= 1",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .expect("lock waits");
+        conn.close().await.expect("close");
+        waiting as u64
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable_conformance::pace::Paced;
 use tasktable_conformance::pinned::{at, claim_params, get, submit_at, t0};
-use tasktable_conformance::{Backend, RowLock, RowLocks};
+use tasktable_conformance::{Backend, Probe, RowLock, RowLocks};
 use tasktable_core::{NewTask, TaskId, TaskState};
 use tasktable_postgres::{PgConfig, PgStore};
 use tasktable_store::*;
@@ -60,6 +60,31 @@ impl Backend for Postgres {
         conn.close().await.expect("close");
         Ok(out)
     }
+
+    async fn store_with_probe(&self, connections: u32) -> (Arc<dyn Store>, Probe) {
+        let store = PgStore::connect(PgConfig {
+            max_connections: connections,
+            ..PgConfig::new(self.0.url())
+        })
+        .await
+        .expect("open postgres");
+        let pool = store.pool().clone();
+        let probe: Probe = Box::new(move || Box::pin(in_transaction(pool.clone())));
+        (Arc::new(store), probe)
+    }
+}
+
+/// A [`Probe`] of a PostgreSQL pool: `SAVEPOINT` is refused outside a transaction block.
+async fn in_transaction(pool: sqlx::PgPool) -> usize {
+    tasktable_testdb::probe::in_transaction(&pool, |conn| {
+        Box::pin(async move {
+            sqlx::query("SAVEPOINT tasktable_probe")
+                .execute(conn)
+                .await
+                .is_ok()
+        })
+    })
+    .await
 }
 
 #[async_trait::async_trait]
@@ -80,6 +105,21 @@ impl RowLocks for Postgres {
             conn.execute("ROLLBACK").await.expect("rollback");
             conn.close().await.expect("close");
         })
+    }
+
+    async fn lock_waiters(&self) -> u64 {
+        let mut conn = PgConnection::connect(self.0.url())
+            .await
+            .expect("own connection");
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .expect("lock waits");
+        conn.close().await.expect("close");
+        waiting as u64
     }
 }
 
@@ -481,4 +521,15 @@ async fn a_call_after_the_server_closed_idle_connections_succeeds() {
         .expect("a claim after the server closed the pool's connections");
     assert_eq!(submitted.len(), 1);
     assert_eq!(claimed.len(), 2);
+}
+
+/// Calls of the store itself (not shielded) cut off anywhere leave no connection inside a
+/// transaction: a `BEGIN` cut off before its answer came closes its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_calls_cut_off_anywhere_leave_no_connection_inside_a_transaction() {
+    let Some(db) = Postgres::fresh().await else {
+        return;
+    };
+    let (s, probe) = db.store_with_probe(2).await;
+    tasktable_conformance::cutoff::calls::raw_calls_cut_off_anywhere_leave_no_connection_inside_a_transaction(&*s, &probe).await;
 }

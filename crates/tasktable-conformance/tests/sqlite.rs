@@ -1,6 +1,8 @@
 //! The conformance suite on SQLite: each test gets its own database file.
 
+use sqlx::SqlitePool;
 use std::sync::Arc;
+use tasktable_conformance::Probe;
 use tasktable_core::NewTask;
 use tasktable_sqlite::{SqliteConfig, SqliteStore};
 use tasktable_store::{ChunkedUpdate, Store, StoreResult, Submitted};
@@ -58,6 +60,56 @@ impl tasktable_conformance::Backend for Sqlite {
         }
         Ok(out)
     }
+
+    async fn store_with_probe(&self, connections: u32) -> (Arc<dyn Store>, Probe) {
+        let store = SqliteStore::connect(SqliteConfig {
+            read_connections: connections,
+            ..SqliteConfig::new(&self.url)
+        })
+        .await
+        .expect("open sqlite");
+        let pools: Vec<SqlitePool> = store.pools().into_iter().cloned().collect();
+        let probe: Probe = Box::new(move || {
+            let pools = pools.clone();
+            Box::pin(async move {
+                let mut open = 0;
+                for pool in pools {
+                    open += in_transaction(pool).await;
+                }
+                open
+            })
+        });
+        (Arc::new(store), probe)
+    }
+}
+
+/// A [`Probe`] of an SQLite pool: `BEGIN` is refused inside a transaction.
+async fn in_transaction(pool: SqlitePool) -> usize {
+    tasktable_testdb::probe::in_transaction(&pool, |conn| {
+        Box::pin(async move {
+            if sqlx::query("BEGIN").execute(&mut *conn).await.is_err() {
+                return true;
+            }
+            sqlx::query("ROLLBACK")
+                .execute(conn)
+                .await
+                .expect("rollback");
+            false
+        })
+    })
+    .await
 }
 
 tasktable_conformance::conformance_suite!(Sqlite);
+
+/// Calls of the store itself (not shielded) cut off anywhere leave no connection inside a
+/// transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_calls_cut_off_anywhere_leave_no_connection_inside_a_transaction() {
+    use tasktable_conformance::Backend;
+    let Some(db) = Sqlite::fresh().await else {
+        return;
+    };
+    let (s, probe) = db.store_with_probe(2).await;
+    tasktable_conformance::cutoff::calls::raw_calls_cut_off_anywhere_leave_no_connection_inside_a_transaction(&*s, &probe).await;
+}

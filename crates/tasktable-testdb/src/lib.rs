@@ -2,14 +2,16 @@
 //! PostgreSQL, MySQL/MariaDB), so test binaries run their tests in parallel against real
 //! servers.
 //!
-//! Owns: creating, migrating and dropping test databases, and the rule for a server that
-//! cannot be reached ([`unreachable`]: fail in CI, skip with a printed reason locally).
+//! Owns: creating, migrating and dropping test databases, the rule for a server that
+//! cannot be reached ([`unreachable`]: fail in CI, skip with a printed reason locally),
+//! and the count of a pool's connections left inside a transaction ([`probe`]).
 //!
 //! Must not know: what the tests do with the database. It hands out URLs; tests open
 //! stores, servers or raw connections on them as they need.
 
 mod mysql;
 mod postgres;
+pub mod probe;
 
 pub use mysql::MySqlDb;
 pub use postgres::PgDb;

@@ -9,6 +9,7 @@ pub mod outcomes;
 pub mod queues;
 pub mod refusal;
 pub mod runs;
+pub mod saving;
 pub mod schedules;
 pub mod takeover;
 pub mod targets;
