@@ -24,9 +24,11 @@
 mod behaviour;
 mod check;
 mod collect;
+mod cutoff;
 mod effects;
 mod faults;
 mod fleet;
+mod hangup;
 mod inproc;
 mod journal;
 mod options;
@@ -34,6 +36,7 @@ mod orchestrate;
 mod plan;
 mod processes;
 mod pull;
+mod reaper;
 mod report;
 mod sampler;
 mod submit;
@@ -64,6 +67,9 @@ enum Role {
     /// A pull-protocol worker of a run (started by the run).
     #[command(hide = true)]
     PullWorker(pull::PullArgs),
+    /// Checks that a 2xx means committed while clients hang up mid-request and the
+    /// database ends sessions idle in a transaction (exit codes as for a run).
+    CutOff(cutoff::CutoffArgs),
 }
 
 fn main() -> ExitCode {
@@ -88,6 +94,7 @@ fn main() -> ExitCode {
         match cli.role {
             Some(Role::Worker(args)) => role(inproc::run(args, stopped())).await,
             Some(Role::PullWorker(args)) => role(pull::run(args, stopped())).await,
+            Some(Role::CutOff(args)) => cut_off(args).await,
             None => orchestrate(cli.run).await,
         }
     });
@@ -115,31 +122,64 @@ async fn orchestrate(args: options::RunArgs) -> ExitCode {
         outcome = orchestrate::run(&args, seed) => outcome,
         () = tasktable::shutdown_signal() => Err("interrupted".into()),
     };
-    match outcome {
-        Ok(report) => {
-            let printed = if args.json {
-                serde_json::to_string_pretty(&report).map_err(|e| e.to_string())
-            } else {
-                Ok(report.text())
-            };
-            let written = printed.and_then(|text| {
-                use std::io::Write;
-                writeln!(std::io::stdout(), "{text}").map_err(|e| e.to_string())
-            });
-            if let Err(e) = written {
-                eprintln!("error: cannot print the summary: {e}");
-                return ExitCode::from(3);
-            }
-            if report.passed {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+    let summary = outcome.map(|r| Summary {
+        passed: r.passed,
+        text: r.text(),
+        json: serde_json::to_value(&r),
+    });
+    conclude("run", seed, args.json, summary)
+}
+
+async fn cut_off(args: cutoff::CutoffArgs) -> ExitCode {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let outcome = tokio::select! {
+        outcome = cutoff::run(&args, seed) => outcome,
+        () = tasktable::shutdown_signal() => Err("interrupted".into()),
+    };
+    let summary = outcome.map(|r| Summary {
+        passed: r.passed,
+        text: r.text(),
+        json: serde_json::to_value(&r),
+    });
+    conclude("cut-off run", seed, args.json, summary)
+}
+
+/// What a run came to, ready to print.
+struct Summary {
+    passed: bool,
+    text: String,
+    json: serde_json::Result<serde_json::Value>,
+}
+
+/// Prints the summary of a run (as JSON when asked) and gives the exit code: 0 passed,
+/// 1 a check failed, 3 the run itself failed or its summary could not be printed.
+fn conclude(what: &str, seed: u64, json: bool, summary: Result<Summary, String>) -> ExitCode {
+    let summary = match summary {
+        Ok(s) => s,
         Err(e) => {
-            eprintln!("error: the run failed (seed {seed}): {e}");
+            eprintln!("error: the {what} failed (seed {seed}): {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let printed = if json {
+        summary
+            .json
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .map_err(|e| e.to_string())
+    } else {
+        Ok(summary.text)
+    };
+    let written = printed.and_then(|text| {
+        use std::io::Write;
+        writeln!(std::io::stdout(), "{text}").map_err(|e| e.to_string())
+    });
+    match (written, summary.passed) {
+        (Err(e), _) => {
+            eprintln!("error: cannot print the summary: {e}");
             ExitCode::from(3)
         }
+        (Ok(()), true) => ExitCode::SUCCESS,
+        (Ok(()), false) => ExitCode::FAILURE,
     }
 }
 

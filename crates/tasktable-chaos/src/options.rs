@@ -65,6 +65,13 @@ pub struct RunArgs {
     /// allows.
     #[arg(long = "fault", value_enum)]
     pub faults: Vec<FaultKind>,
+    /// Clients that send requests and hang up 0-4 ms later, before any answer (claims of
+    /// the run's tasks and submits, in turn), through the fault window.
+    #[arg(long, default_value_t = 2)]
+    pub hangups: usize,
+    /// Longest pause of a hang-up client between two requests.
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    pub hangup_pause: Duration,
     /// Switch a mechanism off to see a check fire (repeatable).
     #[arg(long = "break", value_enum)]
     pub breaks: Vec<Break>,
@@ -143,18 +150,23 @@ impl RunArgs {
     }
 
     pub fn tasktable_bin(&self) -> Result<PathBuf, String> {
-        if let Some(bin) = &self.tasktable_bin {
-            return Ok(bin.clone());
-        }
-        let me = std::env::current_exe().map_err(|e| e.to_string())?;
-        let bin = me.with_file_name("tasktable");
-        if bin.is_file() {
-            Ok(bin)
-        } else {
-            Err(format!(
-                "{} not found: build it (cargo build -p tasktable-cli) or pass --tasktable-bin",
-                bin.display()
-            ))
-        }
+        tasktable_bin(self.tasktable_bin.as_ref())
+    }
+}
+
+/// The `tasktable` binary: `given`, or the one beside this one.
+pub fn tasktable_bin(given: Option<&PathBuf>) -> Result<PathBuf, String> {
+    if let Some(bin) = given {
+        return Ok(bin.clone());
+    }
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let bin = me.with_file_name("tasktable");
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "{} not found: build it (cargo build -p tasktable-cli) or pass --tasktable-bin",
+            bin.display()
+        ))
     }
 }

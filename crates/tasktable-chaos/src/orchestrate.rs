@@ -2,11 +2,14 @@
 //! submitted while faults are injected on the seeded schedule; then every frozen worker
 //! thawed, the queue drained, the processes stopped, and the evidence checked.
 
+use crate::behaviour::{KIND, QUEUE};
+use crate::check::HANGUP_WORKER;
 use crate::check::{self, Disruption, Evidence, Limits};
 use crate::database::{self, Database};
 use crate::effects::Effects;
 use crate::faults::Injector;
 use crate::fleet::{Fleet, FleetConfig};
+use crate::hangup::{self, Hangups};
 use crate::options::{Break, RunArgs};
 use crate::plan::{self, Faults};
 use crate::processes::{Processes, Role};
@@ -14,6 +17,9 @@ use crate::report::Report;
 use crate::sampler::{self, Samples};
 use crate::submit::{self, Ledger};
 use crate::{collect, journal};
+use rand::rngs::StdRng;
+use serde_json::json;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -86,6 +92,8 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
         ledger.clone(),
         stop.clone(),
     ));
+    let hangup_stop = CancellationToken::new();
+    let hangups = hang_up(&fleet, seed, args, &hangup_stop)?;
     let samples = Samples::default();
     let sampler = tokio::spawn(sampler::run(
         store.clone(),
@@ -116,6 +124,8 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
     }
     // A worker frozen late in the window thaws on its own timer during the drain.
     tokio::time::sleep_until(window_end).await;
+    hangup_stop.cancel();
+    let hung_up = hangups.stop().await;
 
     let drain_started = Instant::now();
     let drain_end = drain_started + args.drain_timeout;
@@ -172,7 +182,7 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
         drain_gave_up_after_ms: gave_up.then_some(args.drain_timeout.as_millis() as i64),
     };
     let verdicts = check::run_all(&evidence);
-    let report = Report::new(
+    let mut report = Report::new(
         args,
         seed,
         &evidence,
@@ -182,10 +192,45 @@ pub async fn run(args: &RunArgs, seed: u64) -> Result<Report, String> {
         drain_s,
         started.elapsed().as_secs_f64(),
     );
+    report.hung_up = hung_up;
     if args.keep {
         eprintln!("kept the run's directory: {}", dir.keep().display());
     }
     Ok(report)
+}
+
+/// Starts the run's hang-up clients, in turn claims of the run's tasks (under the run's
+/// lease) and submits to a queue of their own that nothing claims.
+/// A claim the API carried out for a client that hung up gives its task back.
+fn hang_up(
+    fleet: &Fleet,
+    seed: u64,
+    args: &RunArgs,
+    stop: &CancellationToken,
+) -> Result<Hangups, String> {
+    let addr: SocketAddr = fleet
+        .base()
+        .trim_start_matches("http://")
+        .parse()
+        .map_err(|e| format!("the API's address: {e}"))?;
+    let lease_ms = args.lease.as_millis() as u64;
+    let mut hangups = Hangups::default();
+    for i in 0..args.hangups {
+        let seed = seed.wrapping_add(7919 * (i as u64 + 1));
+        if i % 2 == 0 {
+            let body = json!({
+                "queue": QUEUE, "kinds": [KIND], "worker_id": format!("{HANGUP_WORKER}{i}"),
+                "worker_host": "chaos-hangup", "limit": 1, "lease_ms": lease_ms, "wait_ms": 0,
+            });
+            let next = move |_: &mut StdRng| hangup::post(addr, "/api/v1/claim", &body);
+            hangups.spawn("claims", addr, seed, next, args.hangup_pause, stop);
+        } else {
+            let body = json!({"kind": "hangup", "queue": "hangup", "payload": {}});
+            let next = move |_: &mut StdRng| hangup::post(addr, "/api/v1/tasks", &body);
+            hangups.spawn("submits", addr, seed, next, args.hangup_pause, stop);
+        }
+    }
+    Ok(hangups)
 }
 
 /// Waits until every worker has thawed (so a frozen worker's late writes are part of

@@ -27,6 +27,8 @@ pub struct Report {
     pub faults: BTreeMap<&'static str, usize>,
     pub fault_log: Vec<Injected>,
     pub exercised: Exercised,
+    /// Requests sent by clients that hang up mid-request, by what they asked.
+    pub hung_up: BTreeMap<&'static str, u64>,
     /// Lease expiries no injected fault explains (see `check::unexplained_expiries`).
     pub unexplained_lease_expiries: Vec<String>,
     pub checks: Vec<Verdict>,
@@ -102,6 +104,7 @@ impl Report {
             faults: injector.counts(),
             fault_log: injector.injected.clone(),
             exercised: exercised(e, torn),
+            hung_up: BTreeMap::new(),
             unexplained_lease_expiries: crate::check::unexplained_expiries(e),
             passed: checks.iter().all(Verdict::passed),
             checks,
@@ -135,6 +138,12 @@ impl Report {
         let _ = writeln!(out, "attempts   {total}: {}", list(&self.attempts));
         let faults: usize = self.faults.values().sum();
         let _ = writeln!(out, "faults     {faults}: {}", list(&self.faults));
+        let hung_up: Vec<String> = self
+            .hung_up
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(out, "hung up    {}", hung_up.join(", "));
         let x = &self.exercised;
         let _ = writeln!(
             out,

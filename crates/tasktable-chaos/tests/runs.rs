@@ -91,6 +91,13 @@ fn a_short_run_injects_every_fault_sqlite_allows_and_passes_every_check() {
     for check in summary["checks"].as_array().unwrap() {
         assert!(check["examined"].as_u64() > Some(0), "{check:#}");
     }
+    for asked in ["claims", "submits"] {
+        assert!(
+            summary["hung_up"][asked].as_u64() >= Some(1),
+            "no {asked} hung up: {:#}",
+            summary["hung_up"]
+        );
+    }
 }
 
 #[test]
@@ -167,5 +174,40 @@ fn bad_options_are_usage_errors_that_say_what_to_change_and_start_nothing() {
             !stderr.contains("tasktable-chaos: "),
             "{args:?} started a run: {stderr}"
         );
+    }
+}
+
+/// The cut-off run on SQLite: clients that hang up mid-request, a submitter and a
+/// finisher; every write answered 2xx holds, and the run did each thing it checks.
+#[test]
+fn a_short_cut_off_run_keeps_every_acknowledged_write() {
+    let Some(tasktable) = tasktable() else {
+        return;
+    };
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(CHAOS)
+        .args([
+            "cut-off",
+            "--backend",
+            "sqlite",
+            "--json",
+            "--duration",
+            "10s",
+        ])
+        .args(["--seed", "1", "--tasktable-bin"])
+        .arg(tasktable)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run tasktable-chaos cut-off");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let summary: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON summary ({e}); stderr:\n{stderr}"));
+    assert_eq!(out.status.code(), Some(0), "{summary:#}");
+    assert_eq!(summary["passed"], true);
+    for asked in ["claims", "submits"] {
+        assert!(summary["hung_up"][asked].as_u64() > Some(0), "{summary:#}");
+    }
+    for done in ["submits_acknowledged", "completions_acknowledged"] {
+        assert!(summary[done].as_u64() > Some(0), "{summary:#}");
     }
 }

@@ -1,12 +1,16 @@
 //! Not a check but an observation: lease expiries that no injected fault explains. A
 //! lease runs out when its worker stops renewing; in a chaos run that should happen only
 //! to a worker that was killed, stopped or frozen, to any worker while the database
-//! took no writes, and to a pull worker while the API was down. An expiry outside all of
-//! those means a healthy worker lost a task: a bug in the runtime (one was found this
+//! took no writes, to a pull worker while the API was down, and to a claim of a client
+//! that hung up (`hangup-N`) answered before the server saw it go (a claim the server saw
+//! go in time is given back, not left to expire). An expiry outside all of those means a healthy worker lost a task: a bug in the runtime (one was found this
 //! way), or renewals delayed past the lease by load, so it is reported, not failed.
 
 use super::Evidence;
 use tasktable::AttemptOutcome;
+
+/// The worker ids of the run's hang-up claims start so.
+pub const HANGUP_WORKER: &str = "hangup-";
 
 /// One line per `lease_expired` attempt that no fault explains.
 pub fn unexplained_expiries(e: &Evidence) -> Vec<String> {
@@ -21,6 +25,9 @@ pub fn unexplained_expiries(e: &Evidence) -> Vec<String> {
                 continue;
             }
             let worker = row.worker.as_deref().unwrap_or_default();
+            if worker.starts_with(HANGUP_WORKER) {
+                continue;
+            }
             let from = row.started_ms.unwrap_or(row.finished_ms) - 1000;
             let to = row.finished_ms;
             let overlaps = |a: i64, b: i64| a <= to && from <= b + after;

@@ -178,7 +178,7 @@ pub fn run_all(evidence: &Evidence) -> Vec<Verdict> {
     ]
 }
 
-pub use explain::unexplained_expiries;
+pub use explain::{unexplained_expiries, HANGUP_WORKER};
 
 /// Attempts that count against `max_attempts` (core's rule).
 fn spends(outcome: AttemptOutcome) -> bool {
