@@ -96,7 +96,8 @@ impl tasktable_conformance::Backend for MySql {
 
 /// A probe of a MySQL pool: MariaDB says whether a session is inside a transaction
 /// (`@@in_transaction`); MySQL, which has no such variable, shows in `INNODB_TRX` one that
-/// has locked or changed rows.
+/// has locked or changed rows (so on MySQL an empty transaction left open goes unseen,
+/// until a write in it locks a row).
 async fn in_transaction(pool: sqlx::MySqlPool) -> usize {
     tasktable_testdb::probe::in_transaction(&pool, |conn| {
         Box::pin(async move {

@@ -254,6 +254,16 @@ impl FinishPlan {
         }
     }
 
+    /// A task claimed for a caller that went away before it heard of the claim (an HTTP
+    /// client that hung up): given back at once like an interruption, no attempt spent,
+    /// with a history entry that says so.
+    pub fn unheard() -> Self {
+        FinishPlan {
+            error: Some(UNHEARD.to_owned()),
+            ..FinishPlan::interrupted()
+        }
+    }
+
     /// A graceful shutdown gives the task back at once: no attempt spent, checkpoint kept.
     pub fn interrupted() -> Self {
         FinishPlan {
@@ -265,6 +275,10 @@ impl FinishPlan {
         }
     }
 }
+
+/// The error a [`FinishPlan::unheard`] attempt records.
+pub const UNHEARD: &str =
+    "given back before it started: the claim's caller went away before it was answered";
 
 /// The error a [`FinishPlan::given_back`] attempt records.
 pub const GIVEN_BACK: &str =

@@ -52,12 +52,13 @@ use tasktable_sql::limits::{self, LimitedClaim, LimitedQueues};
 use tasktable_sql::runs::OpenRuns;
 use tasktable_sql::update::{self, Changed};
 use tasktable_sql::{query, Backend, Commit, Connect};
-use tasktable_sqlx::Tx;
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
 pub use migrate::migrations;
 pub use sqlx::mysql::MySqlConnection as Connection;
+/// A write transaction that never goes back to the pool open (see [`MySqlStore::pool`]).
+pub use tasktable_sqlx::Tx;
 
 /// How to connect to the database.
 #[derive(Debug, Clone)]
@@ -198,6 +199,9 @@ impl MySqlStore {
     }
 
     /// The pool, for callers that want to run their own queries next to tasktable's.
+    /// Begin a transaction on it with [`Tx::begin`] rather than `pool.begin()`: sqlx hands
+    /// a connection whose `BEGIN` was cut off back to the pool inside a transaction, where
+    /// tasktable's next writes on it would run and be lost.
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
     }

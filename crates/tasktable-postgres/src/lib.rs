@@ -36,6 +36,8 @@ use tokio::sync::broadcast;
 
 pub use migrate::migrations;
 pub use sqlx::postgres::PgConnection as Connection;
+/// A write transaction that never goes back to the pool open (see [`PgStore::pool`]).
+pub use tasktable_sqlx::Tx;
 
 /// The NOTIFY channel; the payload is the queue that may have due work.
 pub const WAKE_CHANNEL: &str = "tasktable_wake";
@@ -160,6 +162,9 @@ impl PgStore {
     }
 
     /// The pool, for callers that want to run their own queries next to tasktable's.
+    /// Begin a transaction on it with [`Tx::begin`] rather than `pool.begin()`: sqlx hands
+    /// a connection whose `BEGIN` was cut off back to the pool inside a transaction, where
+    /// tasktable's next writes on it would run and be lost.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }

@@ -13,7 +13,9 @@
 
 use crate::db;
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use sqlx::{Executor, SqliteConnection, SqlitePool};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use tasktable_store::{StoreError, StoreResult};
 use tokio::sync::{mpsc, oneshot};
@@ -126,7 +128,19 @@ async fn write_group(pool: &SqlitePool, jobs: Vec<Job>) {
                 break;
             }
         }
-        let r = (job.run)(&mut conn).await;
+        // A write that panics fails alone, as one that errs does: the writer goes on, and
+        // its transaction is ended below rather than left open on the pool's connection.
+        let Job { run, refuse } = job;
+        let r = match AssertUnwindSafe(run(&mut conn)).catch_unwind().await {
+            Ok(r) => r,
+            Err(_) => {
+                refuse("the write panicked".to_owned());
+                Ran {
+                    ok: false,
+                    answer: Box::new(|_| {}),
+                }
+            }
+        };
         let end = if r.ok {
             "RELEASE tasktable_group"
         } else {
@@ -266,5 +280,35 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(payloads(&other).await, (1..=20).collect::<Vec<_>>());
+    }
+
+    /// A write that inserts a task (payload 98) and then panics.
+    async fn half_write_then_panic(store: &SqliteStore) -> Result<(), StoreError> {
+        store
+            .write(|conn| {
+                Box::pin(async move {
+                    crate::submit::insert(conn, &[NewTask::new("a", json!(98))], None).await?;
+                    panic!("a write that panics half way");
+                })
+            })
+            .await
+    }
+
+    // A write that panics fails alone and is undone, the writes grouped with it commit,
+    // and the writer goes on: its transaction was ended, not left open on the writer.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_write_that_panics_fails_alone_and_the_writer_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir).await;
+        let submits = join_all((1..=3).map(|n| store.task_submit(submit(n))));
+        let (submitted, panicked) = tokio::join!(submits, half_write_then_panic(&store));
+        assert!(
+            matches!(&panicked, Err(StoreError::Database(e)) if e.to_string().contains("panicked")),
+            "{panicked:?}"
+        );
+        assert!(submitted.iter().all(|s| s.is_ok()));
+        assert!(half_write_then_panic(&store).await.is_err(), "alone too");
+        store.task_submit(submit(4)).await.unwrap();
+        assert_eq!(payloads(&store).await, vec![1, 2, 3, 4]);
     }
 }

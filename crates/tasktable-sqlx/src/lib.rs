@@ -56,9 +56,19 @@ impl<DB: Database> Tx<DB> {
             conn,
             state: State::Beginning,
         };
-        DB::TransactionManager::begin(&mut tx.conn, statement.map(Cow::Borrowed)).await?;
-        tx.state = State::Open;
-        Ok(tx)
+        match DB::TransactionManager::begin(&mut tx.conn, statement.map(Cow::Borrowed)).await {
+            Ok(()) => {
+                tx.state = State::Open;
+                Ok(tx)
+            }
+            // A `BEGIN` that answered with an error began nothing (or broke the
+            // connection, which the pool's test on release then finds): only one cut off
+            // before its answer leaves the session in doubt.
+            Err(e) => {
+                tx.state = State::Ended;
+                Err(e)
+            }
+        }
     }
 
     pub async fn commit(mut self) -> sqlx::Result<()> {
@@ -99,8 +109,11 @@ impl<DB: Database> DerefMut for Tx<DB> {
 }
 
 /// Whether a connection handed back to its pool may be lent again: not while sqlx still
-/// counts it inside a transaction. Costs no round trip; for `PoolOptions::after_release`,
-/// which closes the connection when this is `false`.
+/// counts it inside a transaction (one whose `Transaction` was leaked rather than dropped).
+/// Costs no round trip; for `PoolOptions::after_release`, which closes the connection when
+/// this is `false`. It cannot see a transaction sqlx does not count, such as one whose
+/// `BEGIN` was cut off: that is [`Tx`]'s to prevent, so code that shares a store's pool
+/// begins its transactions with [`Tx::begin`] too.
 pub fn released_clean<C: Connection>(conn: &C) -> bool {
     !conn.is_in_transaction()
 }

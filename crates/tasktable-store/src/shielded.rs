@@ -19,11 +19,13 @@
 //!
 //! The stores `tasktable::connect` opens are shielded, and so is the store every part
 //! that holds one is given (the worker, the HTTP server, the client), so a store built by
-//! hand is shielded where it is used. Shielding costs one spawned task per call.
+//! hand is shielded where it is used; pass one shielded store to every part so that they
+//! share one bound. Shielding costs one spawned task per call.
 
 use crate::*;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
 use tokio::sync::{oneshot, Semaphore};
 use tracing::Instrument;
@@ -31,6 +33,11 @@ use tracing::Instrument;
 /// The most calls a [`Shielded`] store runs at once, whatever the store's
 /// [`capacity`](Store::capacity); more wait for a turn.
 pub const MAX_IN_FLIGHT: usize = 256;
+
+/// How long a call waits for its turn before it fails, as long as sqlx waits for a pooled
+/// connection: calls queue here instead of at the pool, and an outage still fails them
+/// within about the same time.
+pub const TURN_WAIT: Duration = Duration::from_secs(30);
 
 /// A [`Store`] that runs every call of the store it wraps to its end on a task of its own
 /// ([module docs](self)).
@@ -77,22 +84,31 @@ impl Shielded {
         F: Future<Output = StoreResult<T>> + Send + 'static,
         U: Future<Output = ()> + Send + 'static,
     {
-        let turn = self
-            .turns
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::Database("the store is closed to new calls".into()))?;
+        let turn = match tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned()).await {
+            Ok(Ok(turn)) => turn,
+            Ok(Err(_)) => {
+                return Err(StoreError::Database("the store is closed to new calls".into()))
+            }
+            Err(_) => {
+                return Err(StoreError::Database(
+                    format!(
+                        "no turn at the store for {} s: every connection is busy (a slow or unreachable database)",
+                        TURN_WAIT.as_secs()
+                    )
+                    .into(),
+                ))
+            }
+        };
         let store = self.store.clone();
         let call = call(store.clone());
         let (answer, asked) = oneshot::channel();
         let task = tokio::spawn(
             async move {
                 let result = call.await;
-                drop(turn);
                 if let Err(Ok(value)) = answer.send(result) {
                     unheard(store, value).await;
                 }
+                drop(turn);
             }
             .in_current_span(),
         );
@@ -110,8 +126,8 @@ impl Shielded {
 }
 
 /// Gives back the tasks of a claim whose caller went away before it heard of them (an
-/// HTTP client that hung up), as a graceful shutdown gives them back: at once, the
-/// attempt refunded, rather than when leases nobody holds run out.
+/// HTTP client that hung up), as a worker gives back a task it never started: at once,
+/// the attempt refunded, rather than when leases nobody holds run out.
 async fn give_back(store: Arc<dyn Store>, tasks: Vec<Task>) {
     if tasks.is_empty() {
         return;
@@ -120,7 +136,7 @@ async fn give_back(store: Arc<dyn Store>, tasks: Vec<Task>) {
         .iter()
         .map(|t| FinishItem {
             lease: t.lease(),
-            plan: FinishPlan::interrupted(),
+            plan: FinishPlan::unheard(),
         })
         .collect();
     let params = FinishParams {

@@ -205,9 +205,9 @@ pub async fn a_shielded_call_dropped_after_its_first_poll_still_commits(db: &imp
 }
 
 /// A shielded store's claim, dropped right after its first poll, claims the task for
-/// nobody; it gives the task back at once, as a graceful shutdown does: pending again, the
-/// attempt refunded and recorded as interrupted, so it does not wait out a lease nobody
-/// holds.
+/// nobody; it gives the task back at once, as a worker gives back a task it never
+/// started: pending again, the attempt refunded and recorded as interrupted with the
+/// reason, so it does not wait out a lease nobody holds.
 pub async fn a_shielded_claim_whose_caller_went_away_gives_its_tasks_back(db: &impl Backend) {
     let (raw, probe) = db.store_with_probe(2).await;
     let s = Shielded::wrap(raw);
@@ -245,5 +245,10 @@ pub async fn a_shielded_claim_whose_caller_went_away_gives_its_tasks_back(db: &i
     .await;
     let t = get(&*s, id).await;
     assert_eq!((t.state, t.attempt), (TaskState::Pending, 0));
+    let history = s.attempt_list(id).await.unwrap();
+    assert_eq!(
+        history[0].error.as_deref(),
+        Some(tasktable_core::outcome::UNHEARD)
+    );
     assert_eq!(probe().await, 0);
 }

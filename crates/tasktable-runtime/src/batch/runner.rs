@@ -129,6 +129,7 @@ pub(super) async fn run<H: BatchHandler>(
                 }
                 answer = answer(&mut saving) => {
                     let done = saving.take().expect("a save was in flight");
+                    ticks.reset();
                     match saved(&ctx, &mut state, done, answer) {
                         Ok(None) => {}
                         Ok(Some(w)) => {
@@ -285,6 +286,8 @@ async fn items<H: BatchHandler>(
             _ = ticks.tick(), if saving.is_none() => saving = Some(start_save(ctx, state)),
             answer = answer(&mut saving) => {
                 let done = saving.take().expect("a save was in flight");
+                // The next save a whole period after this one, not at once after a slow one.
+                ticks.reset();
                 if let Some(w) = saved(ctx, state, done, answer)? {
                     winding.get_or_insert(w);
                 }
@@ -328,8 +331,10 @@ struct Saving {
     low: u64,
     /// The failures it carries, taken from the state: put back if the save fails.
     failures: Vec<ItemFailure>,
-    /// The items done that its rate counts.
+    /// The items done that its rate counts, and when it set out: the next rate counts
+    /// from there.
     done: u64,
+    started: Instant,
 }
 
 /// Starts a save of the progress and the failures since the last save.
@@ -355,6 +360,7 @@ fn start_save<D>(ctx: &BatchContext, state: &mut State<D>) -> Saving {
         call: Box::pin(async move { store.batch_save(params).await }),
         failures,
         done: state.done_since,
+        started: Instant::now(),
     }
 }
 
@@ -389,8 +395,8 @@ fn saved<D: serde::de::DeserializeOwned>(
     };
     state.metrics.saves.increment(1);
     state.done_since -= saving.done.min(state.done_since);
-    state.saved_at = Instant::now();
-    state.early_from = state.saved_at + MIN_SAVE_GAP;
+    state.saved_at = saving.started;
+    state.early_from = Instant::now() + MIN_SAVE_GAP;
     if task.heed(&saved.lease).is_err() {
         return Err(stopped());
     }
