@@ -265,10 +265,17 @@ pub async fn submit(ctx: &mut Ctx) -> BenchResult<()> {
     let calls = ctx.scale.submit_calls;
     let ceiling = db.ceiling(ctx.scale.ceiling_secs).await;
 
-    for clients in [1usize, 8] {
-        let mut row = Row::new("2 submit", format!("single, {clients} client(s)"));
+    // Each count of clients twice, side by side: what shielding costs a call
+    // (tasktable_store::Shielded, as every part of tasktable holds its store).
+    for (clients, shielded) in [(1usize, false), (1, true), (8, false), (8, true)] {
+        let how = if shielded { ", shielded" } else { "" };
+        let mut row = Row::new("2 submit", format!("single, {clients} client(s){how}"));
         load_row(&mut row);
-        let s = store.clone();
+        let s = if shielded {
+            tasktable::store::Shielded::wrap(store.clone())
+        } else {
+            store.clone()
+        };
         let before = db.counters().await;
         let cpu_before = CpuClock::read(db.backend, db.url());
         let (lat, wall) = timed_calls(calls, clients, move |i| {

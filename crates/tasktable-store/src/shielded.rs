@@ -6,7 +6,8 @@
 //! (a transaction started but not ended, a commit whose wake-ups were not sent, a cache
 //! not updated), and the database drivers are not safe there either: a connection can go
 //! back to its pool inside a transaction nobody will end, or out of step with the server.
-//! [`Shielded`] drives each call on a task of its own and hands the caller its result:
+//! [`Shielded`] drives each call in its caller's task, as a plain call would be driven,
+//! and when the caller drops it before it ends, moves the rest of it to a task of its own:
 //! dropping the caller's future only drops the wait, and the call still commits or rolls
 //! back, wakes whom it wakes and returns its connections clean.
 //!
@@ -20,14 +21,17 @@
 //! The stores `tasktable::connect` opens are shielded, and so is the store every part
 //! that holds one is given (the worker, the HTTP server, the client), so a store built by
 //! hand is shielded where it is used; pass one shielded store to every part so that they
-//! share one bound. Shielding costs one spawned task per call.
+//! share one bound. A call costs a turn at a semaphore; only a call cut off costs a task.
 
 use crate::*;
+use futures::future::BoxFuture;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tasktable_core::outcome::FinishPlan;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 /// The most calls a [`Shielded`] store runs at once, whatever the store's
@@ -39,17 +43,20 @@ pub const MAX_IN_FLIGHT: usize = 256;
 /// within about the same time.
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
 
-/// A [`Store`] that runs every call of the store it wraps to its end on a task of its own
-/// ([module docs](self)).
+/// A [`Store`] that runs every call of the store it wraps to its end ([module
+/// docs](self)).
 #[derive(Debug, Clone)]
 pub struct Shielded {
     store: Arc<dyn Store>,
     turns: Arc<Semaphore>,
 }
 
+/// What becomes of the result of a call whose caller went away.
+type Unheard<T> = Box<dyn FnOnce(Arc<dyn Store>, T) -> BoxFuture<'static, ()> + Send>;
+
 impl Shielded {
     /// `store`, shielded; a store whose calls already run to their end comes back as it
-    /// is, so every part that holds a store may shield it without stacking tasks.
+    /// is, so every part that holds a store may shield it without stacking shields.
     pub fn wrap(store: Arc<dyn Store>) -> Arc<dyn Store> {
         if store.runs_to_end() {
             return store;
@@ -61,28 +68,25 @@ impl Shielded {
         })
     }
 
-    /// Waits for a turn, then runs `call` on the wrapped store on a task of its own and
-    /// waits for its result. A panic in the call is raised again here, as if the call had
-    /// run in place.
+    /// Waits for a turn, then runs `call` on the wrapped store to its end.
     async fn run<T, F>(&self, call: impl FnOnce(Arc<dyn Store>) -> F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: Future<Output = StoreResult<T>> + Send + 'static,
     {
-        self.run_or(call, |_, _| async {}).await
+        self.run_or(call, Box::new(|_, _| Box::pin(async {}))).await
     }
 
     /// [`run`](Self::run), and when the caller has gone by the time the call succeeds,
     /// hands its result to `unheard` instead of dropping it.
-    async fn run_or<T, F, U>(
+    async fn run_or<T, F>(
         &self,
         call: impl FnOnce(Arc<dyn Store>) -> F,
-        unheard: impl FnOnce(Arc<dyn Store>, T) -> U + Send + 'static,
+        unheard: Unheard<T>,
     ) -> StoreResult<T>
     where
         T: Send + 'static,
         F: Future<Output = StoreResult<T>> + Send + 'static,
-        U: Future<Output = ()> + Send + 'static,
     {
         let turn = match tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned()).await {
             Ok(Ok(turn)) => turn,
@@ -99,29 +103,67 @@ impl Shielded {
                 ))
             }
         };
-        let store = self.store.clone();
-        let call = call(store.clone());
-        let (answer, asked) = oneshot::channel();
-        let task = tokio::spawn(
-            async move {
-                let result = call.await;
-                if let Err(Ok(value)) = answer.send(result) {
-                    unheard(store, value).await;
-                }
-                drop(turn);
-            }
-            .in_current_span(),
-        );
-        match asked.await {
-            Ok(result) => result,
-            // The task ended without answering: it panicked, or the runtime stopped it.
-            Err(_) => match task.await {
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                _ => Err(StoreError::Database(
-                    "the store call was stopped: the runtime is shutting down".into(),
-                )),
-            },
+        ToEnd {
+            call: Some(Box::pin(call(self.store.clone()))),
+            store: self.store.clone(),
+            turn: Some(turn),
+            unheard: Some(unheard),
+            polling: false,
         }
+        .await
+    }
+}
+
+/// A store call driven in its caller's task that, dropped before it ends, finishes on a
+/// task of its own (its turn held until then) and hands its result to `unheard`.
+struct ToEnd<T: Send + 'static> {
+    call: Option<BoxFuture<'static, StoreResult<T>>>,
+    store: Arc<dyn Store>,
+    turn: Option<OwnedSemaphorePermit>,
+    unheard: Option<Unheard<T>>,
+    /// Set while the call is being polled: a call dropped then has panicked, and is not
+    /// polled again.
+    polling: bool,
+}
+
+impl<T: Send + 'static> Future for ToEnd<T> {
+    type Output = StoreResult<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<StoreResult<T>> {
+        let this = &mut *self;
+        let Some(call) = this.call.as_mut() else {
+            return Poll::Pending;
+        };
+        this.polling = true;
+        let polled = call.as_mut().poll(cx);
+        this.polling = false;
+        if polled.is_ready() {
+            this.call = None;
+            this.turn = None;
+        }
+        polled
+    }
+}
+
+impl<T: Send + 'static> Drop for ToEnd<T> {
+    fn drop(&mut self) {
+        let (Some(call), Some(unheard)) = (self.call.take(), self.unheard.take()) else {
+            return;
+        };
+        if self.polling || std::thread::panicking() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, turn) = (self.store.clone(), self.turn.take());
+        let rest = async move {
+            if let Ok(value) = call.await {
+                unheard(store, value).await;
+            }
+            drop(turn);
+        };
+        runtime.spawn(rest.in_current_span());
     }
 }
 
@@ -183,11 +225,10 @@ impl Store for Shielded {
 
     /// A claim whose caller went away gives its tasks back ([`give_back`]).
     async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
-        self.run_or(
-            move |s| async move { s.task_claim(params).await },
-            give_back,
-        )
-        .await
+        let unheard: Unheard<Vec<Task>> =
+            Box::new(|store, tasks| Box::pin(give_back(store, tasks)));
+        self.run_or(move |s| async move { s.task_claim(params).await }, unheard)
+            .await
     }
 
     async fn task_release_affinity(&self, params: AffinityReleaseParams) -> StoreResult<u64> {
