@@ -142,7 +142,7 @@ async fn other_activity(db: &BenchDb, row: &mut Row) {
 /// MySQL: transactions `store` ran again since `before` because InnoDB aborted them.
 fn add_retries(row: &mut Row, store: &Option<tasktable::mysql::MySqlStore>, before: Option<u64>) {
     if let (Some(s), Some(b)) = (store, before) {
-        row.set("innodb_aborts_retried", s.deadlock_retries() - b);
+        row.set("innodb_aborts_retried", s.db().deadlock_retries() - b);
     }
 }
 
@@ -178,7 +178,7 @@ async fn drain_case(ctx: &mut Ctx, n: u64, concurrency: usize, record: bool) -> 
         .build()
         .map_err(|e| e.to_string())?;
     let before = db.counters().await;
-    let retries = mysql.as_ref().map(|s| s.deadlock_retries());
+    let retries = mysql.as_ref().map(|s| s.db().deadlock_retries());
     let cpu_before = CpuClock::read(db.backend, db.url());
     let started = Instant::now();
     let (stop, handle) = spawn_worker(worker);
@@ -805,7 +805,7 @@ pub async fn backlog(ctx: &mut Ctx) -> BenchResult<()> {
             .build()
             .map_err(|e| e.to_string())?;
         let before = db.counters().await;
-        let retries = mysql.as_ref().map(|s| s.deadlock_retries());
+        let retries = mysql.as_ref().map(|s| s.db().deadlock_retries());
         let started = Instant::now();
         let (stop, handle) = spawn_worker(worker);
         noop.wait_for(k).await;

@@ -174,22 +174,6 @@ async fn bulk_chunk_never_waits_for_a_row_that_left_its_states() {
     assert_eq!(get(&*s, ids[3]).await.state, TaskState::Held);
 }
 
-/// The claim as the store sends it for a claim of `limit` tasks.
-fn claim_statement(limit: u32) -> String {
-    let select = tasktable_sql::hot::expand(
-        include_str!("../../tasktable-postgres/queries/task_claim_select.sql"),
-        &[(
-            "queue_paused",
-            include_str!("../../tasktable-postgres/queries/queue_paused.sql"),
-        )],
-    );
-    tasktable_sql::hot::expand(
-        include_str!("../../tasktable-postgres/queries/task_claim.sql"),
-        &[("task_claim_select", &select)],
-    )
-    .replace("{lane_limit}", &limit.to_string())
-}
-
 /// The claim keeps PostgreSQL's generic plan once it has run a few times, rather than
 /// being planned anew at every call (which cost more than running it): its lanes' limit
 /// is in its text (task_claim_select.sql says why).
@@ -209,7 +193,7 @@ async fn the_claim_is_planned_once_not_at_every_call() {
     }
     let mut conn = PgConnection::connect(db.0.url()).await.unwrap();
     conn.execute("ANALYZE tasktable_tasks").await.unwrap();
-    let claim = claim_statement(4);
+    let claim = tasktable_postgres::claim_statement(4);
     for _ in 0..8 {
         let mut tx = conn.begin().await.unwrap();
         let rows = sqlx::query(&claim)
@@ -281,7 +265,7 @@ async fn each_lane_of_the_claim_reads_its_own_index_and_away_tasks_cost_only_the
     let mut conn = PgConnection::connect(db.0.url()).await.unwrap();
     conn.execute("ANALYZE tasktable_tasks").await.unwrap();
 
-    let claim = claim_statement(10);
+    let claim = tasktable_postgres::claim_statement(10);
     // Runs the claim under EXPLAIN ANALYZE in a transaction that is rolled back: the plan,
     // and how many rows each lane's index scan read.
     let explain = |worker: &'static str| {

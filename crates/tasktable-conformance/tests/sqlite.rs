@@ -68,7 +68,7 @@ impl tasktable_conformance::Backend for Sqlite {
         })
         .await
         .expect("open sqlite");
-        let pools: Vec<SqlitePool> = store.pools().into_iter().cloned().collect();
+        let pools = vec![store.pool().writer.clone(), store.pool().reader.clone()];
         let probe: Probe = Box::new(move || {
             let pools = pools.clone();
             Box::pin(async move {

@@ -35,6 +35,7 @@ pub use change::{Change, ChangeEffect};
 pub use event::{Actor, ActorKind, EventKind};
 pub use outcome::{AttemptOutcome, FinishAction, HandlerOutcome};
 pub use state::{Operation, TaskState};
+pub use stored::MAX_LEASE;
 pub use target::Target;
 pub use task::{
     Attempt, InvalidTask, Lease, LeaseCredential, MalformedCredential, NewTask, Task, TaskId,

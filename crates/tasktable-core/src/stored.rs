@@ -18,6 +18,43 @@ pub const MAX_ERROR_LEN: usize = 8 * 1024;
 /// What NUL becomes in stored text.
 pub const NUL_REPLACEMENT: char = '\u{FFFD}';
 
+/// The longest lease any store writes, whatever a caller asks for, and the longest span
+/// a store adds to a time (a retry's delay too): 100 years, far inside every backend's
+/// range of times, so that `now + span` cannot overflow. (The HTTP API grants pull
+/// workers much shorter leases: the server's `MAX_PULL_LEASE`.)
+pub const MAX_LEASE: std::time::Duration = std::time::Duration::from_secs(100 * 366 * 24 * 3600);
+
+/// A span (a lease, a delay) as it is written: at most [`MAX_LEASE`], in whole
+/// microseconds (what every backend's times keep; MySQL would round a finer time instead
+/// of truncating it).
+pub fn stored_span(span: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_micros(span.min(MAX_LEASE).as_micros() as u64)
+}
+
+/// `at` plus [`stored_span`]`(span)`: when a lease taken at `at` ends, when a delay from
+/// `at` is over.
+pub fn after(at: DateTime<Utc>, span: std::time::Duration) -> DateTime<Utc> {
+    let micros = stored_span(span).as_micros() as i64;
+    at.checked_add_signed(chrono::Duration::microseconds(micros))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// When an attempt claimed at `now`, its lease running to `until`, must end: its
+/// deadline (`now` plus its timeout, if it has one) and the end of its lease (`until`, or
+/// the deadline if that comes first). Every claim writes this; the hot path's in SQL
+/// (`tasktable_sql::rules::push_claim_write`).
+pub fn lease_ends(
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+    timeout_ms: Option<i64>,
+) -> (Option<DateTime<Utc>>, DateTime<Utc>) {
+    let deadline = timeout_ms.map(|ms| {
+        now.checked_add_signed(chrono::Duration::milliseconds(ms))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    });
+    (deadline, deadline.map_or(until, |d| d.min(until)))
+}
+
 /// `run_at` as it is stored: within 1970-01-01 to the end of 9999, the range every
 /// backend's time type holds (MySQL's `DATETIME` keeps no year before 1000). An earlier
 /// time and 1970 both mean "due at once", and keep their order ahead of every later one.
@@ -97,6 +134,35 @@ mod tests {
             stored_run_at(t(12000, 1, 1)).format("%Y").to_string(),
             "9999"
         );
+    }
+
+    #[test]
+    fn spans_are_capped_at_the_longest_lease_in_whole_microseconds() {
+        use std::time::Duration;
+        assert_eq!(
+            stored_span(Duration::from_nanos(1_500_999)),
+            Duration::from_micros(1_500)
+        );
+        assert_eq!(stored_span(Duration::MAX), MAX_LEASE);
+        let t = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
+        assert_eq!(
+            after(t, Duration::from_secs(30)),
+            t + chrono::Duration::seconds(30)
+        );
+        let far = after(t, Duration::MAX);
+        assert_eq!(far, t + chrono::Duration::from_std(MAX_LEASE).unwrap());
+        assert!(far.format("%Y").to_string().as_str() < "9999", "{far}");
+    }
+
+    #[test]
+    fn a_lease_never_outlasts_the_attempts_deadline() {
+        let t = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
+        let until = t + chrono::Duration::seconds(30);
+        assert_eq!(lease_ends(t, until, None), (None, until));
+        let soon = t + chrono::Duration::seconds(5);
+        assert_eq!(lease_ends(t, until, Some(5_000)), (Some(soon), soon));
+        let late = t + chrono::Duration::seconds(60);
+        assert_eq!(lease_ends(t, until, Some(60_000)), (Some(late), until));
     }
 
     #[test]

@@ -26,5 +26,4 @@ UPDATE tasktable_tasks SET
     -- A retry of a task with an affinity waits for this worker (core's rule, rules.rs),
     -- reading the state and run_at assigned above.
     {affinity}
-WHERE id IN ({ids}) AND state = 'running'
-  AND lease_token = {case} AND lease_credential <=> {case}
+WHERE id IN ({ids}) AND {fence}

@@ -12,9 +12,10 @@ use sqlx::MySqlConnection;
 use std::time::Duration;
 use tasktable_store::StoreResult;
 
-/// Longest duration added to a time, in µs (100 years), as on PostgreSQL: far inside
-/// DATETIME's range (up to year 9999), whatever the caller asks for.
-const MAX_MICROS: i64 = 100 * 366 * 24 * 3600 * 1_000_000;
+/// Longest duration added to a time (a lease, a delay), in µs: the longest lease
+/// ([`tasktable_core::MAX_LEASE`]), as on PostgreSQL, far inside DATETIME's range (up to
+/// year 9999), whatever the caller asks for.
+const MAX_MICROS: i64 = tasktable_core::MAX_LEASE.as_micros() as i64;
 
 /// The database's current time. `UTC_TIMESTAMP`, not `NOW()`: `NOW()` is in the
 /// session's time zone, so a session left in another zone would shift every lease.

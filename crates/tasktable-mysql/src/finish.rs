@@ -30,7 +30,8 @@ use tasktable_store::{
 };
 
 const LOCK: &str = include_str!("../queries/task_finish_lock.sql");
-/// The update, with core's affinity and retry rules over the unaliased task row.
+/// The update, with core's affinity and retry rules and the fence (each item's token and
+/// credential by id, `{case}`) over the unaliased task row.
 static UPDATE: LazyLock<String> = LazyLock::new(|| {
     expand(
         include_str!("../queries/task_finish.sql"),
@@ -40,6 +41,10 @@ static UPDATE: LazyLock<String> = LazyLock::new(|| {
                 &rules::affinity(Dialect::MySql, "", "state = 'pending'", "run_at"),
             ),
             (rules::RETRY_STATE, &rules::retry_state("")),
+            (
+                rules::FENCE,
+                &rules::fence(Dialect::MySql, "", "{case}", "{case}"),
+            ),
         ],
     )
 });

@@ -18,6 +18,8 @@ use std::sync::LazyLock;
 use tasktable_core::{Lease, Target, Task, TaskId};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
+use tasktable_sql::rules::{self, ClaimWrite, Val};
+use tasktable_sql::Dialect;
 use tasktable_store::*;
 
 const QUEUE_PAUSED: &str = include_str!("../queries/queue_paused.sql");
@@ -33,9 +35,39 @@ static UNTARGETED_SELECT: LazyLock<String> = LazyLock::new(|| {
             .expect("the second lane after it");
     CLAIM_SELECT[start..end].to_owned()
 });
-const CLAIM: &str = include_str!("../queries/task_claim.sql");
-const RENEW: &str = include_str!("../queries/task_renew.sql");
-const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
+/// The claim's update, with the claim's transition (`rules::claim_write`) in its place;
+/// `{credentials}` and `{ids}` are filled in per call.
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    let write = rules::claim_write(
+        Dialect::MySql,
+        "",
+        &ClaimWrite {
+            now: Val::Sql("?"),
+            lease_until: Val::Sql("?"),
+            worker_id: Val::Sql("?"),
+            worker_host: Val::Sql("?"),
+            credential: Val::Sql("{credentials}"),
+        },
+    );
+    expand(
+        include_str!("../queries/task_claim.sql"),
+        &[(rules::CLAIM_WRITE, &write)],
+    )
+});
+/// task_renew.sql, fenced (`rules::fence`).
+static RENEW: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_renew.sql"),
+        &[(rules::FENCE, &rules::fence(Dialect::MySql, "", "?", "?"))],
+    )
+});
+/// task_checkpoint.sql, fenced (`rules::fence`).
+static CHECKPOINT: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_checkpoint.sql"),
+        &[(rules::FENCE, &rules::fence(Dialect::MySql, "", "?", "?"))],
+    )
+});
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
 static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
     expand(
@@ -103,6 +135,7 @@ pub async fn claim(
             .bind(clock::at(now))
             .bind(clock::at(until))
             .bind(clock::at(until))
+            .bind(clock::at(now))
             .bind(&p.worker_id)
             .bind(&p.worker_host);
         for (id, credential) in chunk.iter().zip(new_lease_credentials(chunk.len())) {
@@ -250,7 +283,7 @@ pub async fn renew(conn: &mut MySqlConnection, p: &RenewParams) -> StoreResult<V
     for lease in order {
         // rows_affected counts matched rows (sqlx asks for CLIENT_FOUND_ROWS), so a
         // renewal to the same expiry still counts as held.
-        let done = sqlx::query(RENEW)
+        let done = sqlx::query(&RENEW)
             .bind(clock::at(until))
             .bind(clock::at(until))
             .bind(lease.task_id)
@@ -282,7 +315,7 @@ pub async fn checkpoint(
     conn: &mut MySqlConnection,
     p: &CheckpointParams,
 ) -> StoreResult<LeaseStatus> {
-    let done = sqlx::query(CHECKPOINT)
+    let done = sqlx::query(&CHECKPOINT)
         .bind(&p.checkpoint)
         .bind(&p.progress)
         .bind(p.lease.task_id)

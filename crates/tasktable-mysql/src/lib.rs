@@ -42,22 +42,20 @@ mod submit;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::{Executor, MySql, MySqlConnection};
+use sqlx::{Executor, MySqlConnection};
+use std::future::Future;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::{FinishAction, NewTask, Task, TaskId};
-use tasktable_sql::limits::{self, LimitedClaim, LimitedQueues};
-use tasktable_sql::runs::OpenRuns;
-use tasktable_sql::update::{self, Changed};
-use tasktable_sql::{query, Backend, Commit, Connect};
+use tasktable_core::{FinishAction, NewTask, Task};
+use tasktable_sql::{Backend, Commit, Connect, SqlStore};
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
 pub use migrate::migrations;
 pub use sqlx::mysql::MySqlConnection as Connection;
-/// A write transaction that never goes back to the pool open (see [`MySqlStore::pool`]).
+/// A write transaction that never goes back to the pool open (see [`MySqlBackend::Pool`](Backend::Pool)).
 pub use tasktable_sqlx::Tx;
 
 /// How to connect to the database.
@@ -98,10 +96,14 @@ impl MySqlConfig {
     }
 }
 
-/// The MySQL and MariaDB [`Store`]. Clones share the pool, the wake channel and the
-/// retry counter.
+/// The MySQL and MariaDB [`Store`]: [`SqlStore`] on [`MySqlBackend`]. Clones share the
+/// pool, the wake channel and the retry counter.
+pub type MySqlStore = SqlStore<MySqlBackend>;
+
+/// What is MySQL's own in [`MySqlStore`]: its pool, its hot path, and the retry of
+/// transactions InnoDB aborts.
 #[derive(Debug, Clone)]
-pub struct MySqlStore {
+pub struct MySqlBackend {
     pool: MySqlPool,
     wake: broadcast::Sender<Wake>,
     /// What calls may carry; every call's parameters are checked against it first.
@@ -111,10 +113,6 @@ pub struct MySqlStore {
     max_value_bytes: usize,
     retries: Arc<AtomicU64>,
     bulk_chunk_rows: u32,
-    /// The queues found limited by a policy, claimed off the hot path; shared by clones.
-    limited: Arc<LimitedQueues>,
-    /// What this store knows of open multi-run tasks; shared by clones.
-    open_runs: Arc<OpenRuns>,
     /// The queues found with no targeted task waiting (`lease::UntargetedQueues`).
     untargeted: Arc<lease::UntargetedQueues>,
 }
@@ -126,99 +124,11 @@ pub(crate) fn db(e: sqlx::Error) -> StoreError {
 /// Room left in a packet for everything in a statement beside its one large value.
 const PACKET_MARGIN: usize = 64 * 1024;
 
-impl MySqlStore {
-    /// Connects, so an unreachable server fails here. Does not migrate.
-    ///
-    /// Fails with [`StoreError::InvalidInput`] when `max_payload_bytes` does not fit in
-    /// the server's `max_allowed_packet`: the server would drop the connection on such a
-    /// submit instead of answering it.
-    pub async fn connect(config: MySqlConfig) -> StoreResult<Self> {
-        let options = MySqlConnectOptions::from_str(&config.url)
-            .map_err(|e| StoreError::InvalidInput(format!("bad MySQL URL: {e}")))?;
-        let session = Session {
-            lock_wait_secs: config.lock_wait_timeout.map(|d| d.as_secs().max(1)),
-            idle_transaction_secs: config.idle_transaction_timeout.map(|d| d.as_secs().max(1)),
-        };
-        let pool = MySqlPoolOptions::new()
-            .max_connections(config.max_connections.max(1))
-            .after_connect(move |conn, _| Box::pin(prepare_session(conn, session)))
-            .after_release(|conn, _| {
-                Box::pin(async move { Ok(tasktable_sqlx::released_clean(conn)) })
-            })
-            .connect_with(options)
-            .await
-            .map_err(db)?;
-        let packet: u64 = sqlx::query_scalar("SELECT @@max_allowed_packet")
-            .fetch_one(&pool)
-            .await
-            .map_err(db)?;
-        let max_value_bytes = usize::try_from(packet)
-            .unwrap_or(usize::MAX)
-            .saturating_sub(PACKET_MARGIN);
-        if config.max_payload_bytes > max_value_bytes {
-            pool.close().await;
-            return Err(StoreError::InvalidInput(format!(
-                "max_payload_bytes is {} but the server's max_allowed_packet ({packet} bytes) \
-                 leaves room for {max_value_bytes}; raise max_allowed_packet on the server \
-                 or lower max_payload_bytes",
-                config.max_payload_bytes
-            )));
-        }
-        let (wake, _) = broadcast::channel(1024);
-        Ok(MySqlStore {
-            pool,
-            wake,
-            limits: Limits {
-                max_payload_bytes: config.max_payload_bytes,
-            },
-            max_value_bytes,
-            retries: Arc::new(AtomicU64::new(0)),
-            bulk_chunk_rows: config.bulk_chunk_rows,
-            limited: Arc::default(),
-            open_runs: Arc::default(),
-            untargeted: Arc::default(),
-        })
-    }
-
-    /// Connects by URL with the default settings.
-    pub async fn open(url: &str) -> StoreResult<Self> {
-        Self::connect(MySqlConfig::new(url)).await
-    }
-
-    /// Submits tasks inside a transaction the caller holds (a `Transaction<MySql>` derefs
-    /// to a `MySqlConnection`), so they commit or roll back with the caller's own writes.
-    /// Idle workers find these tasks on their next poll. Works under READ COMMITTED and
-    /// REPEATABLE READ. A deadlock here aborts the caller's whole transaction, so it is
-    /// returned (as [`StoreError::Database`]) for the caller to retry, not retried here.
-    pub async fn submit_in(
-        conn: &mut MySqlConnection,
-        tasks: Vec<NewTask>,
-    ) -> StoreResult<Vec<Submitted>> {
-        let tasks = Limits::default().tasks(tasks)?;
-        Ok(submit::insert(conn, &tasks, None).await?.submitted)
-    }
-
-    /// The pool, for callers that want to run their own queries next to tasktable's.
-    /// Begin a transaction on it with [`Tx::begin`] rather than `pool.begin()`: sqlx hands
-    /// a connection whose `BEGIN` was cut off back to the pool inside a transaction, where
-    /// tasktable's next writes on it would run and be lost.
-    pub fn pool(&self) -> &MySqlPool {
-        &self.pool
-    }
-
+impl MySqlBackend {
     /// How many times this store (and its clones) ran a transaction again because InnoDB
     /// aborted it with a deadlock (1213) or a lock wait timeout (1205).
     pub fn deadlock_retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
-    }
-
-    /// Closes the pool.
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
-
-    pub(crate) async fn begin(&self) -> StoreResult<Tx<MySql>> {
-        Tx::begin(&self.pool, None).await.map_err(db)
     }
 
     /// Runs `op` (one whole transaction) again while InnoDB aborts it under contention.
@@ -284,8 +194,86 @@ struct Session {
 }
 
 #[async_trait]
-impl Backend for MySqlStore {
+impl Backend for MySqlBackend {
     const NAME: &'static str = "mysql";
+    type Config = MySqlConfig;
+    /// Begin a transaction on it with [`Tx::begin`] rather than `pool.begin()`: sqlx hands
+    /// a connection whose `BEGIN` was cut off back to the pool inside a transaction, where
+    /// tasktable's next writes on it would run and be lost.
+    type Pool = MySqlPool;
+    type Conn = MySqlConnection;
+
+    /// Fails with [`StoreError::InvalidInput`] when `max_payload_bytes` does not fit in
+    /// the server's `max_allowed_packet`: the server would drop the connection on such a
+    /// submit instead of answering it.
+    async fn connect(config: MySqlConfig) -> StoreResult<Self> {
+        let options = MySqlConnectOptions::from_str(&config.url)
+            .map_err(|e| StoreError::InvalidInput(format!("bad MySQL URL: {e}")))?;
+        let session = Session {
+            lock_wait_secs: config.lock_wait_timeout.map(|d| d.as_secs().max(1)),
+            idle_transaction_secs: config.idle_transaction_timeout.map(|d| d.as_secs().max(1)),
+        };
+        let pool = MySqlPoolOptions::new()
+            .max_connections(config.max_connections.max(1))
+            .after_connect(move |conn, _| Box::pin(prepare_session(conn, session)))
+            .after_release(|conn, _| {
+                Box::pin(async move { Ok(tasktable_sqlx::released_clean(conn)) })
+            })
+            .connect_with(options)
+            .await
+            .map_err(db)?;
+        let packet: u64 = sqlx::query_scalar("SELECT @@max_allowed_packet")
+            .fetch_one(&pool)
+            .await
+            .map_err(db)?;
+        let max_value_bytes = usize::try_from(packet)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(PACKET_MARGIN);
+        if config.max_payload_bytes > max_value_bytes {
+            pool.close().await;
+            return Err(StoreError::InvalidInput(format!(
+                "max_payload_bytes is {} but the server's max_allowed_packet ({packet} bytes) \
+                 leaves room for {max_value_bytes}; raise max_allowed_packet on the server \
+                 or lower max_payload_bytes",
+                config.max_payload_bytes
+            )));
+        }
+        let (wake, _) = broadcast::channel(1024);
+        Ok(MySqlBackend {
+            pool,
+            wake,
+            limits: Limits {
+                max_payload_bytes: config.max_payload_bytes,
+            },
+            max_value_bytes,
+            retries: Arc::new(AtomicU64::new(0)),
+            bulk_chunk_rows: config.bulk_chunk_rows,
+            untargeted: Arc::default(),
+        })
+    }
+
+    fn config(url: &str) -> MySqlConfig {
+        MySqlConfig::new(url)
+    }
+
+    /// A `Transaction<MySql>` derefs to a `MySqlConnection`. Idle workers find these
+    /// tasks on their next poll. Works under READ COMMITTED and REPEATABLE READ. A
+    /// deadlock here aborts the caller's whole transaction, so it is returned (as
+    /// [`StoreError::Database`]) for the caller to retry, not retried here.
+    async fn submit_in(
+        conn: &mut MySqlConnection,
+        tasks: &Checked<Vec<NewTask>>,
+    ) -> StoreResult<Vec<Submitted>> {
+        Ok(submit::insert(conn, tasks, None).await?.submitted)
+    }
+
+    fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
 
     fn limits(&self) -> Limits {
         self.limits
@@ -313,11 +301,9 @@ impl Backend for MySqlStore {
     async fn submit(&self, params: Checked<SubmitParams>) -> StoreResult<Vec<Submitted>> {
         let p = &params;
         let out = self
-            .retrying("submit", || async move {
-                let mut tx = self.begin().await?;
-                let out = submit::insert(&mut tx, &p.tasks, p.now).await?;
-                tx.commit().await.map_err(db)?;
-                Ok(out)
+            .transact("submit", |mut tx| async move {
+                let out = submit::insert(&mut tx.0, &p.tasks, p.now).await?;
+                Ok((tx, out))
             })
             .await?;
         // Committed: claims look for targeted tasks again before anyone is woken.
@@ -334,16 +320,8 @@ impl Backend for MySqlStore {
         tasks: &Checked<Vec<NewTask>>,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Submitted>> {
-        // Committed with the caller's transaction, whose commit_change forgets.
+        // Committed with the caller's transaction, after which `changed` forgets.
         Ok(submit::insert(&mut tx.0, tasks, Some(now)).await?.submitted)
-    }
-
-    fn limited_queues(&self) -> &LimitedQueues {
-        &self.limited
-    }
-
-    fn open_runs(&self) -> &OpenRuns {
-        &self.open_runs
     }
 
     async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {
@@ -351,11 +329,9 @@ impl Backend for MySqlStore {
             return Ok(Vec::new());
         }
         let p = params;
-        self.retrying("claim", || async move {
-            let mut tx = self.begin().await?;
-            let tasks = lease::claim(&mut tx, p, &self.untargeted).await?;
-            tx.commit().await.map_err(db)?;
-            Ok(tasks)
+        self.transact("claim", |mut tx| async move {
+            let tasks = lease::claim(&mut tx.0, p, &self.untargeted).await?;
+            Ok((tx, tasks))
         })
         .await
     }
@@ -365,11 +341,9 @@ impl Backend for MySqlStore {
             return Ok(Vec::new());
         }
         let p = &params;
-        self.retrying("renew", || async move {
-            let mut tx = self.begin().await?;
-            let statuses = lease::renew(&mut tx, p).await?;
-            tx.commit().await.map_err(db)?;
-            Ok(statuses)
+        self.transact("renew", |mut tx| async move {
+            let statuses = lease::renew(&mut tx.0, p).await?;
+            Ok((tx, statuses))
         })
         .await
     }
@@ -390,11 +364,9 @@ impl Backend for MySqlStore {
         let rows = lease::finish_rows(&params, self.max_value_bytes)?;
         let (rows, p) = (&rows, &params);
         let (applied, due_queues) = self
-            .retrying("finish", || async move {
-                let mut tx = self.begin().await?;
-                let out = finish::finish(&mut tx, rows, p).await?;
-                tx.commit().await.map_err(db)?;
-                Ok(out)
+            .transact("finish", |mut tx| async move {
+                let out = finish::finish(&mut tx.0, rows, p).await?;
+                Ok((tx, out))
             })
             .await?;
         // A task with an affinity back in pending now waits, targeted, for its worker.
@@ -414,74 +386,39 @@ impl Backend for MySqlStore {
         lease::list_expired(&self.pool, params).await
     }
 
-    /// Commits, then wakes this process's workers. A change may have made a task wait
-    /// for a worker (a new target, the end of an affinity's wait): claims look for
-    /// targeted tasks again first.
-    async fn commit_change(&self, tx: Self::Write, changed: Changed) -> StoreResult<u64> {
-        tx.commit().await?;
+    /// Runs `work` again whole while InnoDB aborts it under contention (a deadlock, a
+    /// lock wait timeout).
+    async fn transact<T, F, Fut>(&self, what: &'static str, mut work: F) -> StoreResult<T>
+    where
+        T: Send,
+        F: FnMut(Self::Write) -> Fut + Send,
+        Fut: Future<Output = StoreResult<(Self::Write, T)>> + Send,
+    {
+        let mut tried = 0;
+        loop {
+            tried += 1;
+            let once = async {
+                let tx = Connect::write(self).await?;
+                let (tx, out) = work(tx).await?;
+                tx.commit().await?;
+                Ok(out)
+            };
+            match once.await {
+                Err(e) if retry::again(&self.retries, what, &e, tried).await => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Wakes this process's workers. A change may have made a task wait for a worker (a
+    /// new target, the end of an affinity's wait): claims look for targeted tasks again
+    /// first.
+    fn changed(&self, wake: &[String]) {
         self.untargeted.forget_all();
-        self.wake_local(changed.wake.iter().map(String::as_str));
-        Ok(changed.count)
-    }
-
-    /// A change InnoDB aborts (deadlock, lock wait timeout) is run again whole.
-    async fn change_one(&self, id: TaskId, params: &Checked<UpdateParams>) -> StoreResult<u64> {
-        self.retrying("update", || async move {
-            let mut tx = Connect::write(self).await?;
-            let changed = update::one(&mut tx, id, params).await?;
-            self.commit_change(tx, changed).await
-        })
-        .await
-    }
-
-    /// A chunk InnoDB aborts is run again on its own; the chunks before it stay committed.
-    async fn change_chunk(&self, params: &Checked<&UpdateChunkParams<'_>>) -> StoreResult<u64> {
-        self.retrying("update_chunk", || async move {
-            let mut tx = Connect::write(self).await?;
-            let changed = update::chunk(&mut tx, params).await?;
-            self.commit_change(tx, changed).await
-        })
-        .await
-    }
-
-    /// A limited claim InnoDB aborts is run again whole.
-    async fn claim_limited(&self, params: &ClaimParams) -> StoreResult<LimitedClaim> {
-        self.retrying("claim_limited", || limits::claim(self, params))
-            .await
-    }
-
-    /// A policy change InnoDB aborts is run again whole.
-    async fn set_policy(&self, params: &Checked<QueuePolicyParams>) -> StoreResult<()> {
-        self.retrying("queue_set_policy", || async move {
-            let mut tx = Connect::write(self).await?;
-            limits::set_policy(&mut tx, params).await?;
-            tx.commit().await
-        })
-        .await?;
-        if !params.policy.is_limited() {
-            self.wake_local([params.queue.as_str()]);
-        }
-        Ok(())
-    }
-
-    /// A transaction of its own: the pause and its event; run again if InnoDB aborts it.
-    async fn set_paused(&self, params: QueuePauseParams) -> StoreResult<()> {
-        let p = &params;
-        self.retrying("queue_set_paused", || async move {
-            let mut tx = Connect::write(self).await?;
-            query::set_paused(&mut tx, p).await?;
-            tx.commit().await
-        })
-        .await?;
-        if !params.paused {
-            self.wake_local([params.queue.as_str()]);
-        }
-        Ok(())
+        self.wake_local(wake.iter().map(String::as_str));
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe())
     }
 }
-
-tasktable_sql::impl_store!(MySqlStore);

@@ -64,15 +64,23 @@ where
     loop {
         tried += 1;
         match op().await {
-            Err(e) if tried < MAX_TRIES && is_transient(&e) => {
-                retries.fetch_add(1, Ordering::Relaxed);
-                let wait = pause(tried - 1);
-                tracing::debug!(call = what, error = %e, retry_in = ?wait, "tasktable: retrying after InnoDB aborted the transaction");
-                tokio::time::sleep(wait).await;
-            }
+            Err(e) if again(retries, what, &e, tried).await => {}
             other => return other,
         }
     }
+}
+
+/// After the `tried`th try of `what` failed with `e`: whether to run it again, after a
+/// pause it has waited (counted in `retries`), or to return the error.
+pub async fn again(retries: &AtomicU64, what: &'static str, e: &StoreError, tried: u32) -> bool {
+    if tried >= MAX_TRIES || !is_transient(e) {
+        return false;
+    }
+    retries.fetch_add(1, Ordering::Relaxed);
+    let wait = pause(tried - 1);
+    tracing::debug!(call = what, error = %e, retry_in = ?wait, "tasktable: retrying after InnoDB aborted the transaction");
+    tokio::time::sleep(wait).await;
+    true
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! How the shared SQL layer (`tasktable-sql`) runs on MySQL and MariaDB: arguments bound
 //! in this schema's types (times as `DATETIME`, see `clock`), cells decoded back.
 
-use crate::{clock, db, MySqlStore};
+use crate::{clock, db, MySqlBackend};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -97,7 +97,7 @@ impl Commit for Db<Tx<MySql>> {
 }
 
 #[async_trait]
-impl Connect for MySqlStore {
+impl Connect for MySqlBackend {
     type Read = Db<PoolConnection<MySql>>;
     type Write = Db<Tx<MySql>>;
 

@@ -3,5 +3,5 @@
 UPDATE tasktable_tasks SET
     checkpoint = coalesce($1, checkpoint),
     progress = coalesce($2, progress)
-WHERE id = $3 AND lease_token = $4 AND state = 'running'
-  AND lease_credential IS NOT DISTINCT FROM $5
+-- The fence (rules.rs): the row still runs under token $4 and credential $5.
+WHERE id = $3 AND {fence}

@@ -18,21 +18,11 @@ WITH clock AS (
     -- Apart from `picked`: PostgreSQL allows no window function beside FOR UPDATE.
     SELECT id, row_number() OVER () AS n FROM picked
 )
+-- The SET items are the claim's transition, rendered once for every claim (rules.rs,
+-- `claim_write`): now is clock.now, the lease ends at clock.now + $5 µs, the n-th picked
+-- row takes the n-th credential.
 UPDATE tasktable_tasks t SET
-    state = 'running',
-    attempt = t.attempt + 1,
-    lease_token = t.lease_token + 1,
-    -- NULL when the task has no timeout.
-    deadline_at = clock.now + t.timeout_ms * interval '1 millisecond',
-    -- least() ignores NULLs: without a deadline the lease is simply now + lease.
-    lease_expires_at = least(clock.now + $5 * interval '1 microsecond',
-                             clock.now + t.timeout_ms * interval '1 millisecond'),
-    worker_id = $6,
-    worker_host = $7,
-    lease_credential = ($8::text[])[numbered.n],
-    started_at = clock.now,
-    finished_at = NULL,
-    updated_at = clock.now
+    {claim_write}
 FROM numbered, clock
 WHERE t.id = numbered.id
 RETURNING t.*

@@ -19,9 +19,7 @@ WITH clock AS (
     -- the same task cannot both apply, and which one does is the input's order, not the
     -- plan's. The UPDATE checks the fence again on the row it locks.
     SELECT DISTINCT ON (i.id) i.*, b.run_at AS due_at
-    FROM items i JOIN tasktable_tasks b
-      ON b.id = i.id AND b.lease_token = i.token
-     AND b.lease_credential IS NOT DISTINCT FROM i.credential
+    FROM items i JOIN tasktable_tasks b ON b.id = i.id AND {fence_as_seen}
     ORDER BY i.id, i.ord
 ), done AS (
     -- The retry decision reads the row's current max_attempts, so an operator's change
@@ -41,14 +39,12 @@ WITH clock AS (
         -- A retry of a task with an affinity waits for this worker (core's rule, rules.rs).
         {affinity}
     FROM input, clock
-    -- `t.state || ''` keeps the state out of the plan's choice of index: the planner's
-    -- statistics, taken when few tasks run, say no row is 'running', so it would read
-    -- every running row through a state index and join the input to each (O(running
-    -- tasks) a call, and the unnest again per row) instead of looking the input's ids up
-    -- by primary key (O(batch)). Same rows, the same re-check after the lock.
-    WHERE t.id = input.id
-      AND t.lease_token = input.token AND (t.state || '') = 'running'
-      AND t.lease_credential IS NOT DISTINCT FROM input.credential
+    -- The fence (rules.rs) tests the state as `t.state || ''`, which keeps it out of the
+    -- plan's choice of index: the planner's statistics, taken when few tasks run, say no
+    -- row is 'running', so it would read every running row through a state index and
+    -- join the input to each (O(running tasks) a call, and the unnest again per row)
+    -- instead of looking the input's ids up by primary key (O(batch)).
+    WHERE t.id = input.id AND {fence}
       AND (NOT $10 OR t.lease_expires_at <= clock.now)
     -- RETURNING sees the row after the update: add the refunded attempt back so the
     -- history names the attempt that just ended.

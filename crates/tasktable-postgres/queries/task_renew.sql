@@ -7,8 +7,6 @@ WITH input AS (
 UPDATE tasktable_tasks t SET
     lease_expires_at = least(coalesce($3::timestamptz, now()) + $4 * interval '1 microsecond', t.deadline_at)
 FROM input
--- `t.state || ''`: looked up by primary key, whatever the statistics say of running rows
--- (task_finish.sql says why).
-WHERE t.id = input.id AND t.lease_token = input.token AND (t.state || '') = 'running'
-  AND t.lease_credential IS NOT DISTINCT FROM input.credential
+-- The fence (rules.rs): the row still runs under the input's token and credential.
+WHERE t.id = input.id AND {fence}
 RETURNING t.id, t.lease_token, t.lease_credential, t.lease_expires_at

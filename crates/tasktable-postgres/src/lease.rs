@@ -12,25 +12,57 @@ use std::sync::LazyLock;
 use tasktable_core::{Lease, Target, Task, TaskId};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
+use tasktable_sql::rules::{ClaimWrite, Val};
 use tasktable_sql::{rules, Dialect};
 use tasktable_store::*;
 
 /// The claim, with the sub-selects that choose its tasks (task_claim_select.sql) and test
-/// the queue (queue_paused.sql) in their places; `{lane_limit}` is filled in per call.
+/// the queue (queue_paused.sql) in their places, and the claim's transition
+/// (`rules::claim_write`); `{lane_limit}` is filled in per call.
 static CLAIM: LazyLock<String> = LazyLock::new(|| {
     let select = expand(
         include_str!("../queries/task_claim_select.sql"),
         &[("queue_paused", include_str!("../queries/queue_paused.sql"))],
     );
+    let write = rules::claim_write(
+        Dialect::Postgres,
+        "t.",
+        &ClaimWrite {
+            now: Val::Sql("clock.now"),
+            lease_until: Val::Sql("clock.now + $5 * interval '1 microsecond'"),
+            worker_id: Val::Sql("$6"),
+            worker_host: Val::Sql("$7"),
+            credential: Val::Sql("($8::text[])[numbered.n]"),
+        },
+    );
     expand(
         include_str!("../queries/task_claim.sql"),
-        &[("task_claim_select", &select)],
+        &[("task_claim_select", &select), (rules::CLAIM_WRITE, &write)],
     )
 });
-const RENEW: &str = include_str!("../queries/task_renew.sql");
-const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
+/// task_renew.sql, fenced (`rules::fence`).
+static RENEW: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_renew.sql"),
+        &[(
+            rules::FENCE,
+            &rules::fence(Dialect::Postgres, "t.", "input.token", "input.credential"),
+        )],
+    )
+});
+/// task_checkpoint.sql, fenced (`rules::fence`).
+static CHECKPOINT: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_checkpoint.sql"),
+        &[(
+            rules::FENCE,
+            &rules::fence(Dialect::Postgres, "", "$4", "$5"),
+        )],
+    )
+});
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
-/// The finish, with core's affinity and retry rules over the row aliased `t`, the history insert
+/// The finish, with core's affinity and retry rules and the fence over the row aliased
+/// `t` (and, as the statement's snapshot saw it, `b`), the history insert
 /// (attempt_insert.sql) and the closing SELECT (queues_to_wake.sql) in their places.
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     expand(
@@ -50,6 +82,14 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
             ),
             (rules::RETRY_STATE, &rules::retry_state("t.")),
             (
+                "fence_as_seen",
+                &rules::fence(Dialect::Postgres, "b.", "i.token", "i.credential"),
+            ),
+            (
+                rules::FENCE,
+                &rules::fence(Dialect::Postgres, "t.", "input.token", "input.credential"),
+            ),
+            (
                 "attempt_insert",
                 include_str!("../queries/attempt_insert.sql"),
             ),
@@ -67,12 +107,17 @@ static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The claim's statement for claims of `limit` tasks, as it is sent.
+pub fn claim_statement(limit: u32) -> String {
+    CLAIM.replace("{lane_limit}", &limit.to_string())
+}
+
 pub async fn claim(pool: &PgPool, p: &ClaimParams) -> StoreResult<Vec<Task>> {
     if p.limit == 0 || p.kinds.is_empty() {
         return Ok(Vec::new());
     }
     // The lanes' limit is written into the text (task_claim_select.sql says why).
-    let sql = CLAIM.replace("{lane_limit}", &p.limit.to_string());
+    let sql = claim_statement(p.limit);
     let rows = sqlx::query(&sql)
         .bind(&p.queue)
         .bind(p.now)
@@ -141,7 +186,7 @@ pub async fn renew(pool: &PgPool, p: RenewParams) -> StoreResult<Vec<LeaseStatus
     if p.leases.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = sqlx::query(RENEW)
+    let rows = sqlx::query(&RENEW)
         .bind(p.leases.iter().map(|l| l.task_id).collect::<Vec<_>>())
         .bind(p.leases.iter().map(|l| l.token).collect::<Vec<_>>())
         .bind(p.now)
@@ -182,7 +227,7 @@ pub async fn renew(pool: &PgPool, p: RenewParams) -> StoreResult<Vec<LeaseStatus
 
 /// Saves `p`, which [`prepare_checkpoint`] has checked.
 pub async fn checkpoint(pool: &PgPool, p: CheckpointParams) -> StoreResult<LeaseStatus> {
-    let done = sqlx::query(CHECKPOINT)
+    let done = sqlx::query(&CHECKPOINT)
         .bind(&p.checkpoint)
         .bind(&p.progress)
         .bind(p.lease.task_id)

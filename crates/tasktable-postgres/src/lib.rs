@@ -27,22 +27,20 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{NewTask, Task};
-use tasktable_sql::limits::LimitedQueues;
-use tasktable_sql::runs::OpenRuns;
-use tasktable_sql::update::Changed;
-use tasktable_sql::{Backend, Commit};
+use tasktable_sql::{Backend, SqlStore};
 use tasktable_store::*;
 use tokio::sync::broadcast;
 
+pub use lease::claim_statement;
 pub use migrate::migrations;
 pub use sqlx::postgres::PgConnection as Connection;
-/// A write transaction that never goes back to the pool open (see [`PgStore::pool`]).
+/// A write transaction that never goes back to the pool open (see [`PgBackend::Pool`](Backend::Pool)).
 pub use tasktable_sqlx::Tx;
 
 /// The NOTIFY channel; the payload is the queue that may have due work.
 pub const WAKE_CHANNEL: &str = "tasktable_wake";
 
-/// How long [`PgStore::close`] waits for the wake-ups of committed submits to be sent.
+/// How long [`SqlStore::close`] waits for the wake-ups of committed submits to be sent.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// How to connect to the database.
@@ -75,37 +73,59 @@ impl PgConfig {
     }
 }
 
-/// The PostgreSQL [`Store`]. Clones share the pool and the wake listener.
+/// The PostgreSQL [`Store`]: [`SqlStore`] on [`PgBackend`]. Clones share the pool and
+/// the wake listener.
+pub type PgStore = SqlStore<PgBackend>;
+
+/// What is PostgreSQL's own in [`PgStore`]: its pool, its hot path and its wake-ups.
 #[derive(Debug, Clone)]
-pub struct PgStore {
+pub struct PgBackend {
     pool: PgPool,
     wake: Arc<wake::Waker>,
     notifier: Arc<wake::Notifier>,
     /// What calls may carry; every call's parameters are checked against it first.
     limits: Limits,
     bulk_chunk_rows: u32,
-    /// The queues found limited by a policy, claimed off the hot path; shared by clones.
-    limited: Arc<LimitedQueues>,
-    /// What this store knows of open multi-run tasks; shared by clones.
-    open_runs: Arc<OpenRuns>,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
     StoreError::database(e)
 }
 
-/// Longest duration sent to SQL, in µs (100 years): far inside the range of a timestamp,
-/// so `now + duration` cannot overflow whatever the caller asks for.
-const MAX_MICROS: i64 = 100 * 366 * 24 * 3600 * 1_000_000;
+/// Longest duration sent to SQL (a lease, a delay), in µs: the longest lease
+/// ([`tasktable_core::MAX_LEASE`]), far inside the range of a timestamp, so `now +
+/// duration` cannot overflow whatever the caller asks for.
+const MAX_MICROS: i64 = tasktable_core::MAX_LEASE.as_micros() as i64;
 
 /// A duration as whole microseconds, for `$n * interval '1 microsecond'`.
 pub(crate) fn micros(d: Duration) -> i64 {
     d.as_micros().min(MAX_MICROS as u128) as i64
 }
 
-impl PgStore {
-    /// Connects, so an unreachable server fails here. Does not migrate.
-    pub async fn connect(config: PgConfig) -> StoreResult<Self> {
+impl PgBackend {
+    /// Wakes idle workers of this process at once; other processes learn through NOTIFY.
+    /// Duplicates are harmless: a woken worker just polls.
+    pub(crate) fn wake_local<'a>(&self, queues: impl IntoIterator<Item = &'a str>) {
+        let mut queues: Vec<&str> = queues.into_iter().collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for q in queues {
+            self.wake.send_local(q);
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for PgBackend {
+    const NAME: &'static str = "postgres";
+    type Config = PgConfig;
+    /// Begin a transaction on it with [`Tx::begin`] rather than `pool.begin()`: sqlx hands
+    /// a connection whose `BEGIN` was cut off back to the pool inside a transaction, where
+    /// tasktable's next writes on it would run and be lost.
+    type Pool = PgPool;
+    type Conn = PgConnection;
+
+    async fn connect(config: PgConfig) -> StoreResult<Self> {
         let options = PgConnectOptions::from_str(&config.url)
             .map_err(|e| StoreError::InvalidInput(format!("bad PostgreSQL URL: {e}")))?
             .application_name("tasktable");
@@ -128,7 +148,7 @@ impl PgStore {
             .connect_with(options.clone())
             .await
             .map_err(db)?;
-        Ok(PgStore {
+        Ok(PgBackend {
             pool,
             wake: Arc::new(wake::Waker::new(options)),
             notifier: Arc::default(),
@@ -136,62 +156,37 @@ impl PgStore {
                 max_payload_bytes: config.max_payload_bytes,
             },
             bulk_chunk_rows: config.bulk_chunk_rows,
-            limited: Arc::default(),
-            open_runs: Arc::default(),
         })
     }
 
-    /// Connects by URL with the default settings.
-    pub async fn open(url: &str) -> StoreResult<Self> {
-        Self::connect(PgConfig::new(url)).await
+    fn config(url: &str) -> PgConfig {
+        PgConfig::new(url)
     }
 
-    /// Submits tasks inside a transaction the caller holds (a `Transaction<Postgres>`
-    /// derefs to a `PgConnection`), so they commit or roll back with the caller's own
-    /// writes. Idle workers are notified when that transaction commits. Keep the default
-    /// READ COMMITTED isolation: under REPEATABLE READ a concurrent submit of the same
-    /// idempotency key surfaces as an error instead of as `created: false`.
-    pub async fn submit_in(
+    /// A `Transaction<Postgres>` derefs to a `PgConnection`. Idle workers are notified
+    /// when that transaction commits. Keep the default READ COMMITTED isolation: under
+    /// REPEATABLE READ a concurrent submit of the same idempotency key surfaces as an
+    /// error instead of as `created: false`.
+    async fn submit_in(
         conn: &mut PgConnection,
-        tasks: Vec<NewTask>,
+        tasks: &Checked<Vec<NewTask>>,
     ) -> StoreResult<Vec<Submitted>> {
-        let tasks = Limits::default().tasks(tasks)?;
-        Ok(submit::insert(conn, &tasks, None, submit::Wake::AtCommit)
+        Ok(submit::insert(conn, tasks, None, submit::Wake::AtCommit)
             .await?
             .submitted)
     }
 
-    /// The pool, for callers that want to run their own queries next to tasktable's.
-    /// Begin a transaction on it with [`Tx::begin`] rather than `pool.begin()`: sqlx hands
-    /// a connection whose `BEGIN` was cut off back to the pool inside a transaction, where
-    /// tasktable's next writes on it would run and be lost.
-    pub fn pool(&self) -> &PgPool {
+    fn pool(&self) -> &PgPool {
         &self.pool
-    }
-
-    /// Wakes idle workers of this process at once; other processes learn through NOTIFY.
-    /// Duplicates are harmless: a woken worker just polls.
-    pub(crate) fn wake_local<'a>(&self, queues: impl IntoIterator<Item = &'a str>) {
-        let mut queues: Vec<&str> = queues.into_iter().collect();
-        queues.sort_unstable();
-        queues.dedup();
-        for q in queues {
-            self.wake.send_local(q);
-        }
     }
 
     /// Sends the wake-ups of the submits that have returned (waiting at most
     /// [`CLOSE_WAIT`] for them), stops the wake listener and closes the pool.
-    pub async fn close(&self) {
+    async fn close(&self) {
         let _ = tokio::time::timeout(CLOSE_WAIT, self.notifier.settle()).await;
         self.wake.stop();
         self.pool.close().await;
     }
-}
-
-#[async_trait]
-impl Backend for PgStore {
-    const NAME: &'static str = "postgres";
 
     fn limits(&self) -> Limits {
         self.limits
@@ -244,14 +239,6 @@ impl Backend for PgStore {
         )
     }
 
-    fn limited_queues(&self) -> &LimitedQueues {
-        &self.limited
-    }
-
-    fn open_runs(&self) -> &OpenRuns {
-        &self.open_runs
-    }
-
     async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {
         lease::claim(&self.pool, params).await
     }
@@ -274,25 +261,24 @@ impl Backend for PgStore {
         lease::list_expired(&self.pool, params).await
     }
 
-    /// Commits, waking the workers of the queues the change made due: those of other
-    /// processes by NOTIFY, delivered when (and only if) the transaction commits.
-    async fn commit_change(&self, mut tx: Self::Write, changed: Changed) -> StoreResult<u64> {
-        if !changed.wake.is_empty() {
+    /// NOTIFY, delivered when (and only if) the transaction commits.
+    async fn announce(&self, tx: &mut Self::Write, wake: &[String]) -> StoreResult<()> {
+        if !wake.is_empty() {
             sqlx::query("SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q")
                 .bind(WAKE_CHANNEL)
-                .bind(&changed.wake)
+                .bind(wake)
                 .execute(&mut *tx.0)
                 .await
                 .map_err(db)?;
         }
-        tx.commit().await?;
-        self.wake_local(changed.wake.iter().map(String::as_str));
-        Ok(changed.count)
+        Ok(())
+    }
+
+    fn changed(&self, wake: &[String]) {
+        self.wake_local(wake.iter().map(String::as_str));
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe().await)
     }
 }
-
-tasktable_sql::impl_store!(PgStore);

@@ -1,7 +1,7 @@
 //! Migrations: the shared runner (`tasktable_sql::migrate`) inside one transaction that
 //! holds an advisory lock, so concurrent migrators wait for each other.
 
-use crate::{db, PgStore};
+use crate::{db, PgBackend};
 use tasktable_sql::migrate::{apply, Migration};
 use tasktable_sql::{Commit, Connect};
 use tasktable_store::StoreResult;
@@ -15,7 +15,7 @@ pub fn migrations() -> [Migration; 14] {
     tasktable_sql::backend_migrations!()
 }
 
-pub async fn run(store: &PgStore) -> StoreResult<()> {
+pub async fn run(store: &PgBackend) -> StoreResult<()> {
     let mut tx = Connect::write(store).await?;
     // The lock comes before anything else, even CREATE TABLE IF NOT EXISTS (which races
     // with itself in Postgres); it is released when the transaction ends, so a concurrent

@@ -1,7 +1,7 @@
 //! How the shared SQL layer (`tasktable-sql`) runs on PostgreSQL: arguments bound in this
 //! schema's types (lists as arrays, JSON as `jsonb`), cells decoded back.
 
-use crate::{db, PgStore};
+use crate::{db, PgBackend};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -84,7 +84,7 @@ impl Commit for Db<Tx<Postgres>> {
 }
 
 #[async_trait]
-impl Connect for PgStore {
+impl Connect for PgBackend {
     type Read = Db<PoolConnection<Postgres>>;
     type Write = Db<Tx<Postgres>>;
 

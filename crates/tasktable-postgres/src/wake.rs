@@ -172,7 +172,7 @@ const SEND: &str = "SELECT set_config('synchronous_commit', 'off', true), pg_not
 /// Submits that commit while a flush is on its way are sent by the next, so under load
 /// many submits share one notification, and a lone submit's goes out at once. A flush
 /// task exists only while there is something to send, and holds the pool only meanwhile;
-/// `PgStore::close` waits for it ([`Notifier::settle`]).
+/// `SqlStore::close` waits for it ([`Notifier::settle`]).
 #[derive(Debug, Default)]
 pub struct Notifier {
     state: Mutex<Pending>,

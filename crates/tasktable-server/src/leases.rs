@@ -30,7 +30,10 @@ use tokio::time::Instant;
 /// How long a lease lasts when a request does not say.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub(crate) const MIN_LEASE: Duration = Duration::from_secs(1);
-pub(crate) const MAX_LEASE: Duration = Duration::from_secs(3600);
+/// The longest lease a pull worker may ask for: an hour, far below what a store writes
+/// ([`tasktable_core::MAX_LEASE`]), so that a remote worker that vanished without a word
+/// holds its task an hour at most; one that needs longer renews.
+pub(crate) const MAX_PULL_LEASE: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,11 +57,11 @@ pub struct ClaimRequest {
 
 pub(crate) fn lease_duration(ms: Option<u64>) -> ApiResult<Duration> {
     let lease = ms.map_or(DEFAULT_LEASE, Duration::from_millis);
-    if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
+    if !(MIN_LEASE..=MAX_PULL_LEASE).contains(&lease) {
         return Err(ApiError::invalid(format!(
             "lease_ms must be between {} and {}, got {}",
             MIN_LEASE.as_millis(),
-            MAX_LEASE.as_millis(),
+            MAX_PULL_LEASE.as_millis(),
             lease.as_millis()
         )));
     }

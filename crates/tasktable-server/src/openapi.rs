@@ -271,7 +271,7 @@ mod tests {
             (
                 "claim lease_ms max",
                 at(&doc, &format!("{claim}/lease_ms/maximum")),
-                millis(crate::leases::MAX_LEASE),
+                millis(crate::leases::MAX_PULL_LEASE),
             ),
             (
                 "claim lease_ms default",
@@ -286,7 +286,7 @@ mod tests {
             (
                 "renew lease_ms max",
                 &renew["properties"]["lease_ms"]["maximum"],
-                millis(crate::leases::MAX_LEASE),
+                millis(crate::leases::MAX_PULL_LEASE),
             ),
             (
                 "page size",

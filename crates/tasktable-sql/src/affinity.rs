@@ -6,6 +6,7 @@
 //! wait in are woken. Rescuers run it every round, on every node; two at once each change
 //! a row at most once, because the update tests the wait again.
 
+use crate::backend::change;
 use crate::exec::required;
 use crate::update::Changed;
 use crate::{Backend, Cells, Exec, Sql};
@@ -52,18 +53,22 @@ pub async fn release<B: Backend>(b: &B, p: &Checked<AffinityReleaseParams>) -> S
             wake.push(queue);
         }
     }
-    let mut tx = b.write().await?;
-    let mut sql = Sql::new(
-        d,
-        "UPDATE tasktable_tasks SET target = affinity_target, affinity_until = NULL, \
-         updated_at = ",
-    );
-    sql.bind(now).push(" WHERE ");
-    sql.push_in_ids("tasktable_tasks.id", &ids).push(" AND ");
-    // Tested again: the task may have been claimed, failed and begun a new wait since.
-    push_wait_over(&mut sql, "tasktable_tasks.", now);
-    tx.execute(sql).await?;
     let n = ids.len() as u64;
-    b.commit_change(tx, Changed { count: n, wake }).await?;
+    let (ids, wake) = (&ids, &wake);
+    change(b, "release_affinity", |mut tx| async move {
+        let mut sql = Sql::new(
+            d,
+            "UPDATE tasktable_tasks SET target = affinity_target, affinity_until = NULL, \
+             updated_at = ",
+        );
+        sql.bind(now).push(" WHERE ");
+        sql.push_in_ids("tasktable_tasks.id", ids).push(" AND ");
+        // Tested again: the task may have been claimed, failed and begun a new wait since.
+        push_wait_over(&mut sql, "tasktable_tasks.", now);
+        tx.execute(sql).await?;
+        let wake = wake.clone();
+        Ok((tx, Changed { count: n, wake }))
+    })
+    .await?;
     Ok(n)
 }

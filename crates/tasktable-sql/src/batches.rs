@@ -11,11 +11,12 @@
 use crate::exec::{count, required, Cells, Exec};
 use crate::sql::{Arg, Sql};
 use crate::update::Changed;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tasktable_core::batch::{
     data_may_change, BatchControl, BatchRefusal, BatchSpec, BatchStatus, FAILURES_KEPT,
 };
+use tasktable_core::stored::after;
 use tasktable_core::{NewTask, Task, TaskId, TaskState};
 use tasktable_store::{
     lost_lease_status, Batch, BatchControlParams, BatchListParams, BatchSaveParams, BatchSaved,
@@ -30,9 +31,6 @@ pub const BATCH_COLUMNS: &str = "task_id, items, parallelism, rate, window_size,
 
 /// Every column of `tasktable_batch_failures`, as the archive keeps them.
 pub const FAILURE_COLUMNS: &str = "task_id, item, error, tries, failed_at";
-
-/// The longest lease a save grants, as a claim's.
-const MAX_LEASE: TimeDelta = TimeDelta::days(1);
 
 fn big(n: u64) -> Arg {
     Arg::Int(i64::try_from(n).unwrap_or(i64::MAX))
@@ -286,10 +284,7 @@ pub async fn save_in<E: Exec>(e: &mut E, p: &BatchSaveParams) -> StoreResult<Bat
             data: None,
         });
     }
-    let until = now
-        + TimeDelta::from_std(p.lease_for)
-            .unwrap_or(MAX_LEASE)
-            .min(MAX_LEASE);
+    let until = after(now, p.lease_for);
     let mut renew = Sql::new(
         d,
         "UPDATE tasktable_tasks SET lease_expires_at = CASE WHEN deadline_at IS NOT NULL \

@@ -2,7 +2,7 @@
 //! commits with its change or not at all), and the audit's read, newest first by id.
 
 use crate::exec::required;
-use crate::{Arg, Backend, Cells, Commit, Exec, Sql};
+use crate::{Arg, Backend, Cells, Exec, Sql};
 use chrono::{DateTime, TimeDelta, Utc};
 use tasktable_core::retention::MAX_AGE;
 use tasktable_core::{Actor, ActorKind, EventKind};
@@ -148,11 +148,14 @@ pub async fn prune<B: Backend>(b: &B, p: &EventPruneParams) -> StoreResult<u64> 
     if ids.is_empty() {
         return Ok(0);
     }
-    let mut tx = b.write().await?;
-    let mut delete = Sql::new(tx.dialect(), "DELETE FROM tasktable_events WHERE ");
-    delete.push_in_ids("id", &ids);
-    tx.execute(delete).await?;
-    tx.commit().await?;
+    let ids = &ids;
+    b.transact("event_prune", |mut tx| async move {
+        let mut delete = Sql::new(tx.dialect(), "DELETE FROM tasktable_events WHERE ");
+        delete.push_in_ids("id", ids);
+        tx.execute(delete).await?;
+        Ok((tx, ()))
+    })
+    .await?;
     Ok(ids.len() as u64)
 }
 

@@ -9,8 +9,9 @@
 //! of multi-run tasks ([`runs`]), batches' rows, saves and actions ([`batches`]), the
 //! event log written with each operator change and read by the audit ([`events`]), task
 //! logs ([`logs`]), the live feed's reads ([`feed`]), the migration runner) and the decoding
-//! of their rows into core types ([`row`]); and the one `Store` implementation
-//! ([`impl_store!`]) over what a backend provides ([`Backend`]).
+//! of their rows into core types ([`row`]); and the one `Store`, [`SqlStore`], over what a
+//! backend provides ([`Backend`]), with the choice of lane for a claim ([`store::claim`])
+//! and for a lease's writes ([`store::finish`]).
 //!
 //! Must not know: any database driver. A backend runs what this crate writes through
 //! [`Exec`] (binding each [`Arg`] in its own column types) and reads rows through
@@ -41,6 +42,7 @@ pub mod runs;
 pub mod schedules;
 mod sql;
 pub mod stats;
+pub mod store;
 pub mod update;
 pub mod workers;
 
@@ -48,3 +50,4 @@ pub use backend::Backend;
 pub use dialect::Dialect;
 pub use exec::{Cells, Commit, Connect, Exec};
 pub use sql::{Arg, Sql};
+pub use store::SqlStore;

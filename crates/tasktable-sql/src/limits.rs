@@ -2,7 +2,7 @@
 //!
 //! A queue with a policy is closed to the hot path: each backend's claim tests the queue's
 //! row and claims nothing from a limited queue, as from a paused one. The store then
-//! claims through [`claim`], in a short write transaction of its own: lock the queue's
+//! claims through [`claim_in`], in a short write transaction of its own: lock the queue's
 //! row (which serialises the claimers of that queue only; on SQLite the writer already
 //! is), read what runs, ask core's [`QueuePolicy::allowance`] how many may start, read
 //! candidates in claim order (kinds at their limit and keys without a token left out),
@@ -18,13 +18,15 @@
 //! they find nothing, because the hot path refuses a limited queue.
 
 use crate::exec::{count, required};
-use crate::{query, Arg, Backend, Cells, Commit, Dialect, Exec, Sql};
-use chrono::{DateTime, TimeDelta, Utc};
+use crate::rules::{push_claim_write, ClaimWrite, Val};
+use crate::{query, Arg, Cells, Dialect, Exec, Sql};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tasktable_core::policy::{Candidate, Load, QueuePolicy, Rate, Share};
+use tasktable_core::stored::after;
 use tasktable_core::worker::Queues;
 use tasktable_core::{Target, Task, TaskId};
 use tasktable_store::{
@@ -34,13 +36,10 @@ use tasktable_store::{
 /// Most candidates one limited claim reads per lane.
 const MAX_WINDOW: u32 = 1000;
 
-/// Longest lease a claim writes: 100 years, far inside every backend's range of times.
-const MAX_LEASE: TimeDelta = TimeDelta::days(100 * 366);
-
 /// How long a store trusts that a queue it found without a policy still has none, when a
 /// hot-path claim from it finds nothing: at most this long after a policy is set, that
 /// store's claims find nothing (the hot path refuses a limited queue) before they go to
-/// [`claim`].
+/// [`claim_in`].
 pub const RECHECK: Duration = Duration::from_secs(1);
 
 /// The queues a store found limited, so that their claims skip the hot path, and when it
@@ -91,7 +90,7 @@ impl LimitedQueues {
     }
 }
 
-/// What [`claim`] did.
+/// What [`claim_in`] did.
 #[derive(Debug)]
 pub enum LimitedClaim {
     /// The queue is limited; these were claimed (perhaps none).
@@ -177,14 +176,6 @@ pub fn policy_from_row(row: &impl Cells) -> StoreResult<QueuePolicy> {
     }
 }
 
-/// Claims from a limited queue in a write transaction of its own.
-pub async fn claim<B: Backend>(b: &B, p: &ClaimParams) -> StoreResult<LimitedClaim> {
-    let mut tx = b.write().await?;
-    let out = claim_in(&mut tx, p).await?;
-    tx.commit().await?;
-    Ok(out)
-}
-
 /// A due task a limited claim may take, as its lane read it.
 struct Row {
     id: TaskId,
@@ -193,10 +184,10 @@ struct Row {
     /// 0: aimed at the claimer; 1: untargeted (targeted first among equal priority).
     lane: u8,
     run_at: DateTime<Utc>,
-    timeout_ms: Option<i64>,
 }
 
-async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<LimitedClaim> {
+/// Claims from a limited queue inside the caller's write transaction.
+pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<LimitedClaim> {
     let d = e.dialect();
     let mut sql = Sql::new(
         d,
@@ -245,34 +236,20 @@ async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<LimitedCla
         return Ok(LimitedClaim::Claimed(Vec::new()));
     }
     let credentials = new_lease_credentials(picked.len());
-    // Capped as the hot claims cap it, so that `now + lease` cannot overflow.
-    let lease = TimeDelta::from_std(p.lease_for)
-        .unwrap_or(MAX_LEASE)
-        .min(MAX_LEASE);
+    let until = after(now, p.lease_for);
     let mut ids = Vec::with_capacity(picked.len());
     for (i, credential) in picked.iter().zip(credentials) {
         let row = &rows[*i];
-        let deadline = row.timeout_ms.map(|ms| now + TimeDelta::milliseconds(ms));
-        let expires = deadline.map_or(now + lease, |d| d.min(now + lease));
-        let mut sql = Sql::new(
-            d,
-            "UPDATE tasktable_tasks SET state = 'running', attempt = attempt + 1, \
-             lease_token = lease_token + 1, deadline_at = ",
-        );
-        sql.bind(Arg::Time(deadline))
-            .push(", lease_expires_at = ")
-            .bind(expires)
-            .push(", worker_id = ")
-            .bind(p.worker_id.as_str())
-            .push(", worker_host = ")
-            .bind(p.worker_host.as_str())
-            .push(", lease_credential = ")
-            .bind(credential.to_hex())
-            .push(", started_at = ")
-            .bind(now)
-            .push(", finished_at = NULL, updated_at = ")
-            .bind(now)
-            .push(" WHERE id = ")
+        let mut sql = Sql::new(d, "UPDATE tasktable_tasks SET ");
+        let write = ClaimWrite {
+            now: Val::Arg(now.into()),
+            lease_until: Val::Arg(until.into()),
+            worker_id: Val::Arg(p.worker_id.as_str().into()),
+            worker_host: Val::Arg(p.worker_host.as_str().into()),
+            credential: Val::Arg(credential.to_hex().into()),
+        };
+        push_claim_write(&mut sql, "", &write);
+        sql.push(" WHERE id = ")
             .bind(row.id)
             .push(" AND state = 'pending'");
         e.execute(sql).await?;
@@ -413,7 +390,7 @@ async fn lane<E: Exec>(
     let mut sql = Sql::new(
         d,
         format!(
-            "SELECT t.id, t.kind, t.task_key, t.priority, t.run_at, t.timeout_ms \
+            "SELECT t.id, t.kind, t.task_key, t.priority, t.run_at \
              FROM {from} WHERE t.state = 'pending' AND {lane} AND t.queue = "
         ),
     );
@@ -462,7 +439,6 @@ async fn lane<E: Exec>(
                 priority: required(r.int("priority"), "priority")?,
                 lane: u8::from(!targeted),
                 run_at: required(r.time("run_at"), "run_at")?,
-                timeout_ms: r.int("timeout_ms")?,
             })
         })
         .collect()

@@ -2,7 +2,7 @@
 //! with the task (from the archive when retention moved it).
 
 use crate::exec::{count, required};
-use crate::{Arg, Backend, Cells, Commit, Exec, Sql};
+use crate::{Arg, Backend, Cells, Exec, Sql};
 use tasktable_core::TaskId;
 use tasktable_store::{
     LeaseStatus, LogLine, LogParams, StoreError, StoreResult, MAX_LOG_LINES,
@@ -33,7 +33,15 @@ pub async fn append<B: Backend>(b: &B, p: &LogParams) -> StoreResult<LeaseStatus
             p.lines.len()
         )));
     }
-    let mut tx = b.write().await?;
+    b.transact("task_log", |mut tx| async move {
+        let status = append_in(&mut tx, p).await?;
+        Ok((tx, status))
+    })
+    .await
+}
+
+/// [`append`] inside the caller's write transaction.
+async fn append_in<E: Exec>(tx: &mut E, p: &LogParams) -> StoreResult<LeaseStatus> {
     let d = tx.dialect();
     // The task's row (and the run's) locked first: a finish or a rescue waits for this
     // append or goes first, and appends to one task take their turns at the cap.
@@ -48,7 +56,7 @@ pub async fn append<B: Backend>(b: &B, p: &LogParams) -> StoreResult<LeaseStatus
             .push(d.lock_rows());
         tx.fetch(lock).await?;
     }
-    let status = crate::query::lease_status(&mut tx, &p.lease).await?;
+    let status = crate::query::lease_status(tx, &p.lease).await?;
     if !matches!(status, LeaseStatus::Held { .. }) {
         return Ok(status);
     }
@@ -75,7 +83,6 @@ pub async fn append<B: Backend>(b: &B, p: &LogParams) -> StoreResult<LeaseStatus
     let cap = MAX_LOG_LINES as usize;
     let kept = kept as usize;
     if kept >= cap {
-        tx.commit().await?;
         return Ok(status);
     }
     let mut lines: Vec<String> = p.lines.iter().map(|l| stored_line(l)).collect();
@@ -106,7 +113,6 @@ pub async fn append<B: Backend>(b: &B, p: &LogParams) -> StoreResult<LeaseStatus
             .push(")");
     }
     tx.execute(insert).await?;
-    tx.commit().await?;
     Ok(status)
 }
 

@@ -15,8 +15,7 @@
 use crate::exec::{count, required};
 use crate::row::{ATTEMPT_COLUMNS, TASK_COLUMNS};
 use crate::stats::SqlStats;
-use crate::update::Changed;
-use crate::{Backend, Cells, Commit, Exec, Sql};
+use crate::{Backend, Cells, Exec, Sql};
 use chrono::{DateTime, TimeDelta, Utc};
 use tasktable_core::TaskState;
 use tasktable_store::stats::roll_up;
@@ -71,19 +70,39 @@ pub async fn purge<B: Backend>(b: &B, p: &Checked<PurgeParams>) -> StoreResult<P
     drop(read);
     if (ids.len() as u64) < u64::from(p.limit) {
         // The round's last batch: the rate buckets that have filled up go too.
-        let mut tx = b.write().await?;
-        crate::limits::purge_buckets(&mut tx, now).await?;
-        tx.commit().await?;
+        b.transact("purge_buckets", |mut tx| async move {
+            crate::limits::purge_buckets(&mut tx, now).await?;
+            Ok((tx, ()))
+        })
+        .await?;
     }
     if ids.is_empty() {
         return Ok(Purged { count: 0, cutoff });
     }
-    let mut tx = b.write().await?;
+    let ids = &ids;
+    let n = b
+        .transact("purge", |mut tx| async move {
+            let n = delete_in(&mut tx, ids, p, cutoff).await?;
+            Ok((tx, n))
+        })
+        .await?;
+    Ok(Purged { count: n, cutoff })
+}
+
+/// Locks the tasks of `ids` still eligible, archives them (when asked) and deletes them,
+/// inside the caller's write transaction; how many it deleted.
+async fn delete_in<E: Exec>(
+    tx: &mut E,
+    ids: &[i64],
+    p: &PurgeParams,
+    cutoff: DateTime<Utc>,
+) -> StoreResult<u64> {
+    let d = tx.dialect();
     let mut lock = Sql::new(
         d,
         format!("SELECT id FROM {} WHERE ", d.tasks_by_primary_key()),
     );
-    lock.push_in_ids("id", &ids);
+    lock.push_in_ids("id", ids);
     push_eligible(&mut lock, p.state, cutoff);
     lock.push(" ORDER BY id").push(d.lock_rows());
     let locked = tx
@@ -142,16 +161,7 @@ pub async fn purge<B: Backend>(b: &B, p: &Checked<PurgeParams>) -> StoreResult<P
         delete.push_in_ids("id", &locked);
         tx.execute(delete).await?;
     }
-    let n = locked.len() as u64;
-    b.commit_change(
-        tx,
-        Changed {
-            count: n,
-            wake: Vec::new(),
-        },
-    )
-    .await?;
-    Ok(Purged { count: n, cutoff })
+    Ok(locked.len() as u64)
 }
 
 /// A task moved to the archive, and its attempts, oldest first.

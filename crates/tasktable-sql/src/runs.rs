@@ -16,14 +16,16 @@
 
 use crate::exec::required;
 use crate::row::{task_from_row, TASK_COLUMNS};
+use crate::rules::{self, push_claim_counters, Val};
 use crate::{query, Arg, Cells, Dialect, Exec, Sql};
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tasktable_core::outcome::FinishAction;
 use tasktable_core::runs::{Rearm, Run, RunCounts, RunState, Runs, WorkerRuns};
+use tasktable_core::stored::{self, after};
 use tasktable_core::{AttemptOutcome, Lease, Target, Task, TaskId, TaskState};
 use tasktable_store::{
     credential_from_db, new_lease_credentials, CheckpointParams, ClaimParams, FinishItem,
@@ -36,9 +38,6 @@ pub const MULTI_RUN_TARGET: &str = "|m|";
 
 /// Most open tasks one claim of runs reads.
 const WINDOW: i64 = 200;
-
-/// Longest lease a claim writes (as [`crate::limits`] caps it).
-const MAX_LEASE: TimeDelta = TimeDelta::days(100 * 366);
 
 /// How long a store trusts that a queue has no open multi-run task, or none the worker
 /// may start a run of, before a short hot claim asks again. A store's own multi-run
@@ -381,17 +380,15 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
             picked.push((o, joins));
         }
     }
-    let lease = TimeDelta::from_std(p.lease_for)
-        .unwrap_or(MAX_LEASE)
-        .min(MAX_LEASE);
+    let until = after(now, p.lease_for);
     let credentials = new_lease_credentials(picked.len());
     let mut started = Vec::with_capacity(picked.len());
     for ((o, joins), credential) in picked.iter().zip(credentials) {
-        let mut sql = Sql::new(
-            d,
-            "UPDATE tasktable_tasks SET state = 'running', attempt = attempt + 1, \
-             lease_token = lease_token + 1, runs_active = runs_active + 1, ",
-        );
+        // The task's counters move as any claim moves them (its attempt numbers the
+        // run); the lease is the run's row's.
+        let mut sql = Sql::new(d, "UPDATE tasktable_tasks SET ");
+        push_claim_counters(&mut sql, "");
+        sql.push(", runs_active = runs_active + 1, ");
         if *joins {
             // A worker that joined a broadcast: its run is a copy more.
             sql.push("copies = copies + 1, at_once = at_once + 1, ");
@@ -418,8 +415,7 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Vec<Ta
             .ok_or_else(|| StoreError::Database("a claimed task vanished".into()))?;
         let run = required(row.int("attempt"), "attempt")?;
         let token = required(row.int("lease_token"), "lease_token")?;
-        let deadline = o.timeout_ms.map(|ms| now + TimeDelta::milliseconds(ms));
-        let expires = deadline.map_or(now + lease, |d| d.min(now + lease));
+        let (deadline, expires) = stored::lease_ends(now, until, o.timeout_ms);
         let resumed = take_over(e, o.id).await?;
         let mut sql = Sql::new(
             d,
@@ -658,12 +654,15 @@ fn push_fence(sql: &mut Sql, lease: &Lease, run: u32) {
         .bind(lease.task_id)
         .push(" AND run = ")
         .bind(Arg::Int32(run as i32))
-        .push(" AND lease_token = ")
-        .bind(lease.token)
-        .push(" AND state = 'running' AND lease_credential = ")
-        .bind(Arg::Text(Some(
-            lease.credential.map(|c| c.to_hex()).unwrap_or_default(),
-        )));
+        .push(" AND ");
+    // A run's credential is never NULL: a lease without one matches no run.
+    let credential = lease.credential.map(|c| c.to_hex()).unwrap_or_default();
+    rules::push_fence(
+        sql,
+        "",
+        &Val::Arg(Arg::Int(lease.token)),
+        &Val::Arg(credential.into()),
+    );
 }
 
 /// The status of a run's lease after a fenced write (which changed nothing when the
@@ -692,10 +691,7 @@ pub async fn renew_in<E: Exec>(
     now: Option<DateTime<Utc>>,
 ) -> StoreResult<LeaseStatus> {
     let now = e.now(now).await?;
-    let until = now
-        + TimeDelta::from_std(lease_for)
-            .unwrap_or(MAX_LEASE)
-            .min(MAX_LEASE);
+    let until = after(now, lease_for);
     let mut sql = Sql::new(
         e.dialect(),
         "UPDATE tasktable_runs SET lease_expires_at = CASE WHEN deadline_at IS NOT NULL \
@@ -828,10 +824,7 @@ pub async fn finish_in<E: Exec>(
         sql.push(", last_error = ").bind(error.as_str());
     }
     if let Some(after) = end.next_run_after {
-        let at = now
-            + TimeDelta::from_std(after)
-                .unwrap_or(MAX_LEASE)
-                .min(MAX_LEASE);
+        let at = stored::after(now, after);
         sql.push(", run_at = ").bind(at.max(task.run_at));
     }
     if end.state.is_finished() {

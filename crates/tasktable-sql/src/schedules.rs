@@ -7,6 +7,7 @@
 //! ([`tasktable_core::schedule::slot_key`]) would refuse a second task for the slot anyway. Which slots fire, and
 //! where an edit leaves the schedule, is core's ([`tasktable_core::schedule`]).
 
+use crate::backend::change;
 use crate::events;
 use crate::exec::required;
 use crate::row::state;
@@ -188,80 +189,86 @@ async fn write_edit<B: Backend>(
 pub async fn create<B: Backend>(b: &B, p: CreateScheduleParams) -> StoreResult<Schedule> {
     let spec = b.limits().schedule(p.spec)?;
     let name = ScheduleRef::Name(spec.name.clone());
+    let (spec, name, actor, on_existing, pinned) = (&spec, &name, &p.actor, &p.on_existing, p.now);
     let mut first_error = None;
     for _ in 0..2 {
-        let mut tx = b.write().await?;
-        let now = tx.now(p.now).await?;
-        let mut event = (EventKind::ScheduleCreated, json!({}));
-        let written = match find(&mut tx, &name, true).await? {
-            Some(_) if p.on_existing == OnExisting::Refuse => {
-                return Err(StoreError::ScheduleExists(spec.name.clone()))
-            }
-            Some(old) => {
-                let wanted = ScheduleSpec {
-                    enabled: old.spec.enabled,
-                    ..(*spec).clone()
-                };
-                let edit = ScheduleEdit::between(&old.spec, &wanted);
-                if edit.is_empty() {
-                    return Ok(old);
+        let created = change(b, "schedule_create", |mut tx| async move {
+            let now = tx.now(pinned).await?;
+            let mut event = (EventKind::ScheduleCreated, json!({}));
+            match find(&mut tx, name, true).await? {
+                Some(_) if *on_existing == OnExisting::Refuse => {
+                    return Err(StoreError::ScheduleExists(spec.name.clone()))
                 }
-                event = (EventKind::ScheduleEdited, edited_fields(&edit));
-                write_edit(b, &mut tx, &old, &edit, now).await
-            }
-            None => insert(&mut tx, &spec, now).await,
-        };
-        match written {
-            Ok(()) => {
-                let saved = find(&mut tx, &name, false).await?;
-                if let Some(saved) = &saved {
-                    let ev = schedule_event(event.0, saved, event.1);
-                    events::record_one(&mut tx, now, &p.actor, ev).await?;
+                Some(old) => {
+                    let wanted = ScheduleSpec {
+                        enabled: old.spec.enabled,
+                        ..(**spec).clone()
+                    };
+                    let edit = ScheduleEdit::between(&old.spec, &wanted);
+                    if edit.is_empty() {
+                        return Ok((tx, (Some(old), Changed::default())));
+                    }
+                    event = (EventKind::ScheduleEdited, edited_fields(&edit));
+                    write_edit(b, &mut tx, &old, &edit, now).await?
                 }
-                b.commit_change(tx, Changed::default()).await?;
+                None => insert(&mut tx, spec, now).await?,
+            };
+            let saved = find(&mut tx, name, false).await?;
+            if let Some(saved) = &saved {
+                let ev = schedule_event(event.0, saved, event.1);
+                events::record_one(&mut tx, now, actor, ev).await?;
+            }
+            Ok((tx, (saved, Changed::default())))
+        })
+        .await;
+        match created {
+            Ok((saved, _)) => {
                 return saved.ok_or_else(|| StoreError::ScheduleNotFound(name.clone()));
             }
-            Err(e) if first_error.is_none() && !e.is_client_error() => {
-                drop(tx);
-                first_error = Some(e);
-            }
+            Err(e) if first_error.is_none() && !e.is_client_error() => first_error = Some(e),
             Err(e) => return Err(e),
         }
     }
-    Err(first_error.unwrap_or_else(|| StoreError::ScheduleNotFound(name)))
+    Err(first_error.unwrap_or_else(|| StoreError::ScheduleNotFound(name.clone())))
 }
 
 pub async fn edit<B: Backend>(b: &B, p: EditScheduleParams) -> StoreResult<Schedule> {
-    let mut tx = b.write().await?;
-    let now = tx.now(p.now).await?;
-    let old = find(&mut tx, &p.schedule, true)
-        .await?
-        .ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))?;
-    if !p.edit.is_empty() {
-        write_edit(b, &mut tx, &old, &p.edit, now).await?;
-    }
-    let saved = find(&mut tx, &ScheduleRef::Id(old.id), false).await?;
-    if let Some(new) = saved.as_ref().filter(|s| s.spec != old.spec) {
-        let edit = ScheduleEdit::between(&old.spec, &new.spec);
-        let ev = schedule_event(EventKind::ScheduleEdited, &old, edited_fields(&edit));
-        events::record_one(&mut tx, now, &p.actor, ev).await?;
-    }
-    b.commit_change(tx, Changed::default()).await?;
-    saved.ok_or(StoreError::ScheduleNotFound(p.schedule))
+    let p = &p;
+    let (saved, _) = change(b, "schedule_edit", |mut tx| async move {
+        let now = tx.now(p.now).await?;
+        let old = find(&mut tx, &p.schedule, true)
+            .await?
+            .ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))?;
+        if !p.edit.is_empty() {
+            write_edit(b, &mut tx, &old, &p.edit, now).await?;
+        }
+        let saved = find(&mut tx, &ScheduleRef::Id(old.id), false).await?;
+        if let Some(new) = saved.as_ref().filter(|s| s.spec != old.spec) {
+            let edit = ScheduleEdit::between(&old.spec, &new.spec);
+            let ev = schedule_event(EventKind::ScheduleEdited, &old, edited_fields(&edit));
+            events::record_one(&mut tx, now, &p.actor, ev).await?;
+        }
+        Ok((tx, (saved, Changed::default())))
+    })
+    .await?;
+    saved.ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))
 }
 
 pub async fn delete<B: Backend>(b: &B, p: DeleteScheduleParams) -> StoreResult<()> {
-    let mut tx = b.write().await?;
-    let now = tx.now(None).await?;
-    let old = find(&mut tx, &p.schedule, true)
-        .await?
-        .ok_or(StoreError::ScheduleNotFound(p.schedule))?;
-    let mut sql = Sql::new(tx.dialect(), "DELETE FROM tasktable_schedules WHERE id = ");
-    sql.bind(old.id);
-    tx.execute(sql).await?;
-    let ev = schedule_event(EventKind::ScheduleDeleted, &old, json!({}));
-    events::record_one(&mut tx, now, &p.actor, ev).await?;
-    b.commit_change(tx, Changed::default()).await?;
+    let p = &p;
+    change(b, "schedule_delete", |mut tx| async move {
+        let now = tx.now(None).await?;
+        let old = find(&mut tx, &p.schedule, true)
+            .await?
+            .ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))?;
+        let mut sql = Sql::new(tx.dialect(), "DELETE FROM tasktable_schedules WHERE id = ");
+        sql.bind(old.id);
+        tx.execute(sql).await?;
+        let ev = schedule_event(EventKind::ScheduleDeleted, &old, json!({}));
+        events::record_one(&mut tx, now, &p.actor, ev).await?;
+        Ok((tx, Changed::default()))
+    })
+    .await?;
     Ok(())
 }
 
@@ -441,61 +448,70 @@ async fn fire_due<B: Backend>(
     id: i64,
     pinned: Option<DateTime<Utc>>,
 ) -> StoreResult<Option<Fired>> {
-    let mut tx = b.write().await?;
-    let now = tx.now(pinned).await?;
-    let Some(s) = find(&mut tx, &ScheduleRef::Id(id), true).await? else {
-        return Ok(None);
-    };
-    if !s.spec.enabled || s.next_run_at.is_none_or(|next| next > now) {
-        return Ok(None);
-    }
-    let slots = s.spec.validate()?;
-    let plan = plan(&slots, s.covered_until, now, s.spec.missed);
-    let mut previous = task_state(&mut tx, s.last_task_id).await?;
-    let scheduler = Actor::system("scheduler");
-    let (mut tasks, mut skipped) = (Vec::new(), Vec::new());
-    for slot in plan.slots {
-        if !s.spec.overlap.fires(previous) {
-            skipped.push(slot);
-            continue;
+    let (fired, _) = change(b, "schedule_fire", |mut tx| async move {
+        let now = tx.now(pinned).await?;
+        let Some(s) = find(&mut tx, &ScheduleRef::Id(id), true).await? else {
+            return Ok((tx, (None, Changed::default())));
+        };
+        if !s.spec.enabled || s.next_run_at.is_none_or(|next| next > now) {
+            return Ok((tx, (None, Changed::default())));
         }
-        let fired = fire_slot(b, &mut tx, &s, slot, &scheduler, now).await?;
-        previous = task_state(&mut tx, Some(fired.task_id)).await?;
-        tasks.push(fired);
-    }
-    let place = Some((plan.covered_until, plan.next_run_at));
-    record(&mut tx, &s, tasks.last(), place, now).await?;
-    record_fired(&mut tx, &s, &tasks, &skipped, &scheduler, now).await?;
-    b.commit_change(tx, wake(&s, &tasks)).await?;
-    Ok(Some(Fired {
-        schedule_id: s.id,
-        name: s.spec.name,
-        tasks,
-        skipped,
-    }))
+        let slots = s.spec.validate()?;
+        let plan = plan(&slots, s.covered_until, now, s.spec.missed);
+        let mut previous = task_state(&mut tx, s.last_task_id).await?;
+        let scheduler = Actor::system("scheduler");
+        let (mut tasks, mut skipped) = (Vec::new(), Vec::new());
+        for slot in plan.slots {
+            if !s.spec.overlap.fires(previous) {
+                skipped.push(slot);
+                continue;
+            }
+            let fired = fire_slot(b, &mut tx, &s, slot, &scheduler, now).await?;
+            previous = task_state(&mut tx, Some(fired.task_id)).await?;
+            tasks.push(fired);
+        }
+        let place = Some((plan.covered_until, plan.next_run_at));
+        record(&mut tx, &s, tasks.last(), place, now).await?;
+        record_fired(&mut tx, &s, &tasks, &skipped, &scheduler, now).await?;
+        let changed = wake(&s, &tasks);
+        let fired = Fired {
+            schedule_id: s.id,
+            name: s.spec.name,
+            tasks,
+            skipped,
+        };
+        Ok((tx, (Some(fired), changed)))
+    })
+    .await?;
+    Ok(fired)
 }
 
 pub async fn fire_now<B: Backend>(b: &B, p: FireNowParams) -> StoreResult<Fired> {
-    let mut tx = b.write().await?;
-    let now = tx.now(p.now).await?;
-    let s = find(&mut tx, &p.schedule, true)
-        .await?
-        .ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))?;
-    // The slot is kept to the millisecond, like the slot's key.
-    let slot = now
-        .duration_trunc(TimeDelta::milliseconds(1))
-        .unwrap_or(now);
-    let fired = fire_slot(b, &mut tx, &s, slot, &p.actor, now).await?;
-    record(&mut tx, &s, Some(&fired), None, now).await?;
-    let tasks = vec![fired];
-    record_fired(&mut tx, &s, &tasks, &[], &p.actor, now).await?;
-    b.commit_change(tx, wake(&s, &tasks)).await?;
-    Ok(Fired {
-        schedule_id: s.id,
-        name: s.spec.name,
-        tasks,
-        skipped: Vec::new(),
+    let p = &p;
+    let (fired, _) = change(b, "schedule_fire_now", |mut tx| async move {
+        let now = tx.now(p.now).await?;
+        let s = find(&mut tx, &p.schedule, true)
+            .await?
+            .ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))?;
+        // The slot is kept to the millisecond, like the slot's key.
+        let slot = now
+            .duration_trunc(TimeDelta::milliseconds(1))
+            .unwrap_or(now);
+        let fired = fire_slot(b, &mut tx, &s, slot, &p.actor, now).await?;
+        record(&mut tx, &s, Some(&fired), None, now).await?;
+        let tasks = vec![fired];
+        record_fired(&mut tx, &s, &tasks, &[], &p.actor, now).await?;
+        let changed = wake(&s, &tasks);
+        let fired = Fired {
+            schedule_id: s.id,
+            name: s.spec.name,
+            tasks,
+            skipped: Vec::new(),
+        };
+        Ok((tx, (fired, changed)))
     })
+    .await?;
+    Ok(fired)
 }
 
 /// The idempotency keys of a schedule's tasks lie in `[schedule:<id>:, schedule:<id>;)`

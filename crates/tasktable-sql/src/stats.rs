@@ -4,7 +4,7 @@
 
 use crate::exec::{count, required};
 use crate::row::state;
-use crate::{Cells, Commit, Connect, Exec, Sql};
+use crate::{Backend, Cells, Exec, Sql};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tasktable_store::stats::{
@@ -76,7 +76,7 @@ fn text(r: &impl Cells, column: &str) -> StoreResult<String> {
 }
 
 #[async_trait]
-impl<C: Connect> StatsSource for SqlStats<'_, C> {
+impl<B: Backend> StatsSource for SqlStats<'_, B> {
     async fn stats_now(&self, now: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>> {
         self.0.read().await?.now(now).await
     }
@@ -163,52 +163,12 @@ impl<C: Connect> StatsSource for SqlStats<'_, C> {
     }
 
     async fn stats_store(&self, rows: &[MinuteRow], until: DateTime<Utc>) -> StoreResult<()> {
-        let mut tx = self.0.write().await?;
-        let d = tx.dialect();
-        let columns = [
-            "submitted",
-            "succeeded",
-            "failed",
-            "retried",
-            "cancelled",
-            "wait_hist",
-            "run_hist",
-        ];
-        for chunk in rows.chunks(ROWS_PER_INSERT) {
-            let mut sql = Sql::new(
-                d,
-                format!(
-                    "INSERT INTO tasktable_stats (minute, queue, kind, {}) VALUES ",
-                    columns.join(", ")
-                ),
-            );
-            for (i, r) in chunk.iter().enumerate() {
-                sql.push(if i == 0 { "(" } else { ", (" });
-                sql.bind(r.minute).push(", ").bind(r.queue.as_str());
-                sql.push(", ").bind(r.kind.as_str());
-                for n in [r.submitted, r.succeeded, r.failed, r.retried, r.cancelled] {
-                    sql.push(", ").bind(i64::try_from(n).unwrap_or(i64::MAX));
-                }
-                sql.push(", ").bind(r.wait.to_text());
-                sql.push(", ").bind(r.run.to_text()).push(")");
-            }
-            sql.push(&d.upsert(&["minute", "queue", "kind"], &columns));
-            tx.execute(sql).await?;
-        }
-        // The watermark only moves forward, whoever rolled up last.
-        let mut watermark = Sql::new(
-            d,
-            "INSERT INTO tasktable_stats_rolled (id, rolled_until) VALUES (1, ",
-        );
-        watermark.bind(until).push(")");
-        watermark.push(&format!(
-            "{}rolled_until = {}(tasktable_stats_rolled.rolled_until, {})",
-            d.on_conflict(&["id"]),
-            d.greatest(),
-            d.inserted("rolled_until"),
-        ));
-        tx.execute(watermark).await?;
-        tx.commit().await
+        self.0
+            .transact("stats_store", |mut tx| async move {
+                store_in(&mut tx, rows, until).await?;
+                Ok((tx, ()))
+            })
+            .await
     }
 
     async fn stats_read(
@@ -276,6 +236,60 @@ impl<C: Connect> StatsSource for SqlStats<'_, C> {
             })
             .collect()
     }
+}
+
+/// Writes minutes of statistics and moves the watermark, inside the caller's write
+/// transaction.
+async fn store_in<E: Exec>(
+    tx: &mut E,
+    rows: &[MinuteRow],
+    until: DateTime<Utc>,
+) -> StoreResult<()> {
+    let d = tx.dialect();
+    let columns = [
+        "submitted",
+        "succeeded",
+        "failed",
+        "retried",
+        "cancelled",
+        "wait_hist",
+        "run_hist",
+    ];
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut sql = Sql::new(
+            d,
+            format!(
+                "INSERT INTO tasktable_stats (minute, queue, kind, {}) VALUES ",
+                columns.join(", ")
+            ),
+        );
+        for (i, r) in chunk.iter().enumerate() {
+            sql.push(if i == 0 { "(" } else { ", (" });
+            sql.bind(r.minute).push(", ").bind(r.queue.as_str());
+            sql.push(", ").bind(r.kind.as_str());
+            for n in [r.submitted, r.succeeded, r.failed, r.retried, r.cancelled] {
+                sql.push(", ").bind(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            sql.push(", ").bind(r.wait.to_text());
+            sql.push(", ").bind(r.run.to_text()).push(")");
+        }
+        sql.push(&d.upsert(&["minute", "queue", "kind"], &columns));
+        tx.execute(sql).await?;
+    }
+    // The watermark only moves forward, whoever rolled up last.
+    let mut watermark = Sql::new(
+        d,
+        "INSERT INTO tasktable_stats_rolled (id, rolled_until) VALUES (1, ",
+    );
+    watermark.bind(until).push(")");
+    watermark.push(&format!(
+        "{}rolled_until = {}(tasktable_stats_rolled.rolled_until, {})",
+        d.on_conflict(&["id"]),
+        d.greatest(),
+        d.inserted("rolled_until"),
+    ));
+    tx.execute(watermark).await?;
+    Ok(())
 }
 
 #[cfg(test)]

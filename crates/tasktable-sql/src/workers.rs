@@ -8,7 +8,7 @@
 //! the writer nothing while the cluster is healthy.
 
 use crate::exec::{count, required};
-use crate::{Arg, Backend, Cells, Commit, Dialect, Exec, Sql};
+use crate::{Arg, Backend, Cells, Dialect, Exec, Sql};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -104,7 +104,14 @@ fn age(d: std::time::Duration) -> TimeDelta {
 
 /// Saves a heartbeat and reads back whether the worker is to drain.
 pub async fn beat<B: Backend>(b: &B, p: &Checked<WorkerBeatParams>) -> StoreResult<WorkerStatus> {
-    let mut tx = b.write().await?;
+    b.transact("worker_beat", |mut tx| async move {
+        let status = beat_in(&mut tx, p).await?;
+        Ok((tx, status))
+    })
+    .await
+}
+
+async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<WorkerStatus> {
     let now = tx.now(p.now).await?;
     let d = tx.dialect();
     let f = &p.facts;
@@ -169,20 +176,21 @@ pub async fn beat<B: Backend>(b: &B, p: &Checked<WorkerBeatParams>) -> StoreResu
         Some(r) => required(r.boolean("draining"), "draining")?,
         None => false,
     };
-    tx.commit().await?;
     Ok(WorkerStatus { draining })
 }
 
 /// Marks a worker gone now (it is shutting down).
 pub async fn leave<B: Backend>(b: &B, id: &str) -> StoreResult<()> {
-    let mut tx = b.write().await?;
-    let now = tx.now(None).await?;
-    let mut sql = Sql::new(tx.dialect(), "UPDATE tasktable_workers SET gone_at = ");
-    sql.bind(now)
-        .push(" WHERE gone_at IS NULL AND id = ")
-        .bind(id);
-    tx.execute(sql).await?;
-    tx.commit().await
+    b.transact("worker_leave", |mut tx| async move {
+        let now = tx.now(None).await?;
+        let mut sql = Sql::new(tx.dialect(), "UPDATE tasktable_workers SET gone_at = ");
+        sql.bind(now)
+            .push(" WHERE gone_at IS NULL AND id = ")
+            .bind(id);
+        tx.execute(sql).await?;
+        Ok((tx, ()))
+    })
+    .await
 }
 
 /// Tasks each worker holds a lease on now.
@@ -246,14 +254,24 @@ pub async fn set_draining<B: Backend>(
     b: &B,
     p: &WorkerDrainParams,
 ) -> StoreResult<Option<WorkerInfo>> {
-    let mut tx = b.write().await?;
-    let was = get(&mut tx, &p.id).await?.map(|w| w.draining);
+    b.transact("worker_set_draining", |mut tx| async move {
+        let info = set_draining_in(&mut tx, p).await?;
+        Ok((tx, info))
+    })
+    .await
+}
+
+async fn set_draining_in<E: Exec>(
+    tx: &mut E,
+    p: &WorkerDrainParams,
+) -> StoreResult<Option<WorkerInfo>> {
+    let was = get(tx, &p.id).await?.map(|w| w.draining);
     let mut sql = Sql::new(tx.dialect(), "UPDATE tasktable_workers SET draining = ");
     sql.bind(p.draining)
         .push(" WHERE id = ")
         .bind(p.id.as_str());
     tx.execute(sql).await?;
-    let info = get(&mut tx, &p.id).await?;
+    let info = get(tx, &p.id).await?;
     if info.is_some() && was != Some(p.draining) {
         let now = tx.now(None).await?;
         let event = tasktable_store::NewEvent {
@@ -264,9 +282,8 @@ pub async fn set_draining<B: Backend>(
                 tasktable_core::EventKind::WorkerReleased
             })
         };
-        crate::events::record_one(&mut tx, now, &p.actor, event).await?;
+        crate::events::record_one(tx, now, &p.actor, event).await?;
     }
-    tx.commit().await?;
     Ok(info)
 }
 
@@ -304,23 +321,25 @@ pub async fn reap<B: Backend>(b: &B, p: &Checked<WorkerReapParams>) -> StoreResu
         return Ok(Reaped::default());
     }
     drop(read);
-    let mut tx = b.write().await?;
-    let mut look = Sql::new(d, "");
-    counts(&mut look);
-    let row = required(Ok(tx.fetch(look).await?.into_iter().next()), "counts")?;
-    let reaped = Reaped {
-        gone: count(&row, "gone")?,
-        forgotten: count(&row, "forgotten")?,
-    };
-    let mut mark = Sql::new(d, "UPDATE tasktable_workers SET gone_at = ");
-    mark.bind(now).push(" WHERE ");
-    push_silent(&mut mark, silent_since);
-    tx.execute(mark).await?;
-    let mut forget = Sql::new(d, "DELETE FROM tasktable_workers WHERE ");
-    push_forgettable(&mut forget, gone_before);
-    tx.execute(forget).await?;
-    tx.commit().await?;
-    Ok(reaped)
+    let counts = &counts;
+    b.transact("worker_reap", |mut tx| async move {
+        let mut look = Sql::new(d, "");
+        counts(&mut look);
+        let row = required(Ok(tx.fetch(look).await?.into_iter().next()), "counts")?;
+        let reaped = Reaped {
+            gone: count(&row, "gone")?,
+            forgotten: count(&row, "forgotten")?,
+        };
+        let mut mark = Sql::new(d, "UPDATE tasktable_workers SET gone_at = ");
+        mark.bind(now).push(" WHERE ");
+        push_silent(&mut mark, silent_since);
+        tx.execute(mark).await?;
+        let mut forget = Sql::new(d, "DELETE FROM tasktable_workers WHERE ");
+        push_forgettable(&mut forget, gone_before);
+        tx.execute(forget).await?;
+        Ok((tx, reaped))
+    })
+    .await
 }
 
 pub async fn count_live<E: Exec>(e: &mut E) -> StoreResult<u64> {

@@ -166,3 +166,93 @@ fn no_backend_writes_the_retry_rule_itself() {
         );
     }
 }
+
+/// Where a line of SQL spells the claim's transition or a lease's fence, which
+/// `tasktable_sql::rules` renders once (`claim_write`, `fence`) for every statement that
+/// makes them: the token grown or compared, the credential compared.
+fn spells_claim_or_fence(line: &str) -> Option<&'static str> {
+    let compares_token = line.match_indices("lease_token").any(|(at, name)| {
+        let rest = line[at + name.len()..].trim_start();
+        rest.starts_with('=') && !rest.starts_with("==")
+    });
+    if line.contains("lease_token + 1") {
+        Some("grows the fencing token (the claim's write)")
+    } else if compares_token {
+        Some("compares or sets the fencing token (the fence)")
+    } else if ["lease_credential IS", "lease_credential <=>"]
+        .iter()
+        .any(|p| line.contains(p))
+    {
+        Some("compares the credential (the fence)")
+    } else {
+        None
+    }
+}
+
+/// The lines of Rust sources under `dir` (recursively) that hold a string literal.
+fn literal_lines(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            out.extend(literal_lines(&path));
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            let text = fs::read_to_string(&path).expect("a source file");
+            out.extend(
+                text.lines()
+                    .filter(|l| l.contains('"'))
+                    .map(|l| (path.clone(), l.to_owned())),
+            );
+        }
+    }
+    out
+}
+
+/// The claim's write and the fence are rendered once, in `tasktable_sql::rules`; the
+/// backends' hot-path files name them by their markers (`{claim_write}`, `{fence}`) and
+/// the shared lanes call `push_claim_write`, `push_claim_counters` and `push_fence`.
+#[test]
+fn no_statement_spells_the_claim_write_or_the_fence_by_hand() {
+    for backend in BACKENDS {
+        for name in query_files(backend) {
+            let text = read(backend, &format!("queries/{name}"));
+            for line in sql_lines(&text) {
+                if let Some(what) = spells_claim_or_fence(line) {
+                    panic!("{backend}/queries/{name} {what} by hand: {line}");
+                }
+            }
+        }
+    }
+    let mut dirs: Vec<PathBuf> = BACKENDS.iter().map(|b| crate_dir(b).join("src")).collect();
+    dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    for dir in dirs {
+        for (path, line) in literal_lines(&dir) {
+            if path.ends_with("rules.rs") {
+                continue;
+            }
+            if let Some(what) = spells_claim_or_fence(&line) {
+                panic!("{} {what} by hand: {}", path.display(), line.trim());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_hand_spelled_claim_write_or_fence_is_found() {
+    for line in [
+        "lease_token = lease_token + 1,",
+        "WHERE id = ? AND lease_token = ? AND state = 'running'",
+        "AND t.lease_token=input.token",
+        "AND lease_credential IS ?5",
+        "AND lease_credential <=> ?",
+    ] {
+        assert!(spells_claim_or_fence(line).is_some(), "{line}");
+    }
+    for line in [
+        "SELECT t.id, t.state, t.lease_token, t.lease_credential,",
+        "row.lease_token == lease.token",
+        "WHERE id = ?2 AND {fence}",
+    ] {
+        assert!(spells_claim_or_fence(line).is_none(), "{line}");
+    }
+}

@@ -13,6 +13,6 @@ SELECT id, attempt, worker_id, worker_host, started_at, ?2, i_outcome, i_error,
        queue, kind, run_at, coalesce(i_state, {retry_state})
 FROM ({finish_items}) AS items
 CROSS JOIN tasktable_tasks ON id = i_id
-WHERE lease_token = i_token AND +state = 'running' AND lease_credential IS i_credential
+WHERE {fence}
   AND (?3 = 0 OR lease_expires_at <= ?2)
 ORDER BY i_ord

@@ -28,6 +28,5 @@ UPDATE tasktable_tasks SET
     -- A retry of a task with an affinity waits for this worker (core's rule, rules.rs).
     {affinity}
 FROM ({finish_items}) AS items
-WHERE id = i_id AND lease_token = i_token AND +state = 'running'
-  AND lease_credential IS i_credential
+WHERE id = i_id AND {fence}
   AND (?3 = 0 OR lease_expires_at <= ?2)

@@ -230,6 +230,7 @@ mod tests {
     /// A write that inserts a task (payload 99) and then fails: none of it may survive.
     async fn half_write_then_fail(store: &SqliteStore) -> Result<(), StoreError> {
         store
+            .db()
             .write(|conn| {
                 Box::pin(async move {
                     crate::submit::insert(conn, &[NewTask::new("a", json!(99))], None).await?;
@@ -285,6 +286,7 @@ mod tests {
     /// A write that inserts a task (payload 98) and then panics.
     async fn half_write_then_panic(store: &SqliteStore) -> Result<(), StoreError> {
         store
+            .db()
             .write(|conn| {
                 Box::pin(async move {
                     crate::submit::insert(conn, &[NewTask::new("a", json!(98))], None).await?;

@@ -4,7 +4,7 @@
 
 use crate::sql::Row;
 use crate::time::{from_text, plus, to_text};
-use crate::{db, now_or_db, SqliteStore};
+use crate::{db, now_or_db, SqliteBackend};
 use chrono::{DateTime, Utc};
 use sqlx::{Row as _, SqliteConnection};
 use std::collections::HashMap;
@@ -12,6 +12,7 @@ use std::sync::LazyLock;
 use tasktable_core::{Lease, Target, Task, TaskState};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{task_from_row, TASK_COLUMNS};
+use tasktable_sql::rules::{ClaimWrite, Val};
 use tasktable_sql::{rules, Dialect};
 use tasktable_store::*;
 
@@ -21,18 +22,55 @@ static CLAIM_SELECT: LazyLock<String> = LazyLock::new(|| {
         &[("queue_paused", include_str!("../queries/queue_paused.sql"))],
     )
 });
-const CLAIM: &str = include_str!("../queries/task_claim.sql");
-const RENEW: &str = include_str!("../queries/task_renew.sql");
-const CHECKPOINT: &str = include_str!("../queries/task_checkpoint.sql");
+/// The claim's update, with the claim's transition (`rules::claim_write`) in its place.
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    let write = rules::claim_write(
+        Dialect::Sqlite,
+        "",
+        &ClaimWrite {
+            now: Val::Sql("?2"),
+            lease_until: Val::Sql("?3"),
+            worker_id: Val::Sql("?4"),
+            worker_host: Val::Sql("?5"),
+            credential: Val::Sql("json_extract(?6, '$.\"' || id || '\"')"),
+        },
+    );
+    expand(
+        include_str!("../queries/task_claim.sql"),
+        &[(rules::CLAIM_WRITE, &write)],
+    )
+});
+/// task_renew.sql, fenced (`rules::fence`).
+static RENEW: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_renew.sql"),
+        &[(rules::FENCE, &rules::fence(Dialect::Sqlite, "", "?3", "?4"))],
+    )
+});
+/// task_checkpoint.sql, fenced (`rules::fence`).
+static CHECKPOINT: LazyLock<String> = LazyLock::new(|| {
+    expand(
+        include_str!("../queries/task_checkpoint.sql"),
+        &[(rules::FENCE, &rules::fence(Dialect::Sqlite, "", "?4", "?5"))],
+    )
+});
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
 const FINISH_LOCK: &str = include_str!("../queries/task_finish_lock.sql");
+/// The history insert, under the finish's fence, with core's retry rule.
 static ATTEMPT_INSERT: LazyLock<String> = LazyLock::new(|| {
     with_retry_state(&expand(
         include_str!("../queries/attempt_insert.sql"),
-        &[("finish_items", FINISH_ITEMS)],
+        &[
+            ("finish_items", FINISH_ITEMS),
+            (rules::FENCE, &FINISH_FENCE),
+        ],
     ))
 });
-/// The finish, with core's affinity rule (which names the retry rule) and retry rule.
+/// The fence of a finish's items (`rules::fence`).
+static FINISH_FENCE: LazyLock<String> =
+    LazyLock::new(|| rules::fence(Dialect::Sqlite, "", "i_token", "i_credential"));
+/// The finish, with core's affinity rule (which names the retry rule), retry rule and
+/// the fence.
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     let affinity = rules::affinity(
         Dialect::Sqlite,
@@ -42,7 +80,11 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
     );
     with_retry_state(&expand(
         include_str!("../queries/task_finish.sql"),
-        &[(rules::AFFINITY, &affinity), ("finish_items", FINISH_ITEMS)],
+        &[
+            (rules::AFFINITY, &affinity),
+            ("finish_items", FINISH_ITEMS),
+            (rules::FENCE, &FINISH_FENCE),
+        ],
     ))
 });
 /// Most items a finish writes per statement: bounds the JSON text bound as one value (a
@@ -74,7 +116,7 @@ fn with_retry_state(sql: &str) -> String {
     expand(sql, &[(rules::RETRY_STATE, &rules::retry_state(""))])
 }
 
-pub async fn claim(store: &SqliteStore, p: &ClaimParams) -> StoreResult<Vec<Task>> {
+pub async fn claim(store: &SqliteBackend, p: &ClaimParams) -> StoreResult<Vec<Task>> {
     if p.limit == 0 || p.kinds.is_empty() {
         return Ok(Vec::new());
     }
@@ -110,7 +152,7 @@ async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<
         .zip(new_lease_credentials(ids.len()))
         .map(|(id, c)| (id.to_string(), c.to_hex().into()))
         .collect();
-    let rows = sqlx::query(CLAIM)
+    let rows = sqlx::query(&CLAIM)
         .bind(ids_json)
         .bind(&now_text)
         .bind(to_text(plus(now, p.lease_for)))
@@ -152,7 +194,7 @@ async fn lost_status(conn: &mut SqliteConnection, lease: Lease) -> StoreResult<L
     Ok(lost_lease_status(lease, row))
 }
 
-pub async fn renew(store: &SqliteStore, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
+pub async fn renew(store: &SqliteBackend, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
     if p.leases.is_empty() {
         return Ok(Vec::new());
     }
@@ -166,7 +208,7 @@ async fn renew_in(tx: &mut SqliteConnection, p: RenewParams) -> StoreResult<Vec<
     let until = to_text(plus(now, p.lease_for));
     let mut out = Vec::with_capacity(p.leases.len());
     for lease in &p.leases {
-        let expires: Option<String> = sqlx::query_scalar(RENEW)
+        let expires: Option<String> = sqlx::query_scalar(&RENEW)
             .bind(&until)
             .bind(lease.task_id)
             .bind(lease.token)
@@ -185,14 +227,14 @@ async fn renew_in(tx: &mut SqliteConnection, p: RenewParams) -> StoreResult<Vec<
 }
 
 /// Saves `p`, which [`prepare_checkpoint`] has checked.
-pub async fn checkpoint(store: &SqliteStore, p: CheckpointParams) -> StoreResult<LeaseStatus> {
+pub async fn checkpoint(store: &SqliteBackend, p: CheckpointParams) -> StoreResult<LeaseStatus> {
     store
         .write(move |conn| Box::pin(async move { checkpoint_in(conn, p).await }))
         .await
 }
 
 async fn checkpoint_in(tx: &mut SqliteConnection, p: CheckpointParams) -> StoreResult<LeaseStatus> {
-    let done = sqlx::query(CHECKPOINT)
+    let done = sqlx::query(&CHECKPOINT)
         .bind(p.checkpoint.as_ref().map(|v| v.to_string()))
         .bind(p.progress.as_ref().map(|v| v.to_string()))
         .bind(p.lease.task_id)
@@ -209,7 +251,7 @@ async fn checkpoint_in(tx: &mut SqliteConnection, p: CheckpointParams) -> StoreR
     Ok(status)
 }
 
-pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<bool>> {
+pub async fn finish(store: &SqliteBackend, p: FinishParams) -> StoreResult<Vec<bool>> {
     if p.items.is_empty() {
         return Ok(Vec::new());
     }
@@ -219,7 +261,7 @@ pub async fn finish(store: &SqliteStore, p: FinishParams) -> StoreResult<Vec<boo
     if !requeued.is_empty() {
         // A task given back without delay is due at once: wake idle workers.
         let queues: Vec<String> = {
-            let mut conn = store.reader.acquire().await.map_err(db)?;
+            let mut conn = store.pools.reader.acquire().await.map_err(db)?;
             let ids = serde_json::to_string(&requeued)
                 .map_err(|e| StoreError::InvalidInput(e.to_string()))?;
             sqlx::query_scalar(QUEUES_TO_WAKE)
@@ -350,14 +392,15 @@ pub async fn list_expired(conn: &mut SqliteConnection, p: ExpiredParams) -> Stor
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SqliteStore;
     use serde_json::json;
     use sqlx::Executor;
     use tasktable_core::NewTask;
     use tasktable_store::{Store, SubmitParams};
 
     /// The plan of `sql` (with `items` as its JSON parameter, then a time and a flag).
-    async fn plan(store: &SqliteStore, sql: &str, items: &str) -> Vec<String> {
-        let mut conn = store.writer.acquire().await.unwrap();
+    async fn plan(store: &SqliteBackend, sql: &str, items: &str) -> Vec<String> {
+        let mut conn = store.pools.writer.acquire().await.unwrap();
         sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
             .bind(items)
             .bind("2030-01-01T00:00:00.000000Z")
@@ -386,6 +429,7 @@ mod tests {
             .await
             .unwrap();
         store
+            .pool()
             .writer
             .acquire()
             .await
@@ -395,7 +439,7 @@ mod tests {
             .unwrap();
         let items = "[[1, \"succeeded\", \"2030-01-01T00:00:00.000000Z\", 0, null, null, \"succeeded\", 1, null]]";
         for sql in [ATTEMPT_INSERT.as_str(), FINISH.as_str()] {
-            let plan = plan(&store, sql, items).await;
+            let plan = plan(store.db(), sql, items).await;
             let tasks: Vec<&String> = plan
                 .iter()
                 .filter(|line| line.contains("tasktable_tasks "))

@@ -29,13 +29,9 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, SqliteConnection};
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{NewTask, Task};
-use tasktable_sql::limits::LimitedQueues;
-use tasktable_sql::runs::OpenRuns;
-use tasktable_sql::update::Changed;
-use tasktable_sql::{Backend, Commit, Connect};
+use tasktable_sql::{Backend, Commit, Connect, SqlStore};
 use tasktable_sqlx::Tx;
 use tasktable_store::*;
 use tokio::sync::{broadcast, mpsc};
@@ -73,29 +69,90 @@ impl SqliteConfig {
     }
 }
 
-/// The SQLite [`Store`].
+/// The SQLite [`Store`]: [`SqlStore`] on [`SqliteBackend`].
+pub type SqliteStore = SqlStore<SqliteBackend>;
+
+/// The writer's pool (one connection) and the readers' pool, for callers that want to
+/// look at the database next to tasktable ([`SqlStore::pool`]).
 #[derive(Debug, Clone)]
-pub struct SqliteStore {
-    writer: SqlitePool,
+pub struct SqlitePools {
+    pub writer: SqlitePool,
+    pub reader: SqlitePool,
+}
+
+/// What is SQLite's own in [`SqliteStore`]: its writer, its readers and its hot path.
+#[derive(Debug, Clone)]
+pub struct SqliteBackend {
+    pools: SqlitePools,
     group: mpsc::UnboundedSender<group::Job>,
-    reader: SqlitePool,
     wake: broadcast::Sender<Wake>,
     /// What calls may carry; every call's parameters are checked against it first.
     limits: Limits,
     bulk_chunk_rows: u32,
-    /// The queues found limited by a policy, claimed off the hot path; shared by clones.
-    limited: Arc<LimitedQueues>,
-    /// What this store knows of open multi-run tasks; shared by clones.
-    open_runs: Arc<OpenRuns>,
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
     StoreError::database(e)
 }
 
-impl SqliteStore {
-    /// Opens (creating if missing) the database file. Does not migrate.
-    pub async fn connect(config: SqliteConfig) -> StoreResult<Self> {
+impl SqliteBackend {
+    pub(crate) async fn begin_write(&self) -> StoreResult<Tx<Sqlite>> {
+        Tx::begin(&self.pools.writer, Some("BEGIN IMMEDIATE"))
+            .await
+            .map_err(db)
+    }
+
+    /// Runs `write` in the next group transaction (see `group`); its result comes back once
+    /// that transaction has committed.
+    pub(crate) async fn write<T, F>(&self, write: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<T>>
+            + Send
+            + 'static,
+    {
+        let stopped = || StoreError::Database("the SQLite writer has stopped".into());
+        let (job, answer) = group::Job::new(write);
+        self.group.send(job).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    pub(crate) fn wake(&self, queue: &str) {
+        // No receivers is fine: nobody is idle in this process.
+        let _ = self.wake.send(Wake {
+            queue: queue.to_owned(),
+        });
+    }
+}
+
+/// The database's clock, read inside the transaction that uses it.
+pub(crate) async fn db_now(conn: &mut SqliteConnection) -> StoreResult<DateTime<Utc>> {
+    let s: String = sqlx::query_scalar("SELECT strftime(?, 'now')")
+        .bind(time::SQL_FORMAT)
+        .fetch_one(conn)
+        .await
+        .map_err(db)?;
+    time::from_text(&s)
+}
+
+pub(crate) async fn now_or_db(
+    conn: &mut SqliteConnection,
+    now: Option<DateTime<Utc>>,
+) -> StoreResult<DateTime<Utc>> {
+    match now {
+        Some(t) => Ok(time::truncate(t)),
+        None => db_now(conn).await,
+    }
+}
+
+#[async_trait]
+impl Backend for SqliteBackend {
+    const NAME: &'static str = "sqlite";
+    type Config = SqliteConfig;
+    type Pool = SqlitePools;
+    type Conn = SqliteConnection;
+
+    async fn connect(config: SqliteConfig) -> StoreResult<Self> {
         let url = if config.url.starts_with("sqlite:") {
             config.url.clone()
         } else {
@@ -124,101 +181,40 @@ impl SqliteStore {
             .await
             .map_err(db)?;
         let (wake, _) = broadcast::channel(1024);
-        Ok(SqliteStore {
+        Ok(SqliteBackend {
             group: group::start(writer.clone()),
-            writer,
-            reader,
+            pools: SqlitePools { writer, reader },
             wake,
             limits: Limits {
                 max_payload_bytes: config.max_payload_bytes,
             },
             bulk_chunk_rows: config.bulk_chunk_rows,
-            limited: Arc::default(),
-            open_runs: Arc::default(),
         })
     }
 
-    /// Opens a database by URL or path with the default settings.
-    pub async fn open(url: &str) -> StoreResult<Self> {
-        Self::connect(SqliteConfig::new(url)).await
+    fn config(url: &str) -> SqliteConfig {
+        SqliteConfig::new(url)
     }
 
-    /// Submits tasks inside a transaction the caller holds on its own connection, so they
-    /// commit or roll back with the caller's own writes. Start that transaction with
-    /// `BEGIN IMMEDIATE` (`pool.begin_with("BEGIN IMMEDIATE")`) so it cannot fail to
-    /// upgrade to a writer half-way. Idle workers find these tasks on their next poll.
-    pub async fn submit_in(
+    /// Start that transaction with `BEGIN IMMEDIATE` (`pool.begin_with("BEGIN
+    /// IMMEDIATE")`) so it cannot fail to upgrade to a writer half-way. Idle workers find
+    /// these tasks on their next poll.
+    async fn submit_in(
         conn: &mut SqliteConnection,
-        tasks: Vec<NewTask>,
+        tasks: &Checked<Vec<NewTask>>,
     ) -> StoreResult<Vec<Submitted>> {
-        let tasks = Limits::default().tasks(tasks)?;
-        submit::insert(conn, &tasks, None).await
+        submit::insert(conn, tasks, None).await
     }
 
-    pub(crate) async fn begin_write(&self) -> StoreResult<Tx<Sqlite>> {
-        Tx::begin(&self.writer, Some("BEGIN IMMEDIATE"))
-            .await
-            .map_err(db)
-    }
-
-    /// Runs `write` in the next group transaction (see `group`); its result comes back once
-    /// that transaction has committed.
-    pub(crate) async fn write<T, F>(&self, write: F) -> StoreResult<T>
-    where
-        T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<T>>
-            + Send
-            + 'static,
-    {
-        let stopped = || StoreError::Database("the SQLite writer has stopped".into());
-        let (job, answer) = group::Job::new(write);
-        self.group.send(job).map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
-    }
-
-    pub(crate) fn wake(&self, queue: &str) {
-        // No receivers is fine: nobody is idle in this process.
-        let _ = self.wake.send(Wake {
-            queue: queue.to_owned(),
-        });
-    }
-
-    /// The writer's pool (one connection) and the readers' pool, for callers that want to
-    /// look at the database next to tasktable.
-    pub fn pools(&self) -> [&SqlitePool; 2] {
-        [&self.writer, &self.reader]
+    fn pool(&self) -> &SqlitePools {
+        &self.pools
     }
 
     /// Closes both pools.
-    pub async fn close(&self) {
-        self.writer.close().await;
-        self.reader.close().await;
+    async fn close(&self) {
+        self.pools.writer.close().await;
+        self.pools.reader.close().await;
     }
-}
-
-/// The database's clock, read inside the transaction that uses it.
-pub(crate) async fn db_now(conn: &mut SqliteConnection) -> StoreResult<DateTime<Utc>> {
-    let s: String = sqlx::query_scalar("SELECT strftime(?, 'now')")
-        .bind(time::SQL_FORMAT)
-        .fetch_one(conn)
-        .await
-        .map_err(db)?;
-    time::from_text(&s)
-}
-
-pub(crate) async fn now_or_db(
-    conn: &mut SqliteConnection,
-    now: Option<DateTime<Utc>>,
-) -> StoreResult<DateTime<Utc>> {
-    match now {
-        Some(t) => Ok(time::truncate(t)),
-        None => db_now(conn).await,
-    }
-}
-
-#[async_trait]
-impl Backend for SqliteStore {
-    const NAME: &'static str = "sqlite";
 
     fn limits(&self) -> Limits {
         self.limits
@@ -230,7 +226,7 @@ impl Backend for SqliteStore {
 
     /// A full group of writes (which share one commit) and a read on every reader.
     fn capacity(&self) -> usize {
-        group::MAX_GROUP + self.reader.options().get_max_connections() as usize
+        group::MAX_GROUP + self.pools.reader.options().get_max_connections() as usize
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -242,7 +238,7 @@ impl Backend for SqliteStore {
     }
 
     async fn db_now(&self) -> StoreResult<DateTime<Utc>> {
-        let mut conn = self.reader.acquire().await.map_err(db)?;
+        let mut conn = self.pools.reader.acquire().await.map_err(db)?;
         db_now(&mut conn).await
     }
 
@@ -272,14 +268,6 @@ impl Backend for SqliteStore {
         submit::insert(&mut tx.0, tasks, Some(now)).await
     }
 
-    fn limited_queues(&self) -> &LimitedQueues {
-        &self.limited
-    }
-
-    fn open_runs(&self) -> &OpenRuns {
-        &self.open_runs
-    }
-
     async fn claim(&self, params: &ClaimParams) -> StoreResult<Vec<Task>> {
         lease::claim(self, params).await
     }
@@ -297,25 +285,21 @@ impl Backend for SqliteStore {
     }
 
     async fn list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>> {
-        let mut conn = self.reader.acquire().await.map_err(db)?;
+        let mut conn = self.pools.reader.acquire().await.map_err(db)?;
         lease::list_expired(&mut conn, params).await
     }
 
-    /// Commits, then wakes this process's workers. A change's transaction is its own:
-    /// the writer goes back to the pool between the chunks of a bulk change, and the pool
-    /// hands it out first come, first served, so the claims and finishes that queued
-    /// behind one chunk run before the next.
-    async fn commit_change(&self, tx: Self::Write, changed: Changed) -> StoreResult<u64> {
-        tx.commit().await?;
-        for queue in &changed.wake {
+    /// Wakes this process's workers. A change's transaction is its own: the writer goes
+    /// back to the pool between the chunks of a bulk change, and the pool hands it out
+    /// first come, first served, so the claims and finishes that queued behind one chunk
+    /// run before the next.
+    fn changed(&self, wake: &[String]) {
+        for queue in wake {
             self.wake(queue);
         }
-        Ok(changed.count)
     }
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>> {
         Ok(self.wake.subscribe())
     }
 }
-
-tasktable_sql::impl_store!(SqliteStore);

@@ -2,7 +2,7 @@
 //! schema's types (times as fixed-format text, JSON as text), cells decoded back.
 
 use crate::time::{from_text, to_text};
-use crate::{db, now_or_db, SqliteStore};
+use crate::{db, now_or_db, SqliteBackend};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -78,12 +78,12 @@ impl Commit for Db<Tx<Sqlite>> {
 }
 
 #[async_trait]
-impl Connect for SqliteStore {
+impl Connect for SqliteBackend {
     type Read = Db<PoolConnection<Sqlite>>;
     type Write = Db<Tx<Sqlite>>;
 
     async fn read(&self) -> StoreResult<Self::Read> {
-        self.reader.acquire().await.map(Db).map_err(db)
+        self.pools.reader.acquire().await.map(Db).map_err(db)
     }
 
     async fn write(&self) -> StoreResult<Self::Write> {

@@ -24,8 +24,10 @@ pub fn opt_from_text(s: Option<String>) -> StoreResult<Option<DateTime<Utc>>> {
     s.as_deref().map(from_text).transpose()
 }
 
+/// `t + d`, with `d` capped at the longest lease ([`tasktable_core::MAX_LEASE`]), as on the
+/// other backends.
 pub fn plus(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    t + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+    tasktable_core::stored::after(t, d)
 }
 
 /// Truncates to what the database keeps, so values read back compare equal.

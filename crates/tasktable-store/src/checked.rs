@@ -7,8 +7,8 @@
 
 use crate::params::{
     check_finish, prepare_checkpoint, prepare_submit, prepare_update, validate_change,
-    validate_list, AffinityReleaseParams, CheckpointParams, CountParams, FinishParams, ListParams,
-    QueuePolicyParams, SubmitParams, UpdateParams, DEFAULT_MAX_PAYLOAD_BYTES,
+    validate_list, AffinityReleaseParams, CheckpointParams, CountParams, FinishItem, FinishParams,
+    ListParams, QueuePolicyParams, SubmitParams, UpdateParams, DEFAULT_MAX_PAYLOAD_BYTES,
 };
 use crate::{StoreError, StoreResult, UpdateChunkParams};
 use std::ops::Deref;
@@ -45,6 +45,33 @@ impl<T> Deref for Checked<T> {
 impl<T> Checked<T> {
     pub fn into_inner(self) -> T {
         self.0
+    }
+}
+
+impl Checked<FinishParams> {
+    /// Splits off the ends of runs of multi-run tasks, each with its place in the call;
+    /// the rest (a part of checked parameters is checked) comes with its places.
+    pub fn split_runs(self) -> (Vec<(usize, FinishItem)>, Vec<usize>, Checked<FinishParams>) {
+        let FinishParams {
+            items,
+            only_if_expired,
+            now,
+        } = self.0;
+        let (mut runs, mut at, mut single) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, item) in items.into_iter().enumerate() {
+            if item.lease.run.is_some() {
+                runs.push((i, item));
+            } else {
+                at.push(i);
+                single.push(item);
+            }
+        }
+        let rest = FinishParams {
+            items: single,
+            only_if_expired,
+            now,
+        };
+        (runs, at, Checked(rest))
     }
 }
 

@@ -106,7 +106,7 @@ async fn contention_is_retried_without_losing_or_doubling_a_task() {
             let mut round = 0;
             loop {
                 if start.wait().await.is_leader() {
-                    let more = round < 40 || (store.deadlock_retries() == 0 && round < 400);
+                    let more = round < 40 || (store.db().deadlock_retries() == 0 && round < 400);
                     go_on.store(more, Ordering::SeqCst);
                 }
                 start.wait().await;
@@ -178,7 +178,7 @@ async fn contention_is_retried_without_losing_or_doubling_a_task() {
         .await
         .unwrap();
     assert_eq!(cold as usize, created.len(), "one task per key");
-    let retries = store.deadlock_retries();
+    let retries = store.db().deadlock_retries();
     eprintln!(
         "contention: {TASKS} tasks, {} racing keys, {retries} deadlock retries, {:?}",
         created.len(),
@@ -230,7 +230,7 @@ async fn lock_wait_timeout_is_retried() {
     };
     // Hold the lock until the store has hit the timeout and gone round again.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while store.deadlock_retries() == 0 {
+    while store.db().deadlock_retries() == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the lock wait never timed out"
@@ -239,7 +239,10 @@ async fn lock_wait_timeout_is_retried() {
     }
     tx.commit().await.unwrap();
     assert_eq!(finisher.await.unwrap().expect("finish"), vec![true]);
-    assert!(store.deadlock_retries() >= 1, "the timeout was retried");
+    assert!(
+        store.db().deadlock_retries() >= 1,
+        "the timeout was retried"
+    );
     let t = store.task_get(id).await.unwrap().unwrap();
     assert_eq!(t.state, TaskState::Succeeded);
 }
