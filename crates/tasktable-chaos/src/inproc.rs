@@ -214,7 +214,7 @@ async fn journal_ends(
                 applied,
             } => (task_id, Some((outcome, applied))),
             WorkerEvent::Stopped { task_id, .. } => (task_id, None),
-            WorkerEvent::Claimed { .. } | WorkerEvent::Beat { .. } => continue,
+            _ => continue,
         };
         let token = {
             let mut map = in_flight.lock().expect("in flight");

@@ -8,9 +8,9 @@
 
 use crate::context::StopReason;
 use crate::metrics::{self, Call};
-use crate::shared::Shared;
+use crate::shared::{Shared, WorkerEvent};
 use std::sync::Arc;
-use tasktable_store::RenewParams;
+use tasktable_store::{LeaseStatus, RenewParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +42,13 @@ pub(crate) async fn renew_once(shared: &Shared) {
                 for ((ctx, _), status) in chunk.iter().zip(statuses) {
                     if ctx.heed(&status).is_ok() {
                         shared.mark_renewed(ctx.task_id(), asked_at);
+                        if let LeaseStatus::Held { expires_at } = status {
+                            shared.emit(WorkerEvent::Renewed {
+                                task_id: ctx.task_id(),
+                                attempt: ctx.attempt(),
+                                expires_at,
+                            });
+                        }
                     }
                 }
             }

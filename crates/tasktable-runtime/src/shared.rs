@@ -7,6 +7,7 @@ use crate::completer::CompleterHandle;
 use crate::config::WorkerConfig;
 use crate::context::{StopReason, TaskContext};
 use crate::handler::ErasedHandler;
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 /// What a worker did, for tests and instrumentation. Subscribe with
 /// [`Worker::subscribe`](crate::Worker::subscribe) before
-/// [`Worker::run`](crate::Worker::run).
+/// [`Worker::run`](crate::Worker::run). New kinds of event may come in later versions.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WorkerEvent {
     /// The handler of a claimed task starts. A task claimed ahead of a free slot and given
     /// back before it started has no `Claimed`, only its `Finished` (outcome
@@ -34,6 +36,13 @@ pub enum WorkerEvent {
     },
     /// The handler was told to stop and its outcome will not be recorded.
     Stopped { task_id: TaskId, reason: StopReason },
+    /// The database renewed the lease of a running attempt, until `expires_at` (never
+    /// past the attempt's deadline).
+    Renewed {
+        task_id: TaskId,
+        attempt: u32,
+        expires_at: Option<DateTime<Utc>>,
+    },
     /// A heartbeat reached the registry; `draining` is what it answered.
     Beat { draining: bool },
 }
@@ -95,7 +104,7 @@ impl Shared {
     /// worth are there already; says whether it did (the task then takes it away again
     /// with [`Shared::remove_recording`] once its end is recorded).
     pub fn add_recording(&self) -> bool {
-        let limit = crate::claimer::ahead_limit(self.config.concurrency);
+        let limit = crate::config::ahead_limit(self.config.concurrency);
         let added = self
             .recording_extra
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {

@@ -254,6 +254,7 @@ pub async fn a_task_claimed_again_keeps_its_new_lease_while_the_old_attempt_ends
         .await
         .unwrap();
     assert_eq!(second, Some(2));
+    let claimed_until = get(&*store, id).await.lease_expires_at.expect("leased");
     frozen.thaw();
     let old_end = wait_event(&mut events, "attempt 1's end to be refused", finished(id)).await;
     assert!(
@@ -261,11 +262,22 @@ pub async fn a_task_claimed_again_keeps_its_new_lease_while_the_old_attempt_ends
         "{old_end:?}"
     );
 
-    // Three lease lengths with attempt 2 running: its lease must have been renewed, so a
-    // rescue now finds nothing to take back.
-    tokio::time::sleep(lease * 3).await;
+    // Attempt 2's lease is renewed past the end its claim gave it, so a rescue at that
+    // end finds nothing to take back.
+    wait_event(
+        &mut events,
+        "attempt 2's lease renewed past its claim's",
+        |e| {
+            matches!(e, WorkerEvent::Renewed { task_id, attempt: 2, expires_at: Some(until) }
+            if *task_id == id && *until > claimed_until)
+        },
+    )
+    .await;
     assert_eq!(
-        rescuer.run_once(None).await.unwrap(),
+        rescuer
+            .run_once(Some(claimed_until + chrono::Duration::milliseconds(1)))
+            .await
+            .unwrap(),
         0,
         "attempt 2's lease ran out"
     );

@@ -141,7 +141,8 @@ fn event_task(e: &WorkerEvent) -> Option<i64> {
     match e {
         WorkerEvent::Claimed { task_id, .. }
         | WorkerEvent::Finished { task_id, .. }
-        | WorkerEvent::Stopped { task_id, .. } => Some(*task_id),
-        WorkerEvent::Beat { .. } => None,
+        | WorkerEvent::Stopped { task_id, .. }
+        | WorkerEvent::Renewed { task_id, .. } => Some(*task_id),
+        _ => None,
     }
 }
