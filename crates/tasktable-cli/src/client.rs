@@ -3,7 +3,6 @@
 //! exit code. The commands never touch a database; the server decides what is legal.
 
 use crate::error::{CliError, Exit};
-use chrono::{DateTime, Utc};
 use reqwest::{RequestBuilder, StatusCode, Url};
 use serde::Deserialize;
 use serde_json::Value;
@@ -202,98 +201,24 @@ fn cause(err: &(dyn std::error::Error + 'static)) -> String {
     }
 }
 
-/// A task as the API returns it; only the fields the commands show. Unknown fields are
-/// ignored, so a newer server still works.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Task {
-    pub id: i64,
-    pub kind: String,
-    pub queue: String,
-    pub state: String,
-    pub payload: Value,
-    pub result: Option<Value>,
-    pub checkpoint: Option<Value>,
-    pub progress: Option<Value>,
-    pub key: Option<String>,
-    pub idempotency_key: Option<String>,
-    pub priority: i32,
-    pub run_at: DateTime<Utc>,
-    pub attempt: u32,
-    pub max_attempts: u32,
-    pub timeout_ms: Option<u64>,
-    pub worker_id: Option<String>,
-    pub worker_host: Option<String>,
-    pub last_error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
-    /// Who may run it; null or absent for any worker.
-    #[serde(default)]
-    pub target: Option<tasktable_server::wire::TargetSpec>,
-    /// How long a retry waits for the worker of its previous attempt (`worker_id`).
-    #[serde(default)]
-    pub affinity_ms: Option<u64>,
-    /// While set, the task waits for that worker until then (or until it is gone).
-    #[serde(default)]
-    pub affinity_until: Option<DateTime<Utc>>,
-    /// A multi-run task's wanted successes and counters; null for a task that runs once.
-    #[serde(default)]
-    pub copies: Option<u32>,
-    #[serde(default)]
-    pub at_once: Option<u32>,
-    #[serde(default)]
-    pub runs_active: Option<u32>,
-    #[serde(default)]
-    pub runs_succeeded: Option<u32>,
-    #[serde(default)]
-    pub runs_failed: Option<u32>,
-    /// Failed runs the task survives.
-    #[serde(default)]
-    pub max_failed_runs: Option<u32>,
-}
+/// A task, an ended attempt and a run of a multi-run task, as the API returns them: the
+/// server's own types. Fields a newer server adds are ignored.
+pub use tasktable_wire::{AttemptView as Attempt, RunView as Run, TaskView as Task};
 
-impl Task {
-    /// "4 of 6 done, 2 running, 1 failed" for a multi-run task.
-    pub fn runs_summary(&self) -> Option<String> {
-        let copies = self.copies?;
-        let mut text = format!("{} of {copies} done", self.runs_succeeded.unwrap_or(0));
-        if let Some(n) = self.runs_active.filter(|n| *n > 0) {
-            text.push_str(&format!(", {n} running"));
-        }
-        if let Some(n) = self.runs_failed.filter(|n| *n > 0) {
-            text.push_str(&format!(", {n} failed"));
-            if let Some(allowed) = self.max_failed_runs {
-                text.push_str(&format!(" ({allowed} allowed)"));
-            }
-        }
-        Some(text)
+/// "4 of 6 done, 2 running, 1 failed" for a multi-run task.
+pub fn runs_summary(task: &Task) -> Option<String> {
+    let copies = task.copies?;
+    let mut text = format!("{} of {copies} done", task.runs_succeeded.unwrap_or(0));
+    if let Some(n) = task.runs_active.filter(|n| *n > 0) {
+        text.push_str(&format!(", {n} running"));
     }
-}
-
-/// One run of a multi-run task.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Run {
-    pub run: u32,
-    pub worker_id: String,
-    pub worker_host: Option<String>,
-    pub state: String,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub error: Option<String>,
-    pub resumed_from: Option<u32>,
-}
-
-/// One ended attempt of a task.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Attempt {
-    pub attempt: u32,
-    pub worker_id: Option<String>,
-    pub worker_host: Option<String>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: DateTime<Utc>,
-    pub outcome: String,
-    pub error: Option<String>,
+    if let Some(n) = task.runs_failed.filter(|n| *n > 0) {
+        text.push_str(&format!(", {n} failed"));
+        if let Some(allowed) = task.max_failed_runs {
+            text.push_str(&format!(" ({allowed} allowed)"));
+        }
+    }
+    Some(text)
 }
 
 /// Reads a field of an answer as `T`, or says the server answered something else.

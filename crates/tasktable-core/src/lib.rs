@@ -15,10 +15,12 @@
 //! pure: the current time and any randomness are passed in as arguments, so the rules can
 //! be tested exhaustively and the stores can apply them with the database's clock.
 
+pub mod actor;
 pub mod backoff;
 pub mod batch;
 pub mod change;
 pub mod event;
+pub mod names;
 pub mod outcome;
 pub mod policy;
 pub mod retention;

@@ -109,7 +109,7 @@ impl Runs {
         }
         if self
             .max_failed
-            .is_some_and(|f| f > crate::task::MAX_ATTEMPTS_LIMIT)
+            .is_some_and(|f| f > crate::names::MAX_ATTEMPTS_LIMIT)
         {
             return Err(InvalidRuns::MaxFailed(self.max_failed.unwrap_or_default()));
         }

@@ -121,6 +121,44 @@ impl Operation {
         Operation::Release,
     ];
 
+    /// The operations an operator asks for by name (in the API's paths, the dashboard's
+    /// forms and the CLI's verbs), in the order the API documents them.
+    pub const OPERATOR: [Operation; 9] = [
+        Operation::Cancel,
+        Operation::Retry,
+        Operation::Hold,
+        Operation::Release,
+        Operation::Reschedule,
+        Operation::SetPriority,
+        Operation::SetMaxAttempts,
+        Operation::EditPayload,
+        Operation::SetTarget,
+    ];
+
+    /// An operator's operation's name as requests write it (`set-priority`); `None` for
+    /// the worker's claim and finish.
+    pub fn request_name(self) -> Option<&'static str> {
+        Some(match self {
+            Operation::Claim | Operation::Finish => return None,
+            Operation::Cancel => "cancel",
+            Operation::Retry => "retry",
+            Operation::Hold => "hold",
+            Operation::Release => "release",
+            Operation::Reschedule => "reschedule",
+            Operation::SetPriority => "set-priority",
+            Operation::SetMaxAttempts => "set-max-attempts",
+            Operation::EditPayload => "edit-payload",
+            Operation::SetTarget => "set-target",
+        })
+    }
+
+    /// The operator's operation a request names, if it names one.
+    pub fn requested(name: &str) -> Option<Operation> {
+        Operation::OPERATOR
+            .into_iter()
+            .find(|op| op.request_name() == Some(name))
+    }
+
     /// The states this operation may start from. This is the state machine.
     pub fn allowed_from(self) -> &'static [TaskState] {
         use TaskState::*;
@@ -200,6 +238,21 @@ impl fmt::Display for Operation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_operators_operation_has_one_request_name_and_is_found_by_it() {
+        for op in Operation::OPERATOR {
+            let name = op
+                .request_name()
+                .expect("an operator's operation has a name");
+            assert_eq!(Operation::requested(name), Some(op), "{name}");
+        }
+        for op in [Operation::Claim, Operation::Finish] {
+            assert_eq!(op.request_name(), None);
+        }
+        assert_eq!(Operation::requested("set_priority"), None);
+        assert_eq!(Operation::requested("claim"), None);
+    }
 
     #[test]
     fn state_names_round_trip() {

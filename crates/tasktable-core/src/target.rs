@@ -13,8 +13,7 @@ use std::fmt;
 
 /// Most names one target may list.
 pub const MAX_TARGET_NAMES: usize = 64;
-/// The character that separates names in the stored form; no worker id or group has it.
-pub const SEPARATOR: char = '|';
+pub use crate::names::{valid_member, SEPARATOR};
 
 /// Who may run a task.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -126,11 +125,6 @@ impl Target {
         }
         out
     }
-}
-
-/// A worker id or group name a target may hold (and a worker may have).
-pub fn valid_member(s: &str) -> bool {
-    crate::worker::valid_name(s) && !s.contains(SEPARATOR)
 }
 
 impl fmt::Display for Target {

@@ -1,9 +1,9 @@
 //! Tasks as rows: what is submitted ([`NewTask`]), what is stored ([`Task`]), what a
 //! worker holds ([`Lease`]) and what history keeps ([`Attempt`]).
 
+use crate::actor::Actor;
 use crate::backoff::{Backoff, InvalidBackoff};
 use crate::batch::{BatchSpec, InvalidBatch};
-use crate::event::Actor;
 use crate::outcome::AttemptOutcome;
 use crate::runs::{InvalidRuns, Rearm, RunCounts, Runs};
 use crate::state::TaskState;
@@ -19,12 +19,7 @@ pub type TaskId = i64;
 pub const DEFAULT_QUEUE: &str = "default";
 /// Attempts a task gets when none are named.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
-/// Upper bound for `max_attempts`.
-pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
-/// Longest accepted kind, queue, key or idempotency key, in characters (Unicode scalar
-/// values): what JSON Schema's `maxLength` counts, so the API can state the limit exactly,
-/// and what a MySQL `VARCHAR(255)` holds.
-pub const MAX_NAME_LEN: usize = 255;
+pub use crate::names::{MAX_ATTEMPTS_LIMIT, MAX_NAME_LEN};
 /// Furthest into the future a task may be delayed, and longest per-attempt timeout.
 pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 

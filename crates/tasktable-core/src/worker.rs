@@ -10,9 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Longest worker id, host name, group name or version, in characters: a name's, as for
-/// queues and kinds.
-pub const MAX_NAME_CHARS: usize = crate::task::MAX_NAME_LEN;
+pub use crate::names::{valid_name, MAX_NAME_CHARS};
 /// Most groups one worker may belong to, and most queues it may list.
 pub const MAX_GROUPS: usize = 64;
 pub const MAX_QUEUES: usize = 256;
@@ -138,12 +136,6 @@ pub enum InvalidWorker {
     Capacity,
 }
 
-/// 1 to [`MAX_NAME_CHARS`] characters, not all whitespace, none of them control
-/// characters.
-pub fn valid_name(s: &str) -> bool {
-    !s.trim().is_empty() && s.chars().count() <= MAX_NAME_CHARS && !s.chars().any(char::is_control)
-}
-
 impl WorkerFacts {
     pub fn validate(&self) -> Result<(), InvalidWorker> {
         for (field, value) in [("host", &self.host), ("version", &self.version)] {
@@ -152,7 +144,7 @@ impl WorkerFacts {
             }
         }
         // Targets name workers and groups between '|' separators (crate::target).
-        if !crate::target::valid_member(&self.id) {
+        if !crate::names::valid_member(&self.id) {
             return Err(InvalidWorker::Member { field: "id" });
         }
         if self.groups.len() > MAX_GROUPS {
@@ -161,7 +153,7 @@ impl WorkerFacts {
                 max: MAX_GROUPS,
             });
         }
-        if self.groups.iter().any(|g| !crate::target::valid_member(g)) {
+        if self.groups.iter().any(|g| !crate::names::valid_member(g)) {
             return Err(InvalidWorker::Member { field: "a group" });
         }
         if let Queues::Listed(q) = &self.queues {

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use chrono::{NaiveDateTime, TimeZone, Utc};
 use std::collections::HashMap;
-use tasktable_core::TaskId;
+use tasktable_core::{Operation, TaskId};
 use tasktable_store::{Change, QueuePauseParams, Target, UpdateParams};
 
 /// Why a form was refused; answered as 403.
@@ -54,12 +54,15 @@ pub fn change_from(op: &str, form: &HashMap<String, String>) -> Result<Change, S
             .filter(|v| !v.is_empty())
             .ok_or(format!("{name} is required"))
     };
-    Ok(match op {
-        "cancel" => Change::Cancel,
-        "retry" => Change::Retry,
-        "hold" => Change::Hold,
-        "release" => Change::Release,
-        "reschedule" => {
+    let Some(operation) = Operation::requested(op) else {
+        return Err(format!("unknown operation {op:?}"));
+    };
+    Ok(match operation {
+        Operation::Cancel => Change::Cancel,
+        Operation::Retry => Change::Retry,
+        Operation::Hold => Change::Hold,
+        Operation::Release => Change::Release,
+        Operation::Reschedule => {
             let raw = field("run_at")?;
             let naive = NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M:%S")
                 .or_else(|_| NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M"))
@@ -68,20 +71,23 @@ pub fn change_from(op: &str, form: &HashMap<String, String>) -> Result<Change, S
                 run_at: Utc.from_utc_datetime(&naive),
             }
         }
-        "set-priority" => Change::SetPriority {
+        Operation::SetPriority => Change::SetPriority {
             priority: field("priority")?
                 .parse()
                 .map_err(|_| "priority must be a whole number".to_owned())?,
         },
-        "set-max-attempts" => Change::SetMaxAttempts {
+        Operation::SetMaxAttempts => Change::SetMaxAttempts {
             max_attempts: field("max_attempts")?
                 .parse()
                 .map_err(|_| "max attempts must be a positive whole number".to_owned())?,
         },
-        "set-target" => Change::SetTarget {
+        Operation::SetTarget => Change::SetTarget {
             target: target_from(form)?,
         },
-        other => return Err(format!("unknown operation {other:?}")),
+        // The payload is edited through the API or the CLI, not a form.
+        Operation::EditPayload | Operation::Claim | Operation::Finish => {
+            return Err(format!("unknown operation {op:?}"))
+        }
     })
 }
 

@@ -57,8 +57,8 @@ impl AuditQuery {
             task_id,
             queue: text(&self.queue),
             events,
-            from: crate::tasks::utc_field("from", &self.from)?,
-            to: crate::tasks::utc_field("to", &self.to)?,
+            from: crate::layout::utc_field("from", &self.from)?,
+            to: crate::layout::utc_field("to", &self.to)?,
             ..Default::default()
         };
         if [&filter.actor, &filter.queue]

@@ -4,10 +4,10 @@
 //! the ETA) are core's; the page only shows them.
 
 use crate::actions::check;
+use crate::layout::Flash;
 use crate::layout::{action_form, flash, page, time};
 use crate::links;
 use crate::session::Session;
-use crate::tasks::Flash;
 use crate::DashState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

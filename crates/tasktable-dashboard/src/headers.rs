@@ -20,7 +20,7 @@ use std::sync::LazyLock;
 
 static CSP: LazyLock<HeaderValue> = LazyLock::new(|| {
     let hash = |text: &str| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text));
-    let (style, script) = (hash(crate::layout::STYLE), hash(crate::refresh::SCRIPT));
+    let (style, script) = (hash(crate::layout::STYLE), hash(crate::layout::SCRIPT));
     HeaderValue::try_from(format!(
         "default-src 'none'; style-src 'sha256-{style}'; script-src 'sha256-{script}'; \
          connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"

@@ -55,6 +55,15 @@ figure.chart .key { color:var(--muted); } figure.chart .key svg { display:inline
 figure.chart svg { width:100%; height:auto; display:block; }
 "#;
 
+/// The one script of the dashboard: reload when the stream `/ui/events`
+/// ([`crate::refresh`]) says something happened.
+pub const SCRIPT: &str = "(function(){var loaded=Date.now(),timer=null;\
+function reload(){location.reload();}\
+function soon(){if(timer)return;timer=setTimeout(reload,Math.max(0,2000-(Date.now()-loaded)));}\
+if(!window.EventSource){setTimeout(reload,5000);return;}\
+var es=new EventSource('/ui/events');es.onmessage=soon;\
+es.onerror=function(){es.close();if(!timer)timer=setTimeout(reload,5000);};})();";
+
 /// A full page: navigation, the signed-in user, and `body`.
 pub fn page(
     title: &str,
@@ -71,7 +80,7 @@ pub fn page(
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 @if refresh {
                     noscript { meta http-equiv="refresh" content="5"; }
-                    script { (PreEscaped(crate::refresh::SCRIPT)) }
+                    script { (PreEscaped(SCRIPT)) }
                 }
                 title { (title) " · tasktable" }
                 style { (PreEscaped(STYLE)) }
@@ -131,6 +140,32 @@ pub fn action_form(
             button type="submit" class=[danger.then_some("danger")] { (label) }
         }
     }
+}
+
+/// Messages carried to the page a form redirects to.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Flash {
+    pub done: Option<String>,
+    pub error: Option<String>,
+}
+
+/// A UTC time from a datetime-local field (minutes or seconds) or RFC 3339.
+pub(crate) fn utc_field(
+    name: &str,
+    text: &str,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(Some(t.with_timezone(&chrono::Utc)));
+    }
+    ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
+        .iter()
+        .find_map(|f| chrono::NaiveDateTime::parse_from_str(text, f).ok())
+        .map(|t| Some(t.and_utc()))
+        .ok_or_else(|| format!("{name}: {text:?} is not a time like 2026-11-22T05:40"))
 }
 
 pub fn flash(done: Option<&str>, error: Option<&str>) -> Markup {

@@ -4,6 +4,7 @@
 //! something happened) and reloads the page when something did, at most every two
 //! seconds; nothing happening, nothing reloads. A browser without scripts, or whose stream
 //! fails, reloads every five seconds as before (`<noscript>` and the script's fallback).
+//! The script itself is the layout's (`crate::layout::SCRIPT`).
 
 use crate::session::Session;
 use crate::DashState;
@@ -13,14 +14,6 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use std::time::Duration;
 use tasktable_store::feed::{FeedFilter, Follower};
-
-/// The one script of the dashboard: reload when the stream says something happened.
-pub const SCRIPT: &str = "(function(){var loaded=Date.now(),timer=null;\
-function reload(){location.reload();}\
-function soon(){if(timer)return;timer=setTimeout(reload,Math.max(0,2000-(Date.now()-loaded)));}\
-if(!window.EventSource){setTimeout(reload,5000);return;}\
-var es=new EventSource('/ui/events');es.onmessage=soon;\
-es.onerror=function(){es.close();if(!timer)timer=setTimeout(reload,5000);};})();";
 
 /// `GET /ui/events`: one message each time something happened (its data a count, never
 /// what happened: the pages read that themselves), for the signed-in session.

@@ -5,10 +5,10 @@
 //! Fire times are read in the schedule's own zone, the zone its recurrence is written in,
 //! with the offset beside each: "02:00" alone is wrong for half the year somewhere.
 
+use crate::layout::Flash;
 use crate::layout::{action_form, flash, json, page, state_badge, time};
 use crate::links;
 use crate::session::Session;
-use crate::tasks::Flash;
 use crate::DashState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

@@ -1,6 +1,6 @@
 //! The task list with its filter, and one task's page with its actions.
 
-use crate::layout::{action_form, flash, json, page, state_badge, time};
+use crate::layout::{action_form, flash, json, page, state_badge, time, utc_field, Flash};
 use crate::links;
 use crate::session::Session;
 use crate::DashState;
@@ -9,17 +9,11 @@ use axum::response::{IntoResponse, Response};
 use maud::{html, Markup};
 use serde::Deserialize;
 use tasktable_core::{Target, TaskId, TaskState};
+use tasktable_server::detail::TaskDetail;
 use tasktable_store::{ListParams, TaskFilter};
 
 /// Tasks shown on one page of the list.
 const PAGE_SIZE: u32 = 50;
-
-/// Messages carried to the page a form redirects to.
-#[derive(Debug, Default, Deserialize)]
-pub struct Flash {
-    pub done: Option<String>,
-    pub error: Option<String>,
-}
 
 /// The task list's filter, as query parameters.
 #[derive(Debug, Default, Deserialize)]
@@ -88,25 +82,6 @@ impl TaskQuery {
         .map(|(k, v)| (k, v.as_str()))
         .collect()
     }
-}
-
-/// A UTC time from a datetime-local field (minutes or seconds) or RFC 3339.
-pub(crate) fn utc_field(
-    name: &str,
-    text: &str,
-) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Ok(None);
-    }
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
-        return Ok(Some(t.with_timezone(&chrono::Utc)));
-    }
-    ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
-        .iter()
-        .find_map(|f| chrono::NaiveDateTime::parse_from_str(text, f).ok())
-        .map(|t| Some(t.and_utc()))
-        .ok_or_else(|| format!("{name}: {text:?} is not a time like 2026-11-22T05:40"))
 }
 
 pub async fn tasks(
@@ -204,8 +179,8 @@ pub async fn task(
     Path(id): Path<TaskId>,
     Query(f): Query<Flash>,
 ) -> Response {
-    let mut task = match state.app.store.task_get(id).await {
-        Ok(Some(t)) => t,
+    let detail = match TaskDetail::read(&state.app, session.principal.role, id).await {
+        Ok(Some(d)) => d,
         Ok(None) => {
             let body = html! { h1 { "Task " (id) } p { "No such task." } };
             return (
@@ -216,30 +191,12 @@ pub async fn task(
         }
         Err(e) => return crate::failure::page_for(e),
     };
-    let attempts = match state.app.store.attempt_list(id).await {
-        Ok(a) => a,
-        Err(e) => return crate::failure::page_for(e),
-    };
-    let runs = match state.app.store.run_list(id).await {
-        Ok(r) => r,
-        Err(e) => return crate::failure::page_for(e),
-    };
-    let events = match state.app.store.task_events(id).await {
-        Ok(e) => e,
-        Err(e) => return crate::failure::page_for(e),
-    };
-    let events: Vec<_> = events
-        .into_iter()
-        .map(|e| state.app.event_for(session.principal.role, e))
-        .collect();
-    let logs = match state.app.store.task_logs(id).await {
-        Ok(l) => l,
-        Err(e) => return crate::failure::page_for(e),
-    };
-    let timeline = tasktable_store::timeline(&task, &attempts, &events, &logs);
-    task.payload = state
-        .app
-        .payload_for(session.principal.role, &task.kind, task.payload);
+    let TaskDetail {
+        task,
+        attempts,
+        runs,
+        timeline,
+    } = detail;
     let act = |op: &str, label: &str, danger: bool, fields: Markup| {
         action_form(
             &session,

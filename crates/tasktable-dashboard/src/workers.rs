@@ -6,11 +6,11 @@
 //! says when it shows only part.
 
 use crate::actions::check;
+use crate::layout::Flash;
 use crate::layout::{action_form, flash, page, time};
 use crate::links;
 use crate::scan::{self, Count};
 use crate::session::Session;
-use crate::tasks::Flash;
 use crate::DashState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

@@ -19,7 +19,7 @@
 //! spending its attempt; after such a wait the mean is raised to it, so the worker claims
 //! nothing ahead until short runs are seen again.
 
-use crate::config::{QueueConfig, DEFAULT_CLAIM_BATCH};
+use crate::config::{ahead_limit, jittered, QueueConfig};
 use crate::executor::{self, Slot, Waiting};
 use crate::metrics::{self, Call, QueueMetrics};
 use crate::shared::Shared;
@@ -268,15 +268,6 @@ impl Claimer {
 /// run time.
 pub(crate) const AHEAD_WAIT: Duration = Duration::from_millis(10);
 
-/// The most tasks a worker of `concurrency` claims ahead of its free slots.
-pub fn ahead_limit(concurrency: usize) -> usize {
-    (80 * concurrency).min(AHEAD_MAX)
-}
-
-/// Two claims' worth at the default `claim_batch`: a worker of short handlers claims its
-/// next four hundred tasks while the last four hundred still wait for slots.
-const AHEAD_MAX: usize = 2 * DEFAULT_CLAIM_BATCH as usize;
-
 /// How many tasks may wait for a slot now: as many as `concurrency` slots start within
 /// [`AHEAD_WAIT`] at the handlers' mean run time, within [`ahead_limit`]; none before a
 /// handler has run.
@@ -374,13 +365,10 @@ async fn next_wake(
     }
 }
 
-pub(crate) fn jittered(d: Duration) -> Duration {
-    d.mul_f64(0.8 + 0.4 * rand::random::<f64>())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::AHEAD_MAX;
 
     #[test]
     fn nothing_is_claimed_ahead_before_a_handler_has_run_or_for_long_handlers() {

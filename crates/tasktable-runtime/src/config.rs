@@ -3,6 +3,7 @@
 
 use crate::identity::WorkerIdentity;
 use std::time::Duration;
+use tasktable_core::worker::{Protocol, Queues, WorkerFacts};
 
 /// A queue a worker takes tasks from, with its own limit.
 #[derive(Debug, Clone)]
@@ -137,7 +138,7 @@ impl WorkerConfig {
                 self.worker_silence, self.heartbeat_interval
             ));
         }
-        if let Err(e) = crate::registry::facts(&self).validate() {
+        if let Err(e) = facts(&self).validate() {
             return bad(format!("worker registry: {e}"));
         }
         if self.schedule_interval.is_some_and(|d| d.is_zero()) {
@@ -158,6 +159,40 @@ impl WorkerConfig {
             }
         }
         Ok(self)
+    }
+}
+
+/// The most tasks a worker of `concurrency` claims ahead of its free slots.
+pub fn ahead_limit(concurrency: usize) -> usize {
+    (80 * concurrency).min(AHEAD_MAX)
+}
+
+/// Two claims' worth at the default `claim_batch`: a worker of short handlers claims its
+/// next four hundred tasks while the last four hundred still wait for slots.
+pub(crate) const AHEAD_MAX: usize = 2 * DEFAULT_CLAIM_BATCH as usize;
+
+/// `d` give or take a fifth, drawn at random, so that workers started together do not
+/// poll, beat or renew in step.
+pub(crate) fn jittered(d: Duration) -> Duration {
+    d.mul_f64(0.8 + 0.4 * rand::random::<f64>())
+}
+
+/// What a worker with `config` tells the registry.
+pub(crate) fn facts(config: &WorkerConfig) -> WorkerFacts {
+    let queues = if config.all_queues {
+        Queues::All
+    } else {
+        Queues::Listed(config.queues.iter().map(|q| q.name.clone()).collect())
+    };
+    WorkerFacts {
+        id: config.identity.id.clone(),
+        host: config.identity.host.clone(),
+        pid: Some(std::process::id()),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        groups: config.groups.clone(),
+        queues,
+        capacity: u32::try_from(config.concurrency).unwrap_or(u32::MAX),
+        protocol: Protocol::Process,
     }
 }
 

@@ -35,7 +35,7 @@ mod shutdown;
 mod worker;
 
 pub use batch::{BatchContext, BatchHandler, Item, SAVE_EVERY};
-pub use claimer::ahead_limit;
+pub use config::ahead_limit;
 pub use config::{QueueConfig, WorkerConfig, WorkerError};
 pub use context::{ContextError, StopReason, TaskContext};
 pub use handler::{Handler, HandlerError};

@@ -2,33 +2,13 @@
 //! drain an operator may ask of it. The heartbeat also marks silent peers gone, so the
 //! registry stays true while any worker runs, with no process in charge of it.
 
-use crate::config::WorkerConfig;
+use crate::config::{facts, jittered};
 use crate::metrics::{self, Call};
 use crate::shared::Shared;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tasktable_core::worker::{Protocol, Queues, WorkerFacts};
 use tasktable_store::{StoreResult, WorkerBeatParams, WorkerReapParams};
 use tokio_util::sync::CancellationToken;
-
-/// What a worker with `config` tells the registry.
-pub(crate) fn facts(config: &WorkerConfig) -> WorkerFacts {
-    let queues = if config.all_queues {
-        Queues::All
-    } else {
-        Queues::Listed(config.queues.iter().map(|q| q.name.clone()).collect())
-    };
-    WorkerFacts {
-        id: config.identity.id.clone(),
-        host: config.identity.host.clone(),
-        pid: Some(std::process::id()),
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        groups: config.groups.clone(),
-        queues,
-        capacity: u32::try_from(config.concurrency).unwrap_or(u32::MAX),
-        protocol: Protocol::Process,
-    }
-}
 
 /// One heartbeat; the worker drains or resumes as the registry says.
 pub(crate) async fn beat(shared: &Shared, starting: bool) -> StoreResult<()> {
@@ -62,7 +42,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(crate::claimer::jittered(shared.config.heartbeat_interval)) => {}
+            _ = tokio::time::sleep(jittered(shared.config.heartbeat_interval)) => {}
         }
         if let Err(e) = beat(&shared, false).await {
             metrics::store_error(Call::Heartbeat);

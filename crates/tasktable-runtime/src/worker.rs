@@ -172,7 +172,7 @@ impl Worker {
     pub async fn register(&self) -> StoreResult<()> {
         self.store
             .worker_beat(tasktable_store::WorkerBeatParams {
-                facts: registry::facts(&self.config),
+                facts: crate::config::facts(&self.config),
                 address: None,
                 starting: true,
                 now: None,

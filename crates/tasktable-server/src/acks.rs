@@ -6,7 +6,7 @@
 //! The single-lease route (`POST /api/v1/leases/{id}/{op}`) is a group of one.
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Body;
+use crate::extract::{Body, Path};
 use crate::leases::{Call, LeaseRequest};
 use crate::AppState;
 use axum::extract::State;
@@ -244,4 +244,36 @@ fn status_error(id: TaskId, status: LeaseStatus) -> ApiError {
         LeaseStatus::Retargeted => ApiError::task_retargeted(id),
         _ => ApiError::lease_lost(id),
     }
+}
+
+/// One lease call, named by its path: `POST /api/v1/leases/{id}/{op}`.
+pub async fn lease_op(
+    State(state): State<AppState>,
+    Path((id, op)): Path<(TaskId, String)>,
+    Body(req): Body<LeaseRequest>,
+) -> ApiResult<Response> {
+    if req.task.is_some() || req.op.is_some() {
+        return Err(ApiError::invalid(
+            "the path names the task and the operation; the body may not (task and op belong in POST /api/v1/leases)",
+        ));
+    }
+    let (lease, call) = req.into_call(id, &op)?;
+    let done = carry_out(&state, vec![(lease, call)])
+        .await?
+        .pop()
+        .unwrap_or_else(|| Err(ApiError::lease_lost(id)))?;
+    Ok(match done {
+        Done::Renewed { expires_at } => Json(json!({ "lease_expires_at": expires_at })),
+        Done::Saved => Json(json!({ "saved": true })),
+        Done::Finished => {
+            let (state_now, run_at) = state
+                .store
+                .task_get(id)
+                .await?
+                .map(|t| (Some(t.state), Some(t.run_at)))
+                .unwrap_or_default();
+            Json(json!({ "state": state_now, "run_at": run_at }))
+        }
+    }
+    .into_response())
 }

@@ -5,10 +5,9 @@
 //! claimer's own lease) and changes nothing: a wrong credential cannot be told from a
 //! stale one.
 
-use crate::acks::{carry_out, Done};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Body, Path};
+use crate::extract::Body;
 use crate::wire::ClaimedTask;
 use crate::AppState;
 use axum::extract::State;
@@ -381,36 +380,4 @@ impl LeaseRequest {
             None => Ok(()),
         }
     }
-}
-
-/// One lease call, named by its path: `POST /api/v1/leases/{id}/{op}`.
-pub async fn lease_op(
-    State(state): State<AppState>,
-    Path((id, op)): Path<(TaskId, String)>,
-    Body(req): Body<LeaseRequest>,
-) -> ApiResult<Response> {
-    if req.task.is_some() || req.op.is_some() {
-        return Err(ApiError::invalid(
-            "the path names the task and the operation; the body may not (task and op belong in POST /api/v1/leases)",
-        ));
-    }
-    let (lease, call) = req.into_call(id, &op)?;
-    let done = carry_out(&state, vec![(lease, call)])
-        .await?
-        .pop()
-        .unwrap_or_else(|| Err(ApiError::lease_lost(id)))?;
-    Ok(match done {
-        Done::Renewed { expires_at } => Json(json!({ "lease_expires_at": expires_at })),
-        Done::Saved => Json(json!({ "saved": true })),
-        Done::Finished => {
-            let (state_now, run_at) = state
-                .store
-                .task_get(id)
-                .await?
-                .map(|t| (Some(t.state), Some(t.run_at)))
-                .unwrap_or_default();
-            Json(json!({ "state": state_now, "run_at": run_at }))
-        }
-    }
-    .into_response())
 }

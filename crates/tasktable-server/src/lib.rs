@@ -19,6 +19,7 @@ mod audit;
 pub mod auth;
 mod batch_wire;
 mod batches;
+pub mod detail;
 pub mod doorbell;
 mod error;
 mod extract;
@@ -34,7 +35,6 @@ mod schedule_wire;
 mod schedules;
 mod tasks;
 mod waiting;
-mod whole;
 pub mod wire;
 mod workers;
 
@@ -46,6 +46,7 @@ use axum::Router;
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_store::Store;
+use tasktable_wire::whole;
 use tokio_util::sync::CancellationToken;
 
 /// Limits on what one request may ask for.
@@ -227,7 +228,7 @@ pub fn router(state: AppState) -> Router {
             ("POST", "/api/v1/leave") => post(workers::leave),
             ("POST", "/api/v1/claim") => post(leases::claim),
             ("POST", "/api/v1/leases") => post(acks::acknowledge),
-            ("POST", "/api/v1/leases/{id}/{op}") => post(leases::lease_op),
+            ("POST", "/api/v1/leases/{id}/{op}") => post(acks::lease_op),
             ("POST", "/api/v1/admin/migrate") => post(queues::migrate),
             ("POST", "/api/v1/admin/purge") => post(queues::purge),
             ("GET", "/metrics") => get(metrics::scrape),

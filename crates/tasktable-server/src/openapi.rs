@@ -31,9 +31,7 @@ mod tests {
     /// The paths the document lists for one route of the router.
     fn documented_paths(path: &str) -> Vec<String> {
         let ops: Vec<&str> = match path {
-            "/api/v1/tasks/{id}/{op}" | "/api/v1/tasks/bulk/{op}" => {
-                crate::tasks::OPERATIONS.to_vec()
-            }
+            "/api/v1/tasks/{id}/{op}" | "/api/v1/tasks/bulk/{op}" => crate::tasks::operations(),
             "/api/v1/leases/{id}/{op}" => crate::leases::LEASE_OPERATIONS
                 .iter()
                 .map(|(name, _)| *name)

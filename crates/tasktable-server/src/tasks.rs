@@ -1,6 +1,7 @@
 //! Submitting, finding and changing tasks.
 
 use crate::auth::Principal;
+use crate::detail::TaskDetail;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Caller, Path, Query, RawBody};
 use crate::wire::{
@@ -17,7 +18,7 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tasktable_core::{Task, TaskId, TaskState};
+use tasktable_core::{Operation, Task, TaskId, TaskState};
 use tasktable_store::{Change, ListParams, SubmitParams, Target, TaskFilter, UpdateParams};
 
 pub async fn submit(
@@ -177,46 +178,24 @@ pub async fn show(
     Extension(caller): Extension<Principal>,
     Path(id): Path<TaskId>,
 ) -> ApiResult<Response> {
-    let task = state
-        .store
-        .task_get(id)
+    let detail = TaskDetail::read(&state, caller.role, id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("task {id} not found")))?;
-    let attempts = state.store.attempt_list(id).await?;
-    let runs: Vec<RunView> = state
-        .store
-        .run_list(id)
-        .await?
-        .into_iter()
-        .map(RunView::from)
-        .collect();
-    let events: Vec<_> = state
-        .store
-        .task_events(id)
-        .await?
-        .into_iter()
-        .map(|e| state.event_for(caller.role, e))
-        .collect();
-    let logs = state.store.task_logs(id).await?;
-    let timeline = tasktable_store::timeline(&task, &attempts, &events, &logs);
-    let attempts: Vec<AttemptView> = attempts.into_iter().map(AttemptView::from).collect();
-    let task = view(&state, &caller, task);
-    let body = json!({"task": task, "attempts": attempts, "runs": runs, "timeline": timeline});
+    let runs: Vec<RunView> = detail.runs.into_iter().map(RunView::from).collect();
+    let attempts: Vec<AttemptView> = detail.attempts.into_iter().map(AttemptView::from).collect();
+    let task = TaskView::from(detail.task);
+    let body =
+        json!({"task": task, "attempts": attempts, "runs": runs, "timeline": detail.timeline});
     Ok(Json(body).into_response())
 }
 
-/// The operations, by the name they have in paths.
-pub const OPERATIONS: &[&str] = &[
-    "cancel",
-    "retry",
-    "hold",
-    "release",
-    "reschedule",
-    "set-priority",
-    "set-max-attempts",
-    "edit-payload",
-    "set-target",
-];
+/// The operations, by the name they have in paths (core's `Operation::request_name`).
+pub fn operations() -> Vec<&'static str> {
+    Operation::OPERATOR
+        .iter()
+        .filter_map(|op| op.request_name())
+        .collect()
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -264,17 +243,23 @@ fn values<T: DeserializeOwned>(op: &str, body: Value) -> ApiResult<T> {
 /// The change an operation names, with its values from `body` (an object; `{}` when the
 /// request had no body).
 async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Change> {
-    Ok(match op {
-        "cancel" | "retry" | "hold" | "release" => {
+    let Some(operation) = Operation::requested(op) else {
+        return Err(ApiError::not_found(format!(
+            "unknown operation {op:?}; operations are {}",
+            operations().join(", ")
+        )));
+    };
+    Ok(match operation {
+        Operation::Cancel | Operation::Retry | Operation::Hold | Operation::Release => {
             let Nothing {} = values(op, body)?;
-            match op {
-                "cancel" => Change::Cancel,
-                "retry" => Change::Retry,
-                "hold" => Change::Hold,
+            match operation {
+                Operation::Cancel => Change::Cancel,
+                Operation::Retry => Change::Retry,
+                Operation::Hold => Change::Hold,
                 _ => Change::Release,
             }
         }
-        "reschedule" => {
+        Operation::Reschedule => {
             let r: Reschedule = values(op, body)?;
             let run_at = match (r.run_at, r.delay_ms) {
                 (Some(at), None) => at,
@@ -295,16 +280,16 @@ async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Chan
             };
             Change::Reschedule { run_at }
         }
-        "set-priority" => Change::SetPriority {
+        Operation::SetPriority => Change::SetPriority {
             priority: values::<SetPriority>(op, body)?.priority,
         },
-        "set-max-attempts" => Change::SetMaxAttempts {
+        Operation::SetMaxAttempts => Change::SetMaxAttempts {
             max_attempts: values::<SetMaxAttempts>(op, body)?.max_attempts,
         },
-        "edit-payload" => Change::EditPayload {
+        Operation::EditPayload => Change::EditPayload {
             payload: values::<EditPayload>(op, body)?.payload,
         },
-        "set-target" => {
+        Operation::SetTarget => {
             if body.get("target").is_none() {
                 return Err(ApiError::invalid(
                     "bad body for set-target: missing field `target` (null for any worker)",
@@ -314,11 +299,8 @@ async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Chan
                 target: TargetSpec::into_target(values::<SetTarget>(op, body)?.target),
             }
         }
-        other => {
-            return Err(ApiError::not_found(format!(
-                "unknown operation {other:?}; operations are {}",
-                OPERATIONS.join(", ")
-            )))
+        Operation::Claim | Operation::Finish => {
+            unreachable!("no request names a worker's operation")
         }
     })
 }

@@ -7,8 +7,8 @@
 //! a row at most once, because the update tests the wait again.
 
 use crate::backend::change;
+use crate::backend::Changed;
 use crate::exec::required;
-use crate::update::Changed;
 use crate::{Backend, Cells, Exec, Sql};
 use tasktable_store::{AffinityReleaseParams, Checked, StoreResult};
 

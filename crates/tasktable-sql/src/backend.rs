@@ -9,7 +9,6 @@
 //! to only as [`Checked`] values.
 
 use crate::runs::Ended;
-use crate::update::Changed;
 use crate::{Commit, Connect};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -129,6 +128,15 @@ pub trait Backend: Connect + Clone + std::fmt::Debug + Sized + 'static {
     fn changed(&self, wake: &[String]);
 
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Changed {
+    pub count: u64,
+    /// The queues whose workers should look for due tasks once the change commits,
+    /// sorted, each once; empty unless the change may make tasks due.
+    pub wake: Vec<String>,
 }
 
 /// What a change answers, among the rest: the queues whose workers should look for due

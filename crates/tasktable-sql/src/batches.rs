@@ -8,9 +8,9 @@
 //! few counters every second or two, so the writes a batch costs do not grow with its
 //! items.
 
+use crate::backend::Changed;
 use crate::exec::{count, required, Cells, Exec};
 use crate::sql::{Arg, Sql};
-use crate::update::Changed;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tasktable_core::batch::{

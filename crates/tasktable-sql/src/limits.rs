@@ -19,7 +19,7 @@
 
 use crate::exec::{count, required};
 use crate::rules::{push_claim_write, ClaimWrite, Val};
-use crate::{query, Arg, Cells, Dialect, Exec, Sql};
+use crate::{Arg, Cells, Dialect, Exec, Sql};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -279,7 +279,7 @@ pub async fn claim_in<E: Exec>(e: &mut E, p: &ClaimParams) -> StoreResult<Limite
         sql.push(&d.upsert(&["queue", "task_key"], &["tat"]));
         e.execute(sql).await?;
     }
-    let mut tasks = query::get_many(e, &ids).await?;
+    let mut tasks = crate::row::get_many(e, &ids).await?;
     tasks.sort_by(Task::claim_order);
     Ok(LimitedClaim::Claimed(tasks))
 }

@@ -2,9 +2,10 @@
 //! stands, whether a queue has due work; and the one write among them, pausing a queue.
 
 use crate::row::{attempt_from_row, light_task_columns, state, task_from_row};
+pub use crate::row::{get, get_many};
 use crate::row::{ATTEMPT_COLUMNS, TASK_COLUMNS};
 use crate::{exec::count as count_cell, exec::required, Cells, Exec, Sql};
-use tasktable_core::{Attempt, Lease, Task, TaskId, TaskState};
+use tasktable_core::{Attempt, Lease, TaskId, TaskState};
 use tasktable_store::{
     credential_from_db, lost_lease_status, outcome_from_db, Checked, CountParams, DueParams,
     LeaseRow, LeaseStatus, ListParams, QueueInfo, QueuePauseParams, StoreResult, TaskFilter,
@@ -55,26 +56,6 @@ pub fn push_filter(sql: &mut Sql, f: &TaskFilter) {
             .bind(v.as_str())
             .push(") > 0");
     }
-}
-
-pub async fn get<E: Exec>(e: &mut E, id: TaskId) -> StoreResult<Option<Task>> {
-    let mut sql = Sql::new(
-        e.dialect(),
-        format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE id = "),
-    );
-    sql.bind(id);
-    let rows = e.fetch(sql).await?;
-    rows.first().map(task_from_row).transpose()
-}
-
-/// Tasks by id, in no particular order (at most [`Sql::MAX_IN_LIST`] a call on MySQL).
-pub async fn get_many<E: Exec>(e: &mut E, ids: &[TaskId]) -> StoreResult<Vec<Task>> {
-    let mut sql = Sql::new(
-        e.dialect(),
-        format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE "),
-    );
-    sql.push_in_ids("id", ids);
-    e.fetch(sql).await?.iter().map(task_from_row).collect()
 }
 
 /// A page of tasks, newest first.

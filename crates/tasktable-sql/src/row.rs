@@ -1,11 +1,11 @@
 //! Decoding rows into core types, once for every backend.
 
 use crate::exec::required;
-use crate::{Cells, Dialect};
+use crate::{Cells, Dialect, Exec, Sql};
 use serde_json::Value;
 use std::time::Duration;
 use tasktable_core::runs::{RunCounts, Runs};
-use tasktable_core::{Attempt, Backoff, Target, Task, TaskState};
+use tasktable_core::{Attempt, Backoff, Target, Task, TaskId, TaskState};
 use tasktable_store::{credential_from_db, StoreError, StoreResult};
 
 /// Every column of `tasktable_tasks`, all of which [`task_from_row`] reads by name.
@@ -166,6 +166,27 @@ pub fn attempt_from_row(row: &impl Cells) -> StoreResult<Attempt> {
             .map_err(|e| StoreError::Database(Box::new(e)))?,
         error: row.text("error")?,
     })
+}
+
+/// Task `id`, if there is one.
+pub async fn get<E: Exec>(e: &mut E, id: TaskId) -> StoreResult<Option<Task>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE id = "),
+    );
+    sql.bind(id);
+    let rows = e.fetch(sql).await?;
+    rows.first().map(task_from_row).transpose()
+}
+
+/// Tasks by id, in no particular order (at most [`Sql::MAX_IN_LIST`] a call on MySQL).
+pub async fn get_many<E: Exec>(e: &mut E, ids: &[TaskId]) -> StoreResult<Vec<Task>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {TASK_COLUMNS} FROM tasktable_tasks WHERE "),
+    );
+    sql.push_in_ids("id", ids);
+    e.fetch(sql).await?.iter().map(task_from_row).collect()
 }
 
 #[cfg(test)]

@@ -8,10 +8,10 @@
 //! where an edit leaves the schedule, is core's ([`tasktable_core::schedule`]).
 
 use crate::backend::change;
+use crate::backend::Changed;
 use crate::events;
 use crate::exec::required;
 use crate::row::state;
-use crate::update::Changed;
 use crate::{Backend, Cells, Exec, Sql};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde::de::DeserializeOwned;

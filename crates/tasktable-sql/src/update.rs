@@ -33,14 +33,7 @@ use tasktable_store::{
     UpdateChunkParams, UpdateParams,
 };
 
-/// What a change did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Changed {
-    pub count: u64,
-    /// The queues whose workers should look for due tasks once the change commits,
-    /// sorted, each once; empty unless the change may make tasks due.
-    pub wake: Vec<String>,
-}
+pub use crate::backend::Changed;
 
 /// A row as the change found it.
 #[derive(Debug, Clone)]

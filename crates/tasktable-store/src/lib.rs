@@ -28,6 +28,7 @@ mod checked;
 mod error;
 mod filter;
 mod params;
+mod rows;
 pub mod schedule;
 pub mod shielded;
 pub mod stats;
@@ -46,6 +47,7 @@ pub use event::{
 };
 pub use filter::{Target, TaskFilter};
 pub use params::*;
+pub use rows::*;
 pub use schedule::{
     CreateScheduleParams, DeleteScheduleParams, EditScheduleParams, FireNowParams, Fired,
     FiredTask, OnExisting, RunDueParams, Schedule, ScheduleRef,

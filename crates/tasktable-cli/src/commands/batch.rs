@@ -8,10 +8,12 @@ use crate::input;
 use crate::output::{self, Table};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Deserialize;
+
 use serde_json::{json, Map, Value};
 use std::io::IsTerminal;
 use std::time::Duration;
+/// A batch and a failed item as the API returns them.
+use tasktable_wire::{BatchView as Batch, ItemFailureView as Failure};
 
 #[derive(Subcommand, Debug)]
 pub enum BatchCommand {
@@ -91,37 +93,6 @@ pub struct EditArgs {
     /// New data (JSON; `-` reads stdin).
     #[arg(long)]
     data: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Batch {
-    task: TaskPart,
-    status: String,
-    items: Option<u64>,
-    parallelism: u32,
-    rate: Option<u32>,
-    window: u64,
-    error_budget: u64,
-    low_water: u64,
-    end: Option<u64>,
-    errors: u64,
-    items_per_second: Option<f64>,
-    eta_seconds: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct TaskPart {
-    id: i64,
-    kind: String,
-    queue: String,
-    last_error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Failure {
-    item: u64,
-    error: String,
-    tries: u32,
 }
 
 fn data(text: &str) -> Result<Value, CliError> {

@@ -63,7 +63,7 @@ pub async fn run(api: &Api, args: &ListArgs, json: bool) -> Result<(), CliError>
         };
         table.row(vec![
             task.id.to_string(),
-            task.state,
+            task.state.to_string(),
             task.kind,
             task.queue,
             // A multi-run task shows its copies done of those wanted instead.

@@ -124,9 +124,9 @@ async fn create(api: &Api, args: &CreateArgs, json: bool) -> Result<(), CliError
     let s = view::schedule(&answer)?;
     output::line(format!(
         "created {}: {}; next run {}",
-        s.label(),
-        s.when(),
-        s.next_run()
+        view::label(&s),
+        view::when(&s),
+        view::next_run(&s)
     ))
 }
 
@@ -148,9 +148,9 @@ async fn edit(api: &Api, args: &EditArgs, json: bool) -> Result<(), CliError> {
     let s = view::schedule(&answer)?;
     output::line(format!(
         "changed {}: {}; next run {}",
-        s.label(),
-        s.when(),
-        s.next_run()
+        view::label(&s),
+        view::when(&s),
+        view::next_run(&s)
     ))
 }
 
@@ -162,11 +162,15 @@ async fn set_enabled(api: &Api, schedule: &str, enabled: bool, json: bool) -> Re
     }
     let s = view::schedule(&answer)?;
     output::line(if enabled {
-        format!("enabled {}; next run {}", s.label(), s.next_run())
+        format!(
+            "enabled {}; next run {}",
+            view::label(&s),
+            view::next_run(&s)
+        )
     } else {
         format!(
             "disabled {}: it fires nothing until `tasktable schedule enable`",
-            s.label()
+            view::label(&s)
         )
     })
 }

@@ -1,6 +1,6 @@
 //! `tasktable show`: one task, everything about it, and the history of its attempts.
 
-use crate::client::{field, Api, Attempt, Run, Task};
+use crate::client::{field, runs_summary, Api, Attempt, Run, Task};
 use crate::commands::audit::{describe_detail, Actor};
 use crate::error::CliError;
 use crate::output::{self, Table};
@@ -58,7 +58,7 @@ fn history(timeline: &[Entry]) -> String {
 
 fn render(task: &Task, attempts: &[Attempt], runs: &[Run]) -> String {
     let mut fields: Vec<(&str, String)> = vec![
-        ("state", task.state.clone()),
+        ("state", task.state.to_string()),
         ("kind", task.kind.clone()),
         ("queue", task.queue.clone()),
         (
@@ -82,7 +82,7 @@ fn render(task: &Task, attempts: &[Attempt], runs: &[Run]) -> String {
     optional("timeout", task.timeout_ms.map(output::millis));
     optional("target", task.target.as_ref().map(|t| t.0.to_string()));
     optional("affinity", affinity(task));
-    optional("runs", task.runs_summary());
+    optional("runs", runs_summary(task));
     optional(
         "at once",
         task.copies.and(task.at_once).map(|n| n.to_string()),
@@ -199,7 +199,8 @@ mod tests {
             "attempt": 1, "max_attempts": 5, "timeout_ms": null, "worker_id": "w1",
             "worker_host": "h", "last_error": "try again",
             "created_at": "2030-01-01T00:00:00Z", "updated_at": "2030-01-01T00:00:02Z",
-            "started_at": "2030-01-01T00:00:01Z", "finished_at": null,
+            "started_at": "2030-01-01T00:00:01Z", "finished_at": null, "lease_token": 1,
+            "backoff": {"initial_ms": 1000, "multiplier": 2.0, "max_ms": 60000, "jitter": 0.1},
         });
         let object = task.as_object_mut().unwrap();
         object.extend(fields.as_object().unwrap().clone());

@@ -10,59 +10,10 @@ use chrono::{DateTime, FixedOffset, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
-/// A schedule as the API returns it.
-#[derive(Debug, Deserialize)]
-pub struct Schedule {
-    pub id: i64,
-    pub name: String,
-    recurrence: Recurrence,
-    template: Template,
-    missed: Missed,
-    overlap: String,
-    pub enabled: bool,
-    last_task_id: Option<i64>,
-    last_slot_at: Option<DateTime<Utc>>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    /// The next fire times, each in the schedule's own zone.
-    upcoming: Vec<DateTime<FixedOffset>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Recurrence {
-    Cron { expr: String, zone: String },
-    Every { every_ms: u64, start: DateTime<Utc> },
-    Daily { at: String, zone: String },
-}
-
-#[derive(Debug, Deserialize)]
-struct Template {
-    kind: String,
-    queue: String,
-    payload: Value,
-    key: Option<String>,
-    priority: i32,
-    max_attempts: u32,
-    backoff: Backoff,
-    timeout_ms: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Backoff {
-    initial_ms: u64,
-    multiplier: f64,
-    max_ms: u64,
-    jitter: f64,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "policy", rename_all = "snake_case")]
-enum Missed {
-    Skip,
-    RunLatest,
-    RunAll { max: u32 },
-}
+use tasktable::schedule::{Missed, Overlap, Recurrence};
+use tasktable_wire::BackoffSpec as Backoff;
+/// A schedule as the API returns it: the server's own type.
+pub use tasktable_wire::ScheduleView as Schedule;
 
 /// One of the last tasks a schedule fired.
 #[derive(Debug, Deserialize)]
@@ -79,30 +30,28 @@ pub fn schedule(answer: &Value) -> Result<Schedule, CliError> {
     field(answer, "schedule")
 }
 
-impl Schedule {
-    /// When it fires, in the words of the flags that set it: `cron 0 2 * * * Europe/Berlin`,
-    /// `every 1m`, `daily 02:30:00 UTC`.
-    pub fn when(&self) -> String {
-        match &self.recurrence {
-            Recurrence::Cron { expr, zone } => format!("cron {expr} {zone}"),
-            Recurrence::Every { every_ms, .. } => format!("every {}", output::millis(*every_ms)),
-            Recurrence::Daily { at, zone } => format!("daily {at} {zone}"),
-        }
+/// When `s` fires, in the words of the flags that set it: `cron 0 2 * * * Europe/Berlin`,
+/// `every 1m`, `daily 02:30:00 UTC`.
+pub fn when(s: &Schedule) -> String {
+    match &s.recurrence {
+        Recurrence::Cron { expr, zone } => format!("cron {expr} {zone}"),
+        Recurrence::Every { every_ms, .. } => format!("every {}", output::millis(*every_ms)),
+        Recurrence::Daily { at, zone } => format!("daily {at} {zone}"),
     }
+}
 
-    /// The next fire time in the schedule's zone, or why there is none.
-    pub fn next_run(&self) -> String {
-        match self.upcoming.first() {
-            Some(t) => local_time(*t),
-            None if !self.enabled => "- (disabled)".into(),
-            None => "- (never again)".into(),
-        }
+/// The next fire time of `s` in its zone, or why there is none.
+pub fn next_run(s: &Schedule) -> String {
+    match s.upcoming.first() {
+        Some(t) => local_time(*t),
+        None if !s.enabled => "- (disabled)".into(),
+        None => "- (never again)".into(),
     }
+}
 
-    /// `name` and `(id N)`, the way every message names a schedule.
-    pub fn label(&self) -> String {
-        format!("schedule {:?} (id {})", self.name, self.id)
-    }
+/// `name` and `(id N)`, the way every message names a schedule.
+pub fn label(s: &Schedule) -> String {
+    format!("schedule {:?} (id {})", s.name, s.id)
 }
 
 /// A time in the offset it was given in: `2026-11-27 02:00:00+01:00`, or with `Z` in UTC
@@ -130,9 +79,9 @@ pub fn table(schedules: &[Schedule]) -> Table {
         table.row(vec![
             s.name.clone(),
             s.id.to_string(),
-            s.when(),
+            when(s),
             yes_no(s.enabled),
-            s.next_run(),
+            next_run(s),
             output::opt_time(s.last_slot_at),
             format!("{}/{}", s.template.kind, s.template.queue),
         ]);
@@ -154,7 +103,7 @@ pub fn page(answer: &Value) -> Result<String, CliError> {
         ("when", when_in_full(&s.recurrence)),
         ("enabled", yes_no(s.enabled)),
         ("missed", missed(s.missed)),
-        ("overlap", overlap(&s.overlap)),
+        ("overlap", overlap(s.overlap)),
         ("kind", t.kind.clone()),
         ("queue", t.queue.clone()),
         ("priority", t.priority.to_string()),
@@ -233,13 +182,14 @@ fn missed(m: Missed) -> String {
     }
 }
 
-fn overlap(o: &str) -> String {
+fn overlap(o: Overlap) -> String {
     match o {
-        "allow" => {
+        Overlap::Allow => {
             "allow: every slot fires, even while the previous slot's task is unfinished".into()
         }
-        "skip" => "skip: a slot does not fire while the previous slot's task is unfinished".into(),
-        other => other.into(),
+        Overlap::Skip => {
+            "skip: a slot does not fire while the previous slot's task is unfinished".into()
+        }
     }
 }
 
@@ -294,7 +244,7 @@ mod tests {
         ];
         for (recurrence, when) in cases {
             let s = schedule(&answer(recurrence, json!([]), true)).unwrap();
-            assert_eq!(s.when(), when);
+            assert_eq!(super::when(&s), when);
         }
     }
 
@@ -307,11 +257,11 @@ mod tests {
             true,
         ))
         .unwrap();
-        assert_eq!(s.next_run(), "2026-11-27 02:00:00+01:00");
+        assert_eq!(next_run(&s), "2026-11-27 02:00:00+01:00");
         let utc = schedule(&answer(cron.clone(), json!(["2026-11-27T02:00:00Z"]), true)).unwrap();
-        assert_eq!(utc.next_run(), "2026-11-27 02:00:00Z");
+        assert_eq!(next_run(&utc), "2026-11-27 02:00:00Z");
         let off = schedule(&answer(cron, json!([]), false)).unwrap();
-        assert_eq!(off.next_run(), "- (disabled)");
+        assert_eq!(next_run(&off), "- (disabled)");
     }
 
     #[test]
