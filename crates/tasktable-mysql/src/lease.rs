@@ -56,17 +56,13 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
 });
 /// task_renew.sql, fenced (`rules::fence`).
 static RENEW: LazyLock<String> = LazyLock::new(|| {
-    expand(
-        include_str!("../queries/task_renew.sql"),
-        &[(rules::FENCE, &rules::fence(Dialect::MySql, "", "?", "?"))],
-    )
+    let file = include_str!("../queries/task_renew.sql");
+    rules::fenced(file, Dialect::MySql, "", "?", "?")
 });
 /// task_checkpoint.sql, fenced (`rules::fence`).
 static CHECKPOINT: LazyLock<String> = LazyLock::new(|| {
-    expand(
-        include_str!("../queries/task_checkpoint.sql"),
-        &[(rules::FENCE, &rules::fence(Dialect::MySql, "", "?", "?"))],
-    )
+    let file = include_str!("../queries/task_checkpoint.sql");
+    rules::fenced(file, Dialect::MySql, "", "?", "?")
 });
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
 static LIST_EXPIRED: LazyLock<String> = LazyLock::new(|| {

@@ -42,23 +42,19 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
 });
 /// task_renew.sql, fenced (`rules::fence`).
 static RENEW: LazyLock<String> = LazyLock::new(|| {
-    expand(
-        include_str!("../queries/task_renew.sql"),
-        &[(
-            rules::FENCE,
-            &rules::fence(Dialect::Postgres, "t.", "input.token", "input.credential"),
-        )],
+    let file = include_str!("../queries/task_renew.sql");
+    rules::fenced(
+        file,
+        Dialect::Postgres,
+        "t.",
+        "input.token",
+        "input.credential",
     )
 });
 /// task_checkpoint.sql, fenced (`rules::fence`).
 static CHECKPOINT: LazyLock<String> = LazyLock::new(|| {
-    expand(
-        include_str!("../queries/task_checkpoint.sql"),
-        &[(
-            rules::FENCE,
-            &rules::fence(Dialect::Postgres, "", "$4", "$5"),
-        )],
-    )
+    let file = include_str!("../queries/task_checkpoint.sql");
+    rules::fenced(file, Dialect::Postgres, "", "$4", "$5")
 });
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
 /// The finish, with core's affinity and retry rules and the fence over the row aliased

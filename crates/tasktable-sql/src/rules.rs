@@ -176,6 +176,11 @@ pub fn fence(d: Dialect, prefix: &str, token: &str, credential: &str) -> String 
     sql.text().to_owned()
 }
 
+/// A hot-path file whose one marker is `{fence}`, with [`fence`] in its place.
+pub fn fenced(file: &str, d: Dialect, prefix: &str, token: &str, credential: &str) -> String {
+    crate::hot::expand(file, &[(FENCE, &fence(d, prefix, token, credential))])
+}
+
 /// Where a retried attempt leaves its task, as an SQL expression over the task row that
 /// `prefix` qualifies (`""`, or an alias with its dot such as `"t."`): `'pending'` while
 /// attempts are left, else `'failed'` for good. It is

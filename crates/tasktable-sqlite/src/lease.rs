@@ -42,17 +42,13 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
 });
 /// task_renew.sql, fenced (`rules::fence`).
 static RENEW: LazyLock<String> = LazyLock::new(|| {
-    expand(
-        include_str!("../queries/task_renew.sql"),
-        &[(rules::FENCE, &rules::fence(Dialect::Sqlite, "", "?3", "?4"))],
-    )
+    let file = include_str!("../queries/task_renew.sql");
+    rules::fenced(file, Dialect::Sqlite, "", "?3", "?4")
 });
 /// task_checkpoint.sql, fenced (`rules::fence`).
 static CHECKPOINT: LazyLock<String> = LazyLock::new(|| {
-    expand(
-        include_str!("../queries/task_checkpoint.sql"),
-        &[(rules::FENCE, &rules::fence(Dialect::Sqlite, "", "?4", "?5"))],
-    )
+    let file = include_str!("../queries/task_checkpoint.sql");
+    rules::fenced(file, Dialect::Sqlite, "", "?4", "?5")
 });
 const LEASE_ROWS: &str = include_str!("../queries/lease_rows.sql");
 const FINISH_LOCK: &str = include_str!("../queries/task_finish_lock.sql");
