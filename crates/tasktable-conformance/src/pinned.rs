@@ -70,6 +70,17 @@ pub async fn get(store: &dyn Store, id: i64) -> Task {
     store.task_get(id).await.expect("get").expect("task exists")
 }
 
+/// The outcomes of a task's ended attempts, oldest first.
+pub async fn outcomes(store: &dyn Store, id: i64) -> Vec<tasktable_core::AttemptOutcome> {
+    store
+        .attempt_list(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|a| a.outcome)
+        .collect()
+}
+
 pub async fn finish(
     store: &dyn Store,
     lease: Lease,

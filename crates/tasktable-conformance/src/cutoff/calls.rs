@@ -226,16 +226,7 @@ pub async fn a_shielded_claim_whose_caller_went_away_gives_its_tasks_back(db: &i
     };
     let cut = tokio::time::timeout(Duration::ZERO, s.task_claim(claim)).await;
     assert!(cut.is_err(), "the claim answered on its first poll");
-    let given_back = || async {
-        let outcomes: Vec<_> = s
-            .attempt_list(id)
-            .await
-            .unwrap()
-            .iter()
-            .map(|a| (a.attempt, a.outcome))
-            .collect();
-        outcomes == [(1, AttemptOutcome::Interrupted)]
-    };
+    let given_back = || async { outcomes(&*s, id).await == [AttemptOutcome::Interrupted] };
     until_woken(
         &mut wakes,
         "cut",

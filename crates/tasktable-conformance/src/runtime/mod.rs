@@ -17,7 +17,7 @@ pub mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
-use tasktable_core::{AttemptOutcome, Backoff, NewTask};
+use tasktable_core::{Backoff, NewTask};
 use tasktable_runtime::*;
 use tasktable_store::*;
 use tokio::sync::broadcast;
@@ -102,12 +102,4 @@ async fn get(store: &dyn Store, id: i64) -> tasktable_core::Task {
     store.task_get(id).await.unwrap().expect("task")
 }
 
-async fn outcomes(store: &dyn Store, id: i64) -> Vec<AttemptOutcome> {
-    store
-        .attempt_list(id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|a| a.outcome)
-        .collect()
-}
+use crate::pinned::outcomes;
