@@ -20,7 +20,7 @@ pub struct DatabaseArgs {
     pub url: String,
 }
 
-/// The store at `args.url`. Errors never repeat the URL, which may hold a password.
+/// The store at `args.url`. Errors name the URL without its password.
 pub async fn open(args: &DatabaseArgs) -> Result<Arc<dyn Store>, CliError> {
     tasktable::connect(&args.url)
         .await

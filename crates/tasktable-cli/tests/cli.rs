@@ -935,6 +935,47 @@ fn every_error_is_one_line_with_an_exit_code_of_its_kind() {
     finish(cmd, None).fails(1, &format!("cannot reach server at http://{free}/"));
 }
 
+/// A database that refuses the connection is told at once, with its cause and its URL
+/// without the password: `serve`, `worker` and `migrate` exit instead of waiting out a
+/// pool's timeout, and the password never reaches the terminal.
+#[test]
+fn an_unreachable_database_is_named_with_its_cause_and_without_its_password() {
+    for (verb, url, shown) in [
+        (
+            "serve",
+            "postgres://app:hunter2@127.0.0.1:1/tasks",
+            "postgres://app@127.0.0.1:1/tasks",
+        ),
+        (
+            "worker",
+            "postgres://app:hunter2@127.0.0.1:1/tasks",
+            "postgres://app@127.0.0.1:1/tasks",
+        ),
+        (
+            "migrate",
+            "mysql://root:hunter2@127.0.0.1:1/test",
+            "mysql://root@127.0.0.1:1/test",
+        ),
+    ] {
+        let run = finish(command(&[verb, "--database-url", url]), None);
+        assert_ne!(run.code, 0, "{verb}: {run:?}");
+        assert!(
+            run.stderr.contains(&format!("cannot connect to {shown}")),
+            "{verb}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.to_lowercase().contains("refused"),
+            "{verb} names the cause: {}",
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains("hunter2") && !run.stdout.contains("hunter2"),
+            "{verb} shows the password: {run:?}"
+        );
+    }
+}
+
 #[test]
 fn serve_refuses_a_public_address_without_tokens_and_says_how_to_add_them() {
     let dir = tempfile::tempdir().unwrap();

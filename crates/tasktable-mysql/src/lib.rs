@@ -209,6 +209,9 @@ impl Backend for MySqlBackend {
     async fn connect(config: MySqlConfig) -> StoreResult<Self> {
         let options = MySqlConnectOptions::from_str(&config.url)
             .map_err(|e| StoreError::InvalidInput(format!("bad MySQL URL: {e}")))?;
+        tasktable_sqlx::first_connection(&options, &config.url)
+            .await
+            .map_err(|e| StoreError::Database(e.into()))?;
         let session = Session {
             lock_wait_secs: config.lock_wait_timeout.map(|d| d.as_secs().max(1)),
             idle_transaction_secs: config.idle_transaction_timeout.map(|d| d.as_secs().max(1)),

@@ -129,6 +129,9 @@ impl Backend for PgBackend {
         let options = PgConnectOptions::from_str(&config.url)
             .map_err(|e| StoreError::InvalidInput(format!("bad PostgreSQL URL: {e}")))?
             .application_name("tasktable");
+        tasktable_sqlx::first_connection(&options, &config.url)
+            .await
+            .map_err(|e| StoreError::Database(e.into()))?;
         let idle_before_ping = config.idle_before_ping;
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections.max(1))

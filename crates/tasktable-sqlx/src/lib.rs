@@ -2,9 +2,10 @@
 //! connection pools.
 //!
 //! Owns: [`Tx`], the write transaction every store opens, which never goes back to its
-//! pool inside a transaction; and [`released_clean`], the check a pool makes of every
-//! connection handed back to it. Must not know: any particular database, tasktable's
-//! tables or rules.
+//! pool inside a transaction; [`released_clean`], the check a pool makes of every
+//! connection handed back to it; and [`first_connection`], made before the pool so that an
+//! unreachable database is told at once with its cause. Must not know: any particular
+//! database, tasktable's tables or rules.
 //!
 //! Why [`Tx`] and not `sqlx::Transaction`: sqlx (0.8.6 and 0.9.0) counts a transaction
 //! as open only once the answer to its `BEGIN` has arrived. A future dropped while that
@@ -14,6 +15,10 @@
 //! back when that session ends (sqlx issues 4385 and 4393; the fix, pull request 4394, is
 //! not in a release yet). [`Tx`] closes a connection whose `BEGIN` was not confirmed
 //! instead of returning it, and rolls back the rest as `sqlx::Transaction` does.
+
+mod first;
+
+pub use first::{first_connection, without_password, FIRST_CONNECTION_WAIT};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool, TransactionManager};

@@ -66,10 +66,14 @@ async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
             "this build has no MySQL support (feature `mysql`)".into(),
         ));
     }
-    if url.contains("://") && !url.starts_with("sqlite:") {
+    if let Some((scheme, _)) = url
+        .split_once("://")
+        .filter(|_| !url.starts_with("sqlite:"))
+    {
+        // The scheme only: the rest may hold a password.
         return Err(StoreError::InvalidInput(format!(
-            "unsupported database URL {url:?}: use sqlite://path, postgres://user@host/db \
-             or mysql://user@host/db (mariadb:// too)"
+            "unsupported database URL scheme {scheme:?}: use sqlite://path, \
+             postgres://user@host/db or mysql://user@host/db (mariadb:// too)"
         )));
     }
     #[cfg(feature = "sqlite")]

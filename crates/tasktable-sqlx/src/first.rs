@@ -1,0 +1,86 @@
+//! A store's first connection, made before its pool, so that a database that refuses or
+//! cannot be reached is told at once with its cause. A pool that cannot connect retries
+//! until its acquire timeout (30 s) and then says only that it timed out.
+
+use sqlx::{ConnectOptions, Connection};
+use std::time::Duration;
+
+/// How long a store's first connection may take before the store gives up on the
+/// database.
+pub const FIRST_CONNECTION_WAIT: Duration = Duration::from_secs(5);
+
+/// Opens one connection with `options` and closes it: `Err` names the database by `url`
+/// (without its password) and says why it could not be reached, within
+/// [`FIRST_CONNECTION_WAIT`].
+pub async fn first_connection<O>(options: &O, url: &str) -> Result<(), String>
+where
+    O: ConnectOptions,
+    O::Connection: Sized,
+{
+    let shown = without_password(url);
+    match tokio::time::timeout(FIRST_CONNECTION_WAIT, options.connect()).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(format!("cannot connect to {shown}: {e}")),
+        Err(_) => Err(format!(
+            "cannot connect to {shown}: no answer within {} s (is the host reachable, and the port right?)",
+            FIRST_CONNECTION_WAIT.as_secs()
+        )),
+    }
+}
+
+/// `url` with the password of its user left out (`postgres://app@db:5432/tasks`), for
+/// messages and logs.
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_never_shows() {
+        assert_eq!(
+            without_password("postgres://app:s3cr%40t@db:5432/tasks?sslmode=require"),
+            "postgres://app@db:5432/tasks?sslmode=require"
+        );
+        assert_eq!(
+            without_password("mysql://root:pw@127.0.0.1/test"),
+            "mysql://root@127.0.0.1/test"
+        );
+        assert_eq!(
+            without_password("postgres://app@db/x"),
+            "postgres://app@db/x"
+        );
+        assert_eq!(without_password("sqlite://tasks.db"), "sqlite://tasks.db");
+        assert_eq!(without_password("mysql://u:p:q@h/db"), "mysql://u@h/db");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_says_so_at_once_and_names_the_url_without_its_password() {
+        // A port nothing listens on: refused at once.
+        let url = "postgres://app:hunter2@127.0.0.1:1/tasks";
+        let options: sqlx::postgres::PgConnectOptions = url.parse().expect("a URL");
+        let e = first_connection(&options, url).await.unwrap_err();
+        assert!(
+            e.starts_with("cannot connect to postgres://app@127.0.0.1:1/tasks: "),
+            "{e}"
+        );
+        assert!(e.to_lowercase().contains("refused"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+}
