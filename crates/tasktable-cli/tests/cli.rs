@@ -935,7 +935,7 @@ fn every_error_is_one_line_with_an_exit_code_of_its_kind() {
     finish(cmd, None).fails(1, &format!("cannot reach server at http://{free}/"));
 }
 
-/// A database that refuses the connection is told at once, with its cause and its URL
+/// A database that refuses the connection is told within seconds, with its cause and its URL
 /// without the password: `serve`, `worker` and `migrate` exit instead of waiting out a
 /// pool's timeout, and the password never reaches the terminal.
 #[test]
