@@ -146,6 +146,10 @@ pub fn describe() {
         Unit::Count,
         "Saves of batch progress this process's runners made."
     );
+    // Present at zero from the start, so that an alert on a rate of errors has a series.
+    for call in Call::ALL {
+        counter!(STORE_ERRORS_TOTAL, "call" => call.as_str()).increment(0);
+    }
 }
 
 /// Tasks claimed ahead and waiting for a slot went up (or down) by `delta`; `0.0` makes
@@ -194,6 +198,16 @@ pub(crate) enum Call {
 }
 
 impl Call {
+    const ALL: [Call; 7] = [
+        Call::Claim,
+        Call::Renew,
+        Call::Finish,
+        Call::Rescue,
+        Call::Schedule,
+        Call::Retention,
+        Call::Heartbeat,
+    ];
+
     fn as_str(self) -> &'static str {
         match self {
             Call::Claim => "claim",

@@ -170,7 +170,7 @@ async fn watch_queue(
             })
             .await;
         bells.checks.send_modify(|n| *n += 1);
-        metrics::counter!("tasktable_api_due_checks_total").increment(1);
+        metrics::counter!(crate::metrics::API_DUE_CHECKS_TOTAL).increment(1);
         match due {
             Ok(true) => bell.ring.send_modify(|n| *n = n.wrapping_add(1)),
             Ok(false) => {}

@@ -161,7 +161,7 @@ impl Streams {
     }
 
     fn publish(&self, total: usize) {
-        metrics::gauge!("tasktable_api_event_streams").set(total as f64);
+        metrics::gauge!(crate::metrics::API_EVENT_STREAMS).set(total as f64);
         self.total.send_replace(total);
     }
 

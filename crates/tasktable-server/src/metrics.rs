@@ -77,6 +77,7 @@ pub fn install() -> &'static PrometheusHandle {
                 "another metrics recorder was installed first; /metrics shows only the database gauges"
             );
         }
+        describe_api();
         let upkeep = handle.clone();
         let spawned = std::thread::Builder::new()
             .name("tasktable-metrics-upkeep".into())
@@ -89,6 +90,37 @@ pub fn install() -> &'static PrometheusHandle {
         }
         handle
     })
+}
+
+/// Due checks of waiting claims ([`crate::doorbell`]).
+pub(crate) const API_DUE_CHECKS_TOTAL: &str = "tasktable_api_due_checks_total";
+/// Live event streams open now ([`crate::live`]).
+pub(crate) const API_EVENT_STREAMS: &str = "tasktable_api_event_streams";
+/// Claims of pull workers waiting for work now ([`crate::waiting`]).
+pub(crate) const API_WAITING_CLAIMS: &str = "tasktable_api_waiting_claims";
+
+/// The API's own series: their help, and each present at zero from the start, so that
+/// alerts and dashboards on them have something to read before the first event.
+fn describe_api() {
+    use ::metrics::Unit;
+    ::metrics::describe_counter!(
+        API_DUE_CHECKS_TOTAL,
+        Unit::Count,
+        "Reads of whether a queue has due work, made on behalf of claims waiting for work."
+    );
+    ::metrics::describe_gauge!(
+        API_EVENT_STREAMS,
+        Unit::Count,
+        "Live event streams open now (GET /api/v1/events, the dashboard's refresh)."
+    );
+    ::metrics::describe_gauge!(
+        API_WAITING_CLAIMS,
+        Unit::Count,
+        "Claims of pull workers waiting for work now (claims with wait_ms)."
+    );
+    ::metrics::counter!(API_DUE_CHECKS_TOTAL).increment(0);
+    ::metrics::gauge!(API_EVENT_STREAMS).increment(0.0);
+    ::metrics::gauge!(API_WAITING_CLAIMS).increment(0.0);
 }
 
 /// What this process recorded, without the database gauges.

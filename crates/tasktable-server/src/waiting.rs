@@ -31,7 +31,7 @@ impl WaitingClaims {
         *n += 1;
         let total = counts.values().sum::<usize>();
         drop(counts);
-        metrics::gauge!("tasktable_api_waiting_claims").set(total as f64);
+        metrics::gauge!(crate::metrics::API_WAITING_CLAIMS).set(total as f64);
         Some(WaitSlot {
             claims: self.clone(),
             token: token.to_owned(),
@@ -56,7 +56,7 @@ impl Drop for WaitSlot {
         }
         let total = counts.values().sum::<usize>();
         drop(counts);
-        metrics::gauge!("tasktable_api_waiting_claims").set(total as f64);
+        metrics::gauge!(crate::metrics::API_WAITING_CLAIMS).set(total as f64);
     }
 }
 

@@ -104,6 +104,8 @@ struct Sample {
 #[derive(Debug, Default)]
 struct Exposition {
     types: HashMap<String, String>,
+    /// The families that have a HELP line.
+    helps: HashSet<String>,
     samples: Vec<Sample>,
 }
 
@@ -186,7 +188,10 @@ fn parse(text: &str) -> Exposition {
             assert!(is_metric_name(name), "{}", at("bad metric name"));
             enter(name, &mut current);
             match keyword {
-                "HELP" => assert!(!tail.is_empty(), "{}", at("empty HELP")),
+                "HELP" => {
+                    assert!(!tail.is_empty(), "{}", at("empty HELP"));
+                    out.helps.insert(name.to_owned());
+                }
                 "TYPE" => {
                     assert!(
                         ["counter", "gauge", "histogram", "summary", "untyped"].contains(&tail),
@@ -296,6 +301,9 @@ fn parse(text: &str) -> Exposition {
             labels,
             value,
         });
+    }
+    for name in out.types.keys() {
+        assert!(out.helps.contains(name), "family {name} has no HELP line");
     }
     out
 }
@@ -511,6 +519,26 @@ async fn metrics_count_what_the_worker_did(s: Server, queue: &str) {
             n
         );
         assert_eq!(m.value("tasktable_queue_wait_seconds_count", &[q, kind]), n);
+    }
+    // Present from the start, whether or not anything happened yet (the recorder is
+    // the process's: other cases may have moved them, never below zero).
+    for call in [
+        "claim",
+        "renew",
+        "finish",
+        "rescue",
+        "schedule",
+        "retention",
+        "heartbeat",
+    ] {
+        assert!(m.value("tasktable_store_errors_total", &[("call", call)]) >= 0.0);
+    }
+    for name in [
+        "tasktable_api_due_checks_total",
+        "tasktable_api_event_streams",
+        "tasktable_api_waiting_claims",
+    ] {
+        assert!(m.value(name, &[]) >= 0.0, "{name}");
     }
     let attempts = "tasktable_attempts_total";
     assert_eq!(m.value(attempts, &[q, ok, outcome("succeeded")]), 3.0);
