@@ -221,6 +221,18 @@ impl Call {
     }
 }
 
+/// An attempt that ended outside this process's workers (a pull worker's, through the
+/// server), counted as theirs are.
+pub fn attempt_ended(queue: &str, kind: &str, outcome: AttemptOutcome) {
+    counter!(
+        ATTEMPTS_TOTAL,
+        "queue" => queue.to_owned(),
+        "kind" => kind.to_owned(),
+        "outcome" => outcome.as_str(),
+    )
+    .increment(1);
+}
+
 pub(crate) fn store_error(call: Call) {
     counter!(STORE_ERRORS_TOTAL, "call" => call.as_str()).increment(1);
 }

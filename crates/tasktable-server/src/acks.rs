@@ -228,6 +228,7 @@ async fn end_attempts(
     };
     for (k, (i, item)) in items.iter().enumerate() {
         out[*i] = Some(if applied.get(k) == Some(&true) {
+            crate::claimed::count_ended(state, &item.lease, item.plan.outcome).await;
             Ok(Done::Finished)
         } else {
             // Why it missed: cancelled or retargeted under this very lease, or lost.

@@ -184,6 +184,7 @@ pub async fn claim(
         let tasks = state.store.task_claim(params.clone()).await?;
         let waits = tasks.is_empty() && Instant::now() < deadline && !state.stop.is_cancelled();
         let (true, Some(bell)) = (waits, bell.as_mut()) else {
+            state.claimed.remember(&tasks);
             let tasks: Vec<ClaimedTask> = tasks.into_iter().map(ClaimedTask::from).collect();
             return Ok(Json(json!({ "tasks": tasks })).into_response());
         };

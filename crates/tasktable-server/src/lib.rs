@@ -19,6 +19,7 @@ mod audit;
 pub mod auth;
 mod batch_wire;
 mod batches;
+pub mod claimed;
 pub mod detail;
 pub mod doorbell;
 mod error;
@@ -106,6 +107,8 @@ pub struct AppState {
     pub redactions: Arc<redact::Redactions>,
     /// Event streams open now.
     pub streams: Arc<live::Streams>,
+    /// Queue and kind of the tasks handed to pull workers, for `/metrics`.
+    pub claimed: Arc<claimed::Claimed>,
 }
 
 impl AppState {
@@ -122,6 +125,7 @@ impl AppState {
             doorbells: Arc::default(),
             redactions: Arc::default(),
             streams: Arc::default(),
+            claimed: Arc::default(),
         }
     }
 

@@ -78,6 +78,8 @@ pub fn install() -> &'static PrometheusHandle {
             );
         }
         describe_api();
+        // The series of attempts, which this server counts for pull workers too.
+        tasktable_runtime::metrics::describe();
         let upkeep = handle.clone();
         let spawned = std::thread::Builder::new()
             .name("tasktable-metrics-upkeep".into())

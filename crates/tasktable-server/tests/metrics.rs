@@ -393,6 +393,64 @@ async fn scrape(s: &Server, role: Role) -> Exposition {
 
 // ---------------------------------------------------------------------------------------
 
+/// Attempts a pull worker ends through the API are counted in `tasktable_attempts_total`
+/// as an in-process worker's are: by queue, kind and outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_workers_attempts_are_counted_like_in_process_ones() {
+    for backend in ["sqlite", "postgres"] {
+        let Some(mut s) = Server::start(backend).await else {
+            continue;
+        };
+        let queue = format!("metrics-pull-{backend}");
+        let kind = "metrics_remote";
+        for i in 0..2 {
+            let task = NewTask::new(kind, json!(i)).queue(queue.as_str());
+            submit(&*s.store, task).await;
+        }
+        s.as_role(Role::Worker);
+        let (status, claimed) = s
+            .post(
+                "/api/v1/claim",
+                json!({"queue": queue, "kinds": [kind], "worker_id": "py-metrics", "limit": 2}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{claimed}");
+        let tasks = claimed["tasks"].as_array().expect("tasks").clone();
+        assert_eq!(tasks.len(), 2, "{claimed}");
+        let lease = |t: &Value, extra: Value| {
+            let mut body = extra;
+            body["token"] = t["token"].clone();
+            body["credential"] = t["credential"].clone();
+            body
+        };
+        let (status, body) = s
+            .post(
+                &format!("/api/v1/leases/{}/complete", tasks[0]["id"]),
+                lease(&tasks[0], json!({"result": {"ok": true}})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, body) = s
+            .post(
+                &format!("/api/v1/leases/{}/fail", tasks[1]["id"]),
+                lease(&tasks[1], json!({"error": "no", "retryable": false})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let m = scrape(&s, Role::Reader).await;
+        let labels = |outcome| {
+            [
+                ("queue", queue.as_str()),
+                ("kind", kind),
+                ("outcome", outcome),
+            ]
+        };
+        let attempts = "tasktable_attempts_total";
+        assert_eq!(m.value(attempts, &labels("succeeded")), 1.0, "{backend}");
+        assert_eq!(m.value(attempts, &labels("failed")), 1.0, "{backend}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_metrics_count_what_the_worker_did() {
     if let Some(server) = Server::start("sqlite").await {
