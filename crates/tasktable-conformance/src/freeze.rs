@@ -1,6 +1,7 @@
 //! A real store with a switch that freezes its worker-side writes, to play a worker that
 //! stalls (a long GC pause, a stopped VM) while the database and other workers go on. It
-//! also counts the claims that reach the database, for tests of what waiting costs.
+//! also counts the claims and the batch saves that reach the database, for tests of what
+//! waiting costs and of what goes on while a save waits.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -16,6 +17,8 @@ pub struct Freezable {
     finishes_frozen: watch::Sender<bool>,
     /// Claim calls that went through, for tests to wait on.
     claims: watch::Sender<u64>,
+    /// Batch saves sent on to the database (answered or not), for tests to wait on.
+    saves: watch::Sender<u64>,
 }
 
 impl Freezable {
@@ -25,6 +28,7 @@ impl Freezable {
             frozen: watch::Sender::new(false),
             finishes_frozen: watch::Sender::new(false),
             claims: watch::Sender::new(0),
+            saves: watch::Sender::new(0),
         })
     }
 
@@ -49,6 +53,11 @@ impl Freezable {
     /// How many claim calls went through this store, now and as it grows.
     pub fn claims(&self) -> watch::Receiver<u64> {
         self.claims.subscribe()
+    }
+
+    /// How many batch saves this store has sent on to the database, now and as it grows.
+    pub fn saves(&self) -> watch::Receiver<u64> {
+        self.saves.subscribe()
     }
 
     pub fn thaw(&self) {
@@ -105,6 +114,7 @@ impl Store for Freezable {
     }
     async fn batch_save(&self, p: BatchSaveParams) -> StoreResult<BatchSaved> {
         self.wait_thawed().await;
+        self.saves.send_modify(|n| *n += 1);
         self.inner.batch_save(p).await
     }
     async fn task_list_expired(&self, p: ExpiredParams) -> StoreResult<Vec<Task>> {

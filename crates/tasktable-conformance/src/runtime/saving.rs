@@ -4,10 +4,10 @@
 //! timers and answers are heard on time.
 
 use super::{fast, finished, get, start, submit, wait_event, PATIENCE};
+use crate::freeze::Freezable;
 use crate::RowLocks;
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
 use tasktable_core::batch::BatchSpec;
 use tasktable_core::{NewTask, TaskState};
 use tasktable_runtime::*;
@@ -60,7 +60,10 @@ pub async fn items_go_on_while_a_save_waits_for_the_database(db: &impl RowLocks)
     let gates: Arc<Vec<Semaphore>> = Arc::new((0..ITEMS).map(|_| Semaphore::new(0)).collect());
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let (ended_tx, mut ended) = mpsc::unbounded_channel();
-    let worker = fast(store.clone())
+    // Counts the saves the runner sends, so the test knows when one waits on the lock.
+    let counted = Freezable::new(store.clone());
+    let mut saves = counted.saves();
+    let worker = fast(counted.clone())
         .register_batch(Gated {
             gates: gates.clone(),
             started: started_tx,
@@ -74,19 +77,22 @@ pub async fn items_go_on_while_a_save_waits_for_the_database(db: &impl RowLocks)
         next(&mut started, "every item to start").await;
     }
     let lock = db.lock_row(id).await;
+    // A save sent from now on waits for the row.
+    let before_lock = *saves.borrow_and_update();
     for gate in &gates[..ITEMS / 2] {
         gate.add_permits(1);
     }
     for _ in 0..ITEMS / 2 {
         next(&mut ended, "the first half to end").await;
     }
-    tokio::time::timeout(PATIENCE, async {
-        while db.lock_waiters().await == 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the early save to wait for the locked row");
+    tokio::time::timeout(PATIENCE, saves.wait_for(|n| *n > before_lock))
+        .await
+        .expect("the early save to be sent")
+        .expect("the store is alive");
+    // Sent, it reaches the locked row within a round trip or two: each look is one.
+    tokio::time::timeout(PATIENCE, async { while db.lock_waiters().await == 0 {} })
+        .await
+        .expect("the early save to wait for the locked row");
     for gate in &gates[ITEMS / 2..] {
         gate.add_permits(1);
     }
