@@ -30,6 +30,7 @@ pub mod state;
 pub mod stored;
 pub mod target;
 pub mod task;
+pub mod url;
 pub mod worker;
 
 pub use backoff::Backoff;

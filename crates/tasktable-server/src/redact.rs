@@ -51,24 +51,10 @@ impl Redactions {
 
 /// `url` with the password of its user information replaced.
 fn without_password(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_owned();
-    };
-    let Some(colon) = authority[..at].find(':') else {
-        return url.to_owned();
-    };
-    format!(
-        "{}{}{REDACTED}{}",
-        &url[..scheme_end + 3],
-        &authority[..=colon],
-        &rest[at..]
-    )
+    match tasktable_core::url::password_range(url) {
+        Some(r) => format!("{}{REDACTED}{}", &url[..r.start], &url[r.end..]),
+        None => url.to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -47,16 +47,9 @@ const AGAIN_AFTER: Duration = Duration::from_millis(250);
 /// `url` with the password of its user left out (`postgres://app@db:5432/tasks`), for
 /// messages and logs.
 pub fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            format!("{scheme}://{user}@{host}{tail}")
-        }
+    match tasktable_core::url::password_range(url) {
+        // The password and the `:` before it.
+        Some(r) => format!("{}{}", &url[..r.start - 1], &url[r.end..]),
         None => url.to_owned(),
     }
 }
