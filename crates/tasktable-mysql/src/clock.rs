@@ -9,13 +9,7 @@
 use crate::db;
 use chrono::{DateTime, NaiveDateTime, Timelike, Utc};
 use sqlx::MySqlConnection;
-use std::time::Duration;
 use tasktable_store::StoreResult;
-
-/// Longest duration added to a time (a lease, a delay), in µs: the longest lease
-/// ([`tasktable_core::MAX_LEASE`]), as on PostgreSQL, far inside DATETIME's range (up to
-/// year 9999), whatever the caller asks for.
-const MAX_MICROS: i64 = tasktable_core::MAX_LEASE.as_micros() as i64;
 
 /// The database's current time. `UTC_TIMESTAMP`, not `NOW()`: `NOW()` is in the
 /// session's time zone, so a session left in another zone would shift every lease.
@@ -47,17 +41,12 @@ pub fn truncate(t: DateTime<Utc>) -> DateTime<Utc> {
     t.with_nanosecond(micros * 1_000).unwrap_or(t)
 }
 
-/// `t + d`, with `d` capped at 100 years and whole microseconds.
-pub fn plus(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    let micros = d.as_micros().min(MAX_MICROS as u128) as i64;
-    t.checked_add_signed(chrono::Duration::microseconds(micros))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use std::time::Duration;
+    use tasktable_core::stored::after as plus;
 
     #[test]
     fn times_keep_whole_microseconds() {

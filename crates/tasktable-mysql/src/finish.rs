@@ -13,7 +13,7 @@
 //! again (`running`, token and credential, as every backend's finish does) and must match
 //! every chosen row.
 
-use crate::clock::{self, plus};
+use crate::clock;
 use crate::db;
 use crate::sql::{marks, text, MAX_IN_LIST};
 use chrono::{DateTime, Utc};
@@ -22,6 +22,7 @@ use sqlx::query::Query;
 use sqlx::{MySql, MySqlConnection, Row};
 use std::collections::HashMap;
 use std::sync::LazyLock;
+use tasktable_core::stored::after;
 use tasktable_core::TaskState;
 use tasktable_sql::hot::expand;
 use tasktable_sql::{rules, Dialect};
@@ -183,7 +184,7 @@ async fn update(
     let sql = for_items(&UPDATE, items.len());
     let mut q = sqlx::query(&sql);
     q = bind_by_id(q, items, |r| r.new_state.map(|s| s.as_str()));
-    q = bind_by_id(q, items, |r| clock::at(plus(now, r.delay)));
+    q = bind_by_id(q, items, |r| clock::at(after(now, r.delay)));
     q = q.bind(clock::at(now));
     q = bind_by_id(q, items, |r| i32::from(r.refund_attempt));
     q = bind_by_id(q, items, |r| r.result.clone());

@@ -8,13 +8,14 @@
 //! batches differently: see `finish`). Rows are always written in id order, so two
 //! batches over the same rows cannot deadlock each other.
 
-use crate::clock::{self, plus};
+use crate::clock;
 use crate::db;
 use crate::finish::by_id;
 use crate::sql::{get_many, marks, text, Row, MAX_IN_LIST};
 use sqlx::{MySqlConnection, MySqlPool, Row as _};
 use std::collections::HashMap;
 use std::sync::LazyLock;
+use tasktable_core::stored::after;
 use tasktable_core::{Lease, Target, Task, TaskId};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{state, task_from_row, TASK_COLUMNS};
@@ -122,7 +123,7 @@ pub async fn claim(
         return Ok(Vec::new());
     }
     ids.sort_unstable();
-    let until = plus(now, p.lease_for);
+    let until = after(now, p.lease_for);
     for chunk in ids.chunks(MAX_IN_LIST) {
         let sql = CLAIM
             .replace("{credentials}", &by_id(chunk.len()))
@@ -272,7 +273,7 @@ async fn lease_rows(
 /// expiry of the leases held, and why the others are not.
 pub async fn renew(conn: &mut MySqlConnection, p: &RenewParams) -> StoreResult<Vec<LeaseStatus>> {
     let now = clock::now(conn, p.now).await?;
-    let until = plus(now, p.lease_for);
+    let until = after(now, p.lease_for);
     let mut order: Vec<&Lease> = p.leases.iter().collect();
     order.sort_by_key(|l| (l.task_id, l.token));
     let mut held: HashMap<Lease, bool> = HashMap::with_capacity(order.len());

@@ -3,11 +3,12 @@
 //! back); here each row's id is the statement's `LAST_INSERT_ID()`, which is only
 //! unambiguous for a single-row insert.
 
-use crate::clock::{self, plus};
+use crate::clock;
 use crate::db;
 use crate::retry::error_number;
 use chrono::{DateTime, Utc};
 use sqlx::MySqlConnection;
+use tasktable_core::stored::after;
 use tasktable_core::{NewTask, TaskState};
 use tasktable_store::{StoreError, StoreResult, Submitted};
 
@@ -42,7 +43,7 @@ pub async fn insert(
     for t in tasks {
         let run_at = match (t.run_at, t.delay) {
             (Some(at), _) => clock::truncate(at),
-            (None, Some(d)) => plus(now, d),
+            (None, Some(d)) => after(now, d),
             (None, None) => now,
         };
         let state = if t.held {

@@ -92,14 +92,11 @@ pub(crate) fn db(e: sqlx::Error) -> StoreError {
     StoreError::database(e)
 }
 
-/// Longest duration sent to SQL (a lease, a delay), in µs: the longest lease
-/// ([`tasktable_core::MAX_LEASE`]), far inside the range of a timestamp, so `now +
-/// duration` cannot overflow whatever the caller asks for.
-const MAX_MICROS: i64 = tasktable_core::MAX_LEASE.as_micros() as i64;
-
-/// A duration as whole microseconds, for `$n * interval '1 microsecond'`.
+/// A duration (a lease, a delay) as whole microseconds, for `$n * interval '1
+/// microsecond'`: capped as every store caps a span it adds to a time
+/// ([`tasktable_core::stored::stored_span`]), so `now + duration` cannot overflow.
 pub(crate) fn micros(d: Duration) -> i64 {
-    d.as_micros().min(MAX_MICROS as u128) as i64
+    tasktable_core::stored::stored_span(d).as_micros() as i64
 }
 
 impl PgBackend {

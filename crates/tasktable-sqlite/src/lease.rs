@@ -3,12 +3,13 @@
 //! 'running')`.
 
 use crate::sql::Row;
-use crate::time::{from_text, plus, to_text};
+use crate::time::{from_text, to_text};
 use crate::{db, now_or_db, SqliteBackend};
 use chrono::{DateTime, Utc};
 use sqlx::{Row as _, SqliteConnection};
 use std::collections::HashMap;
 use std::sync::LazyLock;
+use tasktable_core::stored::after;
 use tasktable_core::{Lease, Target, Task, TaskState};
 use tasktable_sql::hot::expand;
 use tasktable_sql::row::{task_from_row, TASK_COLUMNS};
@@ -151,7 +152,7 @@ async fn claim_in(tx: &mut SqliteConnection, p: ClaimParams) -> StoreResult<Vec<
     let rows = sqlx::query(&CLAIM)
         .bind(ids_json)
         .bind(&now_text)
-        .bind(to_text(plus(now, p.lease_for)))
+        .bind(to_text(after(now, p.lease_for)))
         .bind(&p.worker_id)
         .bind(&p.worker_host)
         .bind(serde_json::Value::Object(credentials).to_string())
@@ -201,7 +202,7 @@ pub async fn renew(store: &SqliteBackend, p: RenewParams) -> StoreResult<Vec<Lea
 
 async fn renew_in(tx: &mut SqliteConnection, p: RenewParams) -> StoreResult<Vec<LeaseStatus>> {
     let now = now_or_db(&mut *tx, p.now).await?;
-    let until = to_text(plus(now, p.lease_for));
+    let until = to_text(after(now, p.lease_for));
     let mut out = Vec::with_capacity(p.leases.len());
     for lease in &p.leases {
         let expires: Option<String> = sqlx::query_scalar(&RENEW)
@@ -361,7 +362,7 @@ fn items_json(chosen: &[&FinishRow], now: DateTime<Utc>) -> StoreResult<String> 
             serde_json::json!([
                 r.task_id,
                 r.new_state.map(|s| s.as_str()),
-                to_text(plus(now, r.delay)),
+                to_text(after(now, r.delay)),
                 i64::from(r.refund_attempt),
                 r.result.as_ref().map(|v| v.to_string()),
                 r.error,

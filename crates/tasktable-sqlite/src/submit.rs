@@ -1,7 +1,8 @@
-use crate::time::{plus, to_text};
+use crate::time::to_text;
 use crate::{db, now_or_db};
 use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
+use tasktable_core::stored::after;
 use tasktable_core::{NewTask, TaskState};
 use tasktable_store::{StoreResult, Submitted};
 
@@ -20,7 +21,7 @@ pub async fn insert(
     for t in tasks {
         let run_at = match (t.run_at, t.delay) {
             (Some(at), _) => at,
-            (None, Some(d)) => plus(now, d),
+            (None, Some(d)) => after(now, d),
             (None, None) => now,
         };
         let state = if t.held {

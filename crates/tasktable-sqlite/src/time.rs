@@ -3,7 +3,6 @@
 //! produces, so times computed in SQL and in Rust mix safely.
 
 use chrono::{DateTime, NaiveDateTime, Utc};
-use std::time::Duration;
 use tasktable_store::{StoreError, StoreResult};
 
 /// The format of every stored timestamp (as `strftime` writes it: `%f` is `SS.SSS`).
@@ -22,12 +21,6 @@ pub fn from_text(s: &str) -> StoreResult<DateTime<Utc>> {
 
 pub fn opt_from_text(s: Option<String>) -> StoreResult<Option<DateTime<Utc>>> {
     s.as_deref().map(from_text).transpose()
-}
-
-/// `t + d`, with `d` capped at the longest lease ([`tasktable_core::MAX_LEASE`]), as on the
-/// other backends.
-pub fn plus(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    tasktable_core::stored::after(t, d)
 }
 
 /// Truncates to what the database keeps, so values read back compare equal.
