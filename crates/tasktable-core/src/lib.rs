@@ -8,8 +8,10 @@
 //! budget and lifecycle ([`batch`]), when a recurring schedule's slots fall and which
 //! to fire after a pause ([`schedule`]), who a worker is and what its registry state
 //! means ([`worker`]), who may run a task ([`target`]), what a queue's policy lets a claim take ([`policy`]), how a task that wants several runs
-//! counts them ([`runs`]), and what becomes of text a worker writes on its
-//! way into a row ([`stored`]).
+//! counts them ([`runs`]), what becomes of text a worker writes on its way into a row and
+//! how far a lease or a delay may reach ([`stored`]), the bounds of names and counts
+//! ([`names`]), who did something ([`actor`]), and where a URL holds its password
+//! ([`url`]).
 //!
 //! Must not know: SQL, any database, tokio, or the time of day. Every function here is
 //! pure: the current time and any randomness are passed in as arguments, so the rules can
