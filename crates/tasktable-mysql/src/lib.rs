@@ -197,9 +197,6 @@ struct Session {
 impl Backend for MySqlBackend {
     const NAME: &'static str = "mysql";
     type Config = MySqlConfig;
-    /// Begin a transaction on it with [`Tx::begin`] rather than `pool.begin()`: sqlx hands
-    /// a connection whose `BEGIN` was cut off back to the pool inside a transaction, where
-    /// tasktable's next writes on it would run and be lost.
     type Pool = MySqlPool;
     type Conn = MySqlConnection;
 

@@ -116,9 +116,6 @@ impl PgBackend {
 impl Backend for PgBackend {
     const NAME: &'static str = "postgres";
     type Config = PgConfig;
-    /// Begin a transaction on it with [`Tx::begin`] rather than `pool.begin()`: sqlx hands
-    /// a connection whose `BEGIN` was cut off back to the pool inside a transaction, where
-    /// tasktable's next writes on it would run and be lost.
     type Pool = PgPool;
     type Conn = PgConnection;
 

@@ -30,7 +30,10 @@ pub trait Backend: Connect + Clone + std::fmt::Debug + Sized + 'static {
     type Config: Send + 'static;
 
     /// What [`SqlStore::pool`](crate::SqlStore::pool) hands callers that run queries of
-    /// their own beside tasktable's.
+    /// their own beside tasktable's. Begin a transaction on it with `tasktable_sqlx::Tx`
+    /// rather than sqlx's own `begin()`: sqlx hands a connection whose `BEGIN` was cut off
+    /// back to the pool inside a transaction, where tasktable's next writes on it would run
+    /// and be lost.
     type Pool: Send + Sync;
 
     /// The connection [`SqlStore::submit_in`](crate::SqlStore::submit_in) inserts on,
