@@ -536,6 +536,16 @@ async fn sqlite_conn(path: &str) -> sqlx::SqliteConnection {
         .expect("open sqlite")
 }
 
+/// The commit ceiling of the PostgreSQL or MySQL database at `url`, measured as
+/// [`BenchDb::ceiling`] measures it (a table of its own in that database).
+pub async fn ceiling_of(url: &str, secs: f64) -> f64 {
+    if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+        mysql_ceiling(url, secs).await
+    } else {
+        pg_ceiling(url, secs).await
+    }
+}
+
 async fn pg_ceiling(url: &str, secs: f64) -> f64 {
     const CONNECTIONS: i32 = 8;
     let mut setup = sqlx::PgConnection::connect(url).await.expect("connect");

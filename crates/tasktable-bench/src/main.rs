@@ -30,6 +30,7 @@ mod scenarios;
 use clap::{Parser, Subcommand, ValueEnum};
 use scenarios::Ctx;
 use serde_json::json;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -231,6 +232,15 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         lease_ms: u64,
     },
+    /// (internal) Measure the commit ceiling of a PostgreSQL or MySQL database (its URL)
+    /// as every scenario does, and print it in commits per second; for `bench/peers`.
+    #[command(hide = true)]
+    Ceiling {
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
+    },
 }
 
 async fn child(url: String, kind: String, concurrency: usize, lease_ms: u64) {
@@ -260,15 +270,20 @@ async fn main() {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    if let Some(Command::Child {
-        url,
-        kind,
-        concurrency,
-        lease_ms,
-    }) = cli.command
-    {
-        child(url, kind, concurrency, lease_ms).await;
-        return;
+    match cli.command {
+        Some(Command::Child {
+            url,
+            kind,
+            concurrency,
+            lease_ms,
+        }) => return child(url, kind, concurrency, lease_ms).await,
+        Some(Command::Ceiling { url, secs }) => {
+            let ceiling = db::ceiling_of(&url, secs).await;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{ceiling:.0}");
+            return;
+        }
+        None => {}
     }
     let backend = match cli.backend {
         BackendArg::Sqlite => Backend::Sqlite,
