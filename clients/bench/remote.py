@@ -61,6 +61,37 @@ class Serve:
         psql(self.url, f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
 
 
+def cpu_of(pids) -> dict:
+    """CPU seconds so far of each of `pids` that is alive."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seen = {}
+    for pid in pids:
+        try:
+            stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        seen[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return seen
+
+
+def postgres_pids() -> list:
+    """Every process of the machine's PostgreSQL servers (the bench's database is one)."""
+    out = []
+    for proc in pathlib.Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "comm").read_text().strip() == "postgres":
+                out.append(int(proc.name))
+        except OSError:
+            pass
+    return out
+
+
+def since(before: dict, after: dict) -> float:
+    """CPU used between two readings by the processes alive at the second."""
+    return sum(t - before.get(pid, 0.0) for pid, t in after.items())
+
+
 def submit(ops: Client, n: int) -> None:
     for start in range(0, n, 5000):
         ops.submit_many([{"kind": "noop", "payload": None} for _ in range(min(5000, n - start))])
@@ -71,24 +102,33 @@ def succeeded(ops: Client) -> int:
     return sum(q["counts"].get("succeeded", 0) for q in queues)
 
 
-def drain(args, label: str, worker_cmd: list) -> float:
+def drain(args, label: str, worker_cmd: list) -> dict:
     serve = Serve(args.tasktable, args.postgres, "tasktable_bench_remote")
     try:
         ops = serve.client("bench-operator-token")
         submit(ops, args.tasks)
         env = dict(os.environ, TASKTABLE_URL=serve.base, TASKTABLE_TOKEN=WORKER_TOKENS[0],
                    CONCURRENCY=str(args.concurrency), PYTHONPATH=str(ROOT / "clients" / "python" / "src"))
+        serve_before, pg_before = cpu_of([serve.process.pid]), cpu_of(postgres_pids())
         started = time.monotonic()
         worker = subprocess.Popen(worker_cmd, env=env)
-        # Looking costs a count by state over the table five times a second.
+        # Looking costs a count by state over the table twenty times a second.
         while succeeded(ops) < args.tasks:
-            time.sleep(0.2)
+            time.sleep(0.05)
         elapsed = time.monotonic() - started
+        worker_cpu = sum(cpu_of([worker.pid]).values())
+        serve_cpu = since(serve_before, cpu_of([serve.process.pid]))
+        pg_cpu = since(pg_before, cpu_of(postgres_pids()))
         worker.terminate()
         worker.wait(timeout=60)
         rate = args.tasks / elapsed
-        print(f"{label}: {args.tasks} tasks in {elapsed:.2f} s = {rate:.0f} tasks/s", flush=True)
-        return rate
+        per = lambda secs: round(secs * 1e6 / args.tasks, 1)  # noqa: E731
+        result = {"tasks_per_s": round(rate), "worker_cpu_us_per_task": per(worker_cpu),
+                  "serve_cpu_us_per_task": per(serve_cpu), "postgres_cpu_us_per_task": per(pg_cpu)}
+        print(f"{label}: {args.tasks} tasks in {elapsed:.2f} s = {rate:.0f} tasks/s; CPU per task: worker "
+              f"{result['worker_cpu_us_per_task']} us, serve {result['serve_cpu_us_per_task']} us, "
+              f"PostgreSQL {result['postgres_cpu_us_per_task']} us", flush=True)
+        return result
     finally:
         serve.close()
 
@@ -163,15 +203,19 @@ def main() -> None:
     result["in_process"] = in_process(args)
     result["python"] = drain(args, "python", [sys.executable, str(here / "noop_worker.py")])
     result["typescript"] = drain(args, "typescript", ["node", str(here / "noop_worker.mjs")])
-    result["idle_commits_per_s"] = idle(args, args.tasktable, "this build")
-    if args.baseline_tasktable:
+    if args.idle:
+        result["idle_commits_per_s"] = idle(args, args.tasktable, "this build")
+    if args.idle and args.baseline_tasktable:
         result["idle_commits_per_s_baseline"] = idle(args, args.baseline_tasktable, "baseline")
     pathlib.Path(args.out).write_text(json.dumps(result, indent=2))
     print()
-    print("| worker | tasks/s | x in-process |")
-    print("|---|---|---|")
-    for name in ("in_process", "python", "typescript"):
-        print(f"| {name} | {result[name]:.0f} | {result[name] / result['in_process']:.2f} |")
+    print("| worker | tasks/s | x in-process | CPU per task: worker, serve, PostgreSQL (µs) |")
+    print("|---|---|---|---|")
+    print(f"| in-process | {result['in_process']:.0f} | 1.00 | - |")
+    for name in ("python", "typescript"):
+        r = result[name]
+        print(f"| {name} | {r['tasks_per_s']} | {r['tasks_per_s'] / result['in_process']:.2f} | "
+              f"{r['worker_cpu_us_per_task']}, {r['serve_cpu_us_per_task']}, {r['postgres_cpu_us_per_task']} |")
 
 
 if __name__ == "__main__":

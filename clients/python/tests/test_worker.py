@@ -9,14 +9,27 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import unittest
 
 from harness import TOKENS, Server, eventually
 
 from tasktable import ApiError, Fail, Snooze, Task, Worker
+from tasktable.worker import ahead_count
 
 FAST = {"initial_ms": 0, "multiplier": 1.0, "max_ms": 0, "jitter": 0.0}
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class AheadTest(unittest.TestCase):
+    def test_as_many_wait_as_the_slots_start_within_ten_milliseconds(self):
+        self.assertEqual(ahead_count(10, None), 0, "none before a handler has run")
+        self.assertEqual(ahead_count(10, 0.2), 0)
+        self.assertEqual(ahead_count(1, 0.02), 0)
+        self.assertEqual(ahead_count(10, 0.005), 20)
+        self.assertEqual(ahead_count(10, 0.0005), 200)
+        self.assertEqual(ahead_count(2, 0.00001), 160, "80 a slot")
+        self.assertEqual(ahead_count(50, 0.0), 800, "800 in all")
 
 
 class WorkerTest(unittest.TestCase):
@@ -218,6 +231,58 @@ class WorkerTest(unittest.TestCase):
         with self.assertRaises(ApiError) as refused:
             client.acknowledge([{**claimed[1].lease(), "op": "finish"}])
         self.assertEqual(refused.exception.status, 422)
+
+    def test_short_handlers_are_claimed_ahead_in_large_claims(self):
+        ids = self.ops.submit_many([{"kind": "noop", "payload": None} for _ in range(600)])
+        worker = Worker(self.server.client("worker"), {"noop": lambda task: None}, concurrency=2, claim_wait_ms=2000)
+        sizes = []
+        claim = worker.client.claim
+        worker.client.claim = lambda *a, **kw: sizes.append(len(got := claim(*a, **kw))) or got
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        self.workers.append((worker, thread))
+        tasks = eventually("every task finished", lambda: self.finished(ids))
+        self.assertTrue(all(t["state"] == "succeeded" and len(t["attempts"]) == 1 for t in tasks))
+        self.assertEqual(sizes[0], 2, "nothing is claimed ahead before a handler has run")
+        self.assertGreater(max(sizes), 100, f"claims of short handlers carry many tasks: {sizes}")
+
+    def test_tasks_claimed_ahead_are_given_back_unrun_when_the_worker_stops(self):
+        release = threading.Event()
+        started = []
+
+        def block(task):
+            started.append(task.id)
+            release.wait(30)
+
+        worker = self.start({"warm": lambda task: None, "block": block}, concurrency=1, shutdown_grace=10)
+        warm = self.ops.submit("warm", None)
+        eventually("the warm-up ran", lambda: self.ops.get(warm)["state"] == "succeeded")
+        ids = self.ops.submit_many([{"kind": "block", "payload": n} for n in range(30)])
+        eventually("one runs while the others wait", lambda: len(started) == 1 and all(
+            self.ops.get(i)["state"] == "running" for i in ids))
+        worker.stop()
+        release.set()
+        self.workers[-1][1].join(timeout=30)
+        tasks = [self.ops.get(i) for i in ids]
+        ran = [t for t in tasks if t["id"] in started]
+        waited = [t for t in tasks if t["id"] not in started]
+        self.assertEqual([t["state"] for t in ran], ["succeeded"])
+        self.assertEqual(len(waited), 29)
+        for t in waited:
+            self.assertEqual(t["state"], "pending")
+            self.assertEqual(t["attempt"], 0, "a task given back unrun spends no attempt")
+            self.assertEqual([a["outcome"] for a in t["attempts"]], ["interrupted"])
+
+    def test_a_task_that_waited_too_long_for_a_slot_is_given_back_and_run_later(self):
+        self.start({"warm": lambda task: None, "slow": lambda task: time.sleep(1.5)}, concurrency=1)
+        warm = self.ops.submit("warm", None)
+        eventually("the warm-up ran", lambda: self.ops.get(warm)["state"] == "succeeded")
+        ids = self.ops.submit_many([{"kind": "slow", "payload": n} for n in range(3)])
+        tasks = eventually("every task finished", lambda: self.finished(ids), timeout=60)
+        self.assertEqual([t["state"] for t in tasks], ["succeeded"] * 3)
+        outcomes = sorted([a["outcome"] for a in t["attempts"]] for t in tasks)
+        self.assertIn(["interrupted", "succeeded"], outcomes, "a task claimed ahead that waited over a second went back")
+        self.assertTrue(all(t["attempt"] == 1 for t in tasks), "giving back spent no attempt")
 
     # A worker in a process of its own, for the tests that signal it.
 

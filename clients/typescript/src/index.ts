@@ -10,5 +10,5 @@
 export { Client, leaseOf } from "./client.js";
 export type { AckResult, Claimed, ClaimOptions, LeaseCall, LeaseRef } from "./client.js";
 export { ApiError, ConnectionFailed, Fail, LeaseGone, Snooze, TasktableError } from "./errors.js";
-export { Task, Worker } from "./worker.js";
+export { Task, Worker, aheadCount } from "./worker.js";
 export type { Handler, WorkerOptions } from "./worker.js";

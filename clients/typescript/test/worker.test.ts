@@ -6,7 +6,7 @@ import { spawn, ChildProcess } from "node:child_process";
 import { createInterface, Interface } from "node:readline";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
-import { Fail, Snooze, Task, Worker, WorkerOptions, Handler, ApiError } from "../src/index.js";
+import { Fail, Snooze, Task, Worker, WorkerOptions, Handler, ApiError, aheadCount } from "../src/index.js";
 import { Server, TOKENS, eventually } from "./harness.js";
 
 const FAST = { initial_ms: 0, multiplier: 1.0, max_ms: 0, jitter: 0.0 };
@@ -224,4 +224,80 @@ test("SIGTERM gives running tasks back without spending an attempt", () =>
     assert.equal(task.state, "pending");
     assert.deepEqual(task.attempts.map((a: any) => a.outcome), ["interrupted"]);
     assert.equal(task.attempt, 0, "an interrupted attempt is not spent");
+  }));
+
+test("as many tasks wait as the slots start within ten milliseconds", () => {
+  assert.equal(aheadCount(10, undefined), 0, "none before a handler has run");
+  assert.equal(aheadCount(10, 200), 0);
+  assert.equal(aheadCount(1, 20), 0);
+  assert.equal(aheadCount(10, 5), 20);
+  assert.equal(aheadCount(10, 0.5), 200);
+  assert.equal(aheadCount(2, 0.01), 160, "80 a slot");
+  assert.equal(aheadCount(50, 0), 800, "800 in all");
+});
+
+test("short handlers are claimed ahead in large claims", () =>
+  withServer(async (server) => {
+    const ids = await server.client("operator").submitMany(Array.from({ length: 600 }, () => ({ kind: "noop", payload: null })));
+    const worker = new Worker(server.client("worker"), { noop: () => null }, { concurrency: 2, claimWaitMs: 2000, handleSignals: false, logger: quiet });
+    const sizes: number[] = [];
+    const claim = worker.client.claim.bind(worker.client);
+    worker.client.claim = async (...args: Parameters<typeof claim>) => {
+      const got = await claim(...args);
+      sizes.push(got.length);
+      return got;
+    };
+    const done = worker.run();
+    try {
+      const tasks = await eventually("every task finished", () => finished(server, ids));
+      assert.ok(tasks.every((t) => t.state === "succeeded" && t.attempts.length === 1));
+      assert.equal(sizes[0], 2, "nothing is claimed ahead before a handler has run");
+      assert.ok(Math.max(...sizes) > 100, `claims of short handlers carry many tasks: ${sizes}`);
+    } finally {
+      worker.stop();
+      await done;
+    }
+  }));
+
+test("tasks claimed ahead are given back unrun when the worker stops", () =>
+  withServer(async (server, start) => {
+    const ops = server.client("operator");
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const started: number[] = [];
+    const worker = start({ warm: () => null, block: async (task) => { started.push(task.id); await released; } }, { concurrency: 1, shutdownGraceMs: 10_000 });
+    const warm = await ops.submit("warm", null);
+    await eventually("the warm-up ran", async () => (await ops.get(warm)).state === "succeeded");
+    const ids = await ops.submitMany(Array.from({ length: 30 }, (_, n) => ({ kind: "block", payload: n })));
+    await eventually("one runs while the others wait", async () =>
+      started.length === 1 && (await Promise.all(ids.map((id) => ops.get(id)))).every((t) => t.state === "running"));
+    worker.stop();
+    release();
+    await eventually("every task left the worker", async () => {
+      const tasks = await Promise.all(ids.map((id) => ops.get(id)));
+      return tasks.every((t) => t.state !== "running") ? tasks : undefined;
+    });
+    const tasks = await Promise.all(ids.map((id) => ops.get(id)));
+    assert.deepEqual(tasks.filter((t) => started.includes(t.id)).map((t) => t.state), ["succeeded"]);
+    const waited = tasks.filter((t) => !started.includes(t.id));
+    assert.equal(waited.length, 29);
+    for (const t of waited) {
+      assert.equal(t.state, "pending");
+      assert.equal(t.attempt, 0, "a task given back unrun spends no attempt");
+      assert.deepEqual(t.attempts.map((a: any) => a.outcome), ["interrupted"]);
+    }
+  }));
+
+test("a task that waited too long for a slot is given back and run later", () =>
+  withServer(async (server, start) => {
+    const ops = server.client("operator");
+    start({ warm: () => null, slow: () => new Promise((resolve) => setTimeout(resolve, 1500)) }, { concurrency: 1 });
+    const warm = await ops.submit("warm", null);
+    await eventually("the warm-up ran", async () => (await ops.get(warm)).state === "succeeded");
+    const ids = await ops.submitMany(Array.from({ length: 3 }, (_, n) => ({ kind: "slow", payload: n })));
+    const tasks = await eventually("every task finished", () => finished(server, ids));
+    assert.deepEqual(tasks.map((t) => t.state), ["succeeded", "succeeded", "succeeded"]);
+    const outcomes = tasks.map((t) => JSON.stringify(t.attempts.map((a: any) => a.outcome)));
+    assert.ok(outcomes.includes(JSON.stringify(["interrupted", "succeeded"])), `a task claimed ahead that waited over a second went back: ${outcomes}`);
+    assert.ok(tasks.every((t) => t.attempt === 1), "giving back spent no attempt");
   }));

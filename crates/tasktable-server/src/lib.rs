@@ -80,7 +80,7 @@ impl Default for Limits {
             max_body_bytes: 8 << 20,
             max_batch: 10_000,
             max_claim_wait: Duration::from_secs(60),
-            max_claim: 100,
+            max_claim: 400,
             max_waiting_claims_per_token: 32,
             due_check: Duration::from_secs(1),
             max_lease_calls: 1000,
