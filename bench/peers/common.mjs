@@ -1,6 +1,7 @@
 // What both peers' drivers share: the command line, the handshake with run.py (a line
 // "ready" once the jobs are in, then "go" on stdin starts the clock), the count of handled
 // jobs, and the one line of JSON a drain ends with.
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import pg from "pg";
 
@@ -57,4 +58,11 @@ export function report(name, version, tasks, concurrency, started, cpuBefore) {
       worker_cpu_us_per_task: (cpu.user + cpu.system) / tasks,
     }),
   );
+}
+
+// The version of a package installed beside this script (newer packages do not export
+// their package.json).
+export function installedVersion(name) {
+  const file = new URL(`./node_modules/${name}/package.json`, import.meta.url);
+  return JSON.parse(readFileSync(file, "utf8")).version;
 }

@@ -1,11 +1,10 @@
 // graphile-worker with the throughput settings its release notes recommend: a local queue
 // of concurrency + 1 jobs and completions batched for 25 ms.
-import { createRequire } from "node:module";
 import { run, makeWorkerUtils, Logger } from "graphile-worker";
-import { parseArgs, readyThenGo, drained, report } from "./common.mjs";
+import { parseArgs, readyThenGo, drained, report, installedVersion } from "./common.mjs";
 
 const { url, tasks, concurrency } = parseArgs();
-const version = createRequire(import.meta.url)("graphile-worker/package.json").version;
+const version = installedVersion("graphile-worker");
 
 // Its log goes to stderr, errors only: stdout is the handshake with run.py.
 const logger = new Logger(() => (level, message) => {

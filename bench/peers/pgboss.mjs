@@ -1,11 +1,10 @@
 // pg-boss with the throughput settings its docs give: workers that fetch 1,000 jobs at a
 // time and poll every 0.5 s, one worker (a call of work()) per unit of concurrency.
-import { createRequire } from "node:module";
 import * as pgBoss from "pg-boss";
-import { parseArgs, readyThenGo, drained, report } from "./common.mjs";
+import { parseArgs, readyThenGo, drained, report, installedVersion } from "./common.mjs";
 
 const { url, tasks, concurrency } = parseArgs();
-const version = createRequire(import.meta.url)("pg-boss/package.json").version;
+const version = installedVersion("pg-boss");
 const PgBoss = pgBoss.PgBoss ?? pgBoss.default;
 const queue = "noop";
 
@@ -15,7 +14,9 @@ await boss.start();
 await boss.createQueue(queue);
 for (let start = 0; start < tasks; start += 5000) {
   const n = Math.min(5000, tasks - start);
-  await boss.insert(Array.from({ length: n }, () => ({ name: queue, data: {} })));
+  const jobs = Array.from({ length: n }, () => ({ name: queue, data: {} }));
+  // pg-boss 11 and later take the queue's name first.
+  await (Number(version.split(".")[0]) >= 11 ? boss.insert(queue, jobs) : boss.insert(jobs));
 }
 
 await readyThenGo();

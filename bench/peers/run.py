@@ -212,7 +212,7 @@ def spread(values) -> str:
 
 def table(rows: list) -> str:
     lines = [
-        "| system | concurrency | tasks/s | x ceiling | CPU per task, worker + server (µs) | WAL per task (B) |",
+        "| system | concurrency | tasks/s | x ceiling | CPU per task (µs): worker + server, medians | WAL per task (B) |",
         "|---|---|---|---|---|---|",
     ]
     keys = []
@@ -224,10 +224,11 @@ def table(rows: list) -> str:
         runs = [r for r in rows if (r["system"], r["version"], r["concurrency"]) == (system, version, c)]
         ratio = [r["tasks_per_sec"] / r["ceiling"] for r in runs]
         cpu = [(r["worker_cpu_us_per_task"] or 0) + (r["server_cpu_us_per_task"] or 0) for r in runs]
+        worker = statistics.median([r["worker_cpu_us_per_task"] or 0 for r in runs])
+        server = statistics.median([r["server_cpu_us_per_task"] or 0 for r in runs])
         lines.append(
             f"| {system} {version} | {c} | {spread([r['tasks_per_sec'] for r in runs])} | {spread(ratio)} "
-            f"| {spread(cpu)} ({spread([r['worker_cpu_us_per_task'] for r in runs])} + "
-            f"{spread([r['server_cpu_us_per_task'] for r in runs])}) | {spread([r['wal_bytes_per_task'] for r in runs])} |"
+            f"| {spread(cpu)}: {worker:.1f} + {server:.1f} | {spread([r['wal_bytes_per_task'] for r in runs])} |"
         )
     return "\n".join(lines)
 
@@ -242,7 +243,11 @@ def main() -> None:
     parser.add_argument("--latest", action="store_true", help="also run the peers' newest versions")
     parser.add_argument("--only", default="tasktable,graphile,pgboss")
     parser.add_argument("--out", default=str(ROOT / "target" / "bench" / "peers.json"))
+    parser.add_argument("--table", metavar="JSON", help="print the table of an earlier run's JSON and stop")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(pathlib.Path(args.table).read_text())["drains"]))
+        return
     if not args.bench:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "tasktable-bench"], cwd=ROOT, check=True)
         args.bench = str(ROOT / "target" / "release" / "tasktable-bench")
