@@ -29,7 +29,8 @@
 //!
 //! The attempt counters of every outcome exist at zero from the moment a worker starts,
 //! for each of its queues and kinds, so a rate over them is defined before the first
-//! failure.
+//! failure; the rescue counters likewise, for the worker's queues and for every queue the
+//! database holds when a rescuer starts.
 
 use ::metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
@@ -253,6 +254,23 @@ pub(crate) fn purged(state: tasktable_core::TaskState, n: u64, archived: bool) {
     counter!(TASKS_PURGED_TOTAL, "state" => state.as_str(), "action" => action).increment(n);
 }
 
+/// The outcomes the rescuer gives the attempts it takes back.
+const RESCUE_OUTCOMES: [AttemptOutcome; 2] =
+    [AttemptOutcome::LeaseExpired, AttemptOutcome::TimedOut];
+
+/// Makes the rescue counters of `queue` exist at zero, so that an alert on them has a
+/// series before the first rescue.
+pub(crate) fn rescued_zero(queue: &str) {
+    for outcome in RESCUE_OUTCOMES {
+        counter!(
+            TASKS_RESCUED_TOTAL,
+            "queue" => queue.to_owned(),
+            "outcome" => outcome.as_str(),
+        )
+        .increment(0);
+    }
+}
+
 /// A rescued attempt: the rescuer is not on the hot path, so its labels are built per
 /// task.
 pub(crate) fn rescued(task: &Task, outcome: AttemptOutcome) {
@@ -284,6 +302,7 @@ pub(crate) struct QueueMetrics {
 impl QueueMetrics {
     pub fn new(queue: &str, kinds: &[String]) -> Self {
         let running = gauge!(WORKER_RUNNING_TASKS, "queue" => queue.to_owned());
+        rescued_zero(queue);
         QueueMetrics {
             queue: queue.to_owned(),
             claims: counter!(CLAIMS_TOTAL, "queue" => queue.to_owned()),

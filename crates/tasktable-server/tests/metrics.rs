@@ -451,6 +451,42 @@ async fn a_pull_workers_attempts_are_counted_like_in_process_ones() {
     }
 }
 
+/// A rescuer that starts (as under `serve --workers 0`, with no worker in the process)
+/// makes the rescue counters of every queue the database holds exist at zero, so an alert
+/// on them has a series before the first rescue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescuer_starts_the_rescue_counters_of_every_queue_at_zero() {
+    let Some(s) = Server::start("sqlite").await else {
+        return;
+    };
+    let queue = "metrics-rescue-zero";
+    submit(&*s.store, NewTask::new("k", json!(null)).queue(queue)).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let rescuer = tokio::spawn(Rescuer::new(s.store.clone(), RescuerConfig::default()).run(
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let series = |m: &Exposition, outcome| {
+        m.find(
+            "tasktable_tasks_rescued_total",
+            &[("queue", queue), ("outcome", outcome)],
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let m = loop {
+        let m = scrape(&s, Role::Reader).await;
+        if series(&m, "lease_expired").is_some() || std::time::Instant::now() > deadline {
+            break m;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(series(&m, "lease_expired"), Some(0.0));
+    assert_eq!(series(&m, "timed_out"), Some(0.0));
+    let _ = stop.send(());
+    rescuer.await.expect("rescuer");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_metrics_count_what_the_worker_did() {
     if let Some(server) = Server::start("sqlite").await {
@@ -623,8 +659,13 @@ async fn metrics_count_what_the_worker_did(s: Server, queue: &str) {
         1.0
     );
     assert_eq!(
+        m.value("tasktable_tasks_rescued_total", &[q, outcome("timed_out")]),
+        0.0,
+        "both rescue outcomes are there from the start, at zero"
+    );
+    assert_eq!(
         m.of_queue("tasktable_tasks_rescued_total", queue).count(),
-        1
+        2
     );
     assert_eq!(m.value("tasktable_worker_running_tasks", &[q]), 0.0);
     assert!(m.value("tasktable_claims_total", &[q]) >= 2.0);
