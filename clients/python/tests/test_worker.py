@@ -127,8 +127,26 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(snoozed_task["state"], "succeeded")
         self.assertEqual([a["outcome"] for a in snoozed_task["attempts"]], ["snoozed", "succeeded"])
         self.assertEqual(crashed["state"], "failed")
-        self.assertIn("KeyError", crashed["last_error"])
+        head = crashed["last_error"].splitlines()[0]
+        self.assertEqual(head, "KeyError: 'missing'", "the first line says what was raised")
+        self.assertIn('raise KeyError("missing")', crashed["last_error"], "the traceback names the line that raised")
+        self.assertIn("in crash", crashed["last_error"])
+        self.assertEqual(crashed["attempts"][-1]["error"], crashed["last_error"])
         self.assertEqual(anything["result"], anything["payload"])
+
+    def test_a_traceback_is_stored_with_its_innermost_frames_only(self):
+        def deep(n):
+            if n == 0:
+                raise ValueError("at the bottom")
+            deep(n - 1)
+
+        task_id = self.ops.submit("deep", None, max_attempts=1)
+        self.start({"deep": lambda task: deep(500)})
+        (task,) = eventually("the task failed", lambda: self.finished([task_id]))
+        error = task["last_error"]
+        self.assertTrue(error.startswith("ValueError: at the bottom\n"))
+        self.assertIn('raise ValueError("at the bottom")', error, "the frame that raised is kept")
+        self.assertLess(len(error), 4096 + 200, "the traceback is bounded")
 
     def test_results_the_server_cannot_take_fail_the_task_saying_why(self):
         import datetime

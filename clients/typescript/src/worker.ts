@@ -120,6 +120,19 @@ export function aheadCount(concurrency: number, meanRunMs: number | undefined): 
   return Math.min(fit, AHEAD_PER_SLOT * concurrency, AHEAD_MAX);
 }
 
+/** Most characters of a handler's stack stored with its error (its innermost frames). */
+const MAX_STACK = 4096;
+
+/** What is stored of an error a handler threw: its name and message on the first line (what
+ * listings show and `--error` searches), then its stack, cut to its innermost frames. */
+export function errorText(error: unknown): string {
+  if (!(error instanceof Error)) return String(error).trim() || "failed";
+  const head = `${error.name}: ${error.message}`.trim();
+  let frames = (error.stack ?? "").split("\n").filter((line) => /^\s+at /.test(line)).join("\n");
+  if (frames.length > MAX_STACK) frames = frames.slice(0, MAX_STACK) + "\n    ...";
+  return frames ? `${head}\n${frames}` : head;
+}
+
 /** A delay as the server takes it: whole milliseconds, 0 to 10 years. */
 function millis(ms: number): number {
   if (Number.isNaN(ms)) return 0;
@@ -343,7 +356,7 @@ export class Worker {
       if (error instanceof LeaseGone) return { op: "release" };
       const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
       this.log.error(`task ${task.id} (${task.kind}) failed: ${message}`);
-      return { op: "fail", error: message.trim() || "failed" };
+      return { op: "fail", error: errorText(error) };
     }
     try {
       JSON.stringify(result);

@@ -108,7 +108,24 @@ test("each handler outcome is recorded", () =>
     assert.equal(failed.last_error, "not this one");
     assert.deepEqual(snoozedTask.attempts.map((a: any) => a.outcome), ["snoozed", "succeeded"]);
     assert.equal(crashed.state, "failed");
-    assert.match(crashed.last_error, /RangeError: out of range/);
+    const [head, ...frames] = crashed.last_error.split("\n");
+    assert.equal(head, "RangeError: out of range", "the first line says what was thrown");
+    assert.ok(frames.length > 0 && frames.every((f: string) => /^\s+at /.test(f)), `the stack follows: ${crashed.last_error}`);
+    assert.match(frames[0], /worker\.test\.js/, "the innermost frame is the handler's");
+  }));
+
+test("a stack is stored bounded", () =>
+  withServer(async (server, start) => {
+    const ops = server.client("operator");
+    const id = await ops.submit("deep", null, { max_attempts: 1 });
+    const deep = (n: number): never => {
+      if (n === 0) throw new Error("at the bottom");
+      return deep(n - 1);
+    };
+    start({ deep: () => { Error.stackTraceLimit = 1000; try { return deep(500); } finally { Error.stackTraceLimit = 10; } } });
+    const [task] = await eventually("the task failed", () => finished(server, [id]));
+    assert.ok(task.last_error.startsWith("Error: at the bottom\n    at "), task.last_error.slice(0, 200));
+    assert.ok(task.last_error.length < 4096 + 200, "the stack is bounded");
   }));
 
 test("results the server cannot take fail the task, saying why", () =>

@@ -27,6 +27,7 @@ import signal
 import socket
 import threading
 import time
+import traceback
 import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -53,6 +54,21 @@ _AHEAD_WAIT = 0.010
 _AHEAD_PER_SLOT, _AHEAD_MAX = 80, 800
 #: A task that waited longer than this for a slot is given back unrun.
 _AHEAD_PATIENCE = 1.0
+
+
+#: Most characters of a handler's traceback stored with its error (its innermost frames).
+_MAX_TRACEBACK = 4096
+
+
+def error_text(error: BaseException) -> str:
+    """What is stored of an exception a handler raised: its type and message on the first
+    line (what listings show and `--error` searches), then its traceback, cut to the frames
+    nearest the raise."""
+    head = f"{type(error).__name__}: {error}".strip()
+    frames = "".join(traceback.format_tb(error.__traceback__)).rstrip()
+    if len(frames) > _MAX_TRACEBACK:
+        frames = "  ...\n" + frames[-_MAX_TRACEBACK:]
+    return f"{head}\nTraceback (most recent call last):\n{frames}" if frames else head
 
 
 def ahead_count(concurrency: int, mean_run: Optional[float]) -> int:
@@ -374,7 +390,7 @@ class Worker:
             return {"op": "release"}
         except Exception as error:  # noqa: BLE001 - any handler error is a retryable failure
             log.exception("task %s (%s) failed", task.id, task.kind)
-            return {"op": "fail", "error": f"{type(error).__name__}: {error}"}
+            return {"op": "fail", "error": error_text(error)}
         try:
             json.dumps(result, allow_nan=False)
         except (TypeError, ValueError) as error:
