@@ -167,6 +167,7 @@ macro_rules! conformance_suite {
             submit::batch::transactional_submit_commits_and_rolls_back_with_the_caller,
             submit::idempotency::idempotent_submit_returns_the_existing_task,
             submit::idempotency::racing_duplicate_submits_create_exactly_one_task,
+            submit::idempotency::lone_submits_at_once_on_one_store_each_get_their_own_task,
             submit::values::names_of_the_longest_length_are_stored_whole,
             submit::values::far_past_and_far_future_run_at_are_stored_alike,
             submit::values::numbers_at_the_ends_of_a_double_come_back_exactly,

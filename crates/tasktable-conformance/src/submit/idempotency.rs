@@ -92,3 +92,64 @@ pub async fn racing_duplicate_submits_create_exactly_one_task(db: &impl Backend)
         .unwrap();
     assert_eq!(page.tasks.len(), 1);
 }
+
+/// Lone submits from many callers of one store at once (as a server's requests make
+/// them): each caller is answered with its own task, and callers racing with one key
+/// share one task.
+pub async fn lone_submits_at_once_on_one_store_each_get_their_own_task(db: &impl Backend) {
+    let s = db.store().await;
+    let submit = |task: NewTask| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.task_submit(SubmitParams {
+                tasks: vec![task],
+                now: None,
+            })
+            .await
+            .unwrap()[0]
+        })
+    };
+    let mine: Vec<_> = (0..64)
+        .map(|i| submit(NewTask::new("a", json!({ "i": i }))))
+        .collect();
+    let keyed: Vec<_> = (0..16)
+        .map(|i| submit(NewTask::new("a", json!({ "k": i })).idempotency_key("shared")))
+        .collect();
+    let mine: Vec<Submitted> = futures::future::join_all(mine)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let keyed: Vec<Submitted> = futures::future::join_all(keyed)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    for (i, one) in mine.iter().enumerate() {
+        assert!(one.created);
+        let task = s
+            .task_get(one.id)
+            .await
+            .unwrap()
+            .expect("the task answered");
+        assert_eq!(
+            task.payload,
+            json!({ "i": i }),
+            "caller {i} got another's task"
+        );
+    }
+    let mut ids: Vec<_> = mine.iter().map(|m| m.id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 64, "every caller got a task of its own");
+    assert_eq!(keyed.iter().filter(|k| k.created).count(), 1, "{keyed:?}");
+    assert!(keyed.iter().all(|k| k.id == keyed[0].id), "{keyed:?}");
+    let page = s
+        .task_list(ListParams {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.tasks.len(), 65);
+}
