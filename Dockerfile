@@ -4,6 +4,9 @@
 
 # Build stage: the release binary, by the script .ci/run runs too.
 FROM rust:1.95-slim-bookworm AS build
+# The source's revision for `tasktable --version` (the build context has no .git):
+#   docker build --build-arg TASKTABLE_BUILD_REV=$(git rev-parse --short=12 HEAD) .
+ARG TASKTABLE_BUILD_REV=""
 WORKDIR /src
 COPY . .
 RUN deploy/build-release /out

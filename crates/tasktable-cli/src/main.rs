@@ -32,13 +32,17 @@ use database::DatabaseArgs;
 use error::{CliError, EXIT_CODES_HELP};
 use std::process::ExitCode;
 
+/// `tasktable --version`: the crate's version, and the source it was built from when the
+/// build knew it (build.rs).
+const VERSION: &str = env!("TASKTABLE_VERSION");
+
 /// A durable task system in which every task is a row in a SQL table.
 ///
 /// `serve` runs the HTTP API and the dashboard (with a worker for the built-in `http` and
 /// `exec` handlers); the other commands talk to it. Start with `tasktable serve`, then
 /// `tasktable submit http '{"url": "https://example.com/hook"}'` and `tasktable ls`.
 #[derive(Parser, Debug)]
-#[command(name = "tasktable", version, after_long_help = EXIT_CODES_HELP)]
+#[command(name = "tasktable", version = VERSION, after_long_help = EXIT_CODES_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
