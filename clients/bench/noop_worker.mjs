@@ -1,6 +1,6 @@
 // The TypeScript package's worker with a no-op handler, for clients/bench/remote.py.
 import { Client, Worker } from "../typescript/dist/index.js";
 
-const client = new Client(process.env.TASKTABLE_URL, process.env.TASKTABLE_TOKEN);
+const client = Client.fromEnv();
 const quiet = { info() {}, warn() {}, error: console.error };
 await new Worker(client, { noop: () => null }, { concurrency: Number(process.env.CONCURRENCY), shutdownGraceMs: 1000, logger: quiet }).run();

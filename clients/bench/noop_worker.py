@@ -6,5 +6,5 @@ import os
 from tasktable import Client, Worker
 
 logging.basicConfig(level=logging.WARNING)
-client = Client(os.environ["TASKTABLE_URL"], os.environ["TASKTABLE_TOKEN"])
+client = Client.from_env()
 Worker(client, {"noop": lambda task: None}, concurrency=int(os.environ["CONCURRENCY"]), shutdown_grace=1).run()

@@ -107,7 +107,7 @@ def drain(args, label: str, worker_cmd: list) -> dict:
     try:
         ops = serve.client("bench-operator-token")
         submit(ops, args.tasks)
-        env = dict(os.environ, TASKTABLE_URL=serve.base, TASKTABLE_TOKEN=WORKER_TOKENS[0],
+        env = dict(os.environ, TASKTABLE_SERVER=serve.base, TASKTABLE_TOKEN=WORKER_TOKENS[0],
                    CONCURRENCY=str(args.concurrency), PYTHONPATH=str(ROOT / "clients" / "python" / "src"))
         serve_before, pg_before = cpu_of([serve.process.pid]), cpu_of(postgres_pids())
         started = time.monotonic()

@@ -16,7 +16,7 @@ def wait_for_stop(task):
 
 
 logging.basicConfig(level=logging.WARNING)
-client = Client(os.environ["TASKTABLE_URL"], os.environ["TASKTABLE_TOKEN"])
+client = Client.from_env()
 Worker(
     client, {"wait_for_stop": wait_for_stop}, concurrency=2, lease_ms=int(os.environ["LEASE_MS"]),
     claim_wait_ms=1000, shutdown_grace=float(os.environ["GRACE"]),

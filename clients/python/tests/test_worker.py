@@ -305,7 +305,7 @@ class WorkerTest(unittest.TestCase):
     # A worker in a process of its own, for the tests that signal it.
 
     def spawn_worker(self, lease_ms=30000, grace="5"):
-        env = dict(os.environ, TASKTABLE_URL=self.server.url, TASKTABLE_TOKEN=TOKENS["worker"],
+        env = dict(os.environ, TASKTABLE_SERVER=self.server.url, TASKTABLE_TOKEN=TOKENS["worker"],
                    LEASE_MS=str(lease_ms), GRACE=grace, PYTHONPATH=os.pathsep.join(sys.path))
         process = subprocess.Popen([sys.executable, os.path.join(HERE, "stoppable_worker.py")],
                                    stdout=subprocess.PIPE, env=env, text=True)

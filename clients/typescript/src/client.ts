@@ -64,6 +64,9 @@ export function leaseOf(t: Claimed): LeaseRef {
   return lease;
 }
 
+/** Where `Client.fromEnv` looks without TASKTABLE_SERVER, as the CLI does. */
+export const DEFAULT_SERVER = "http://127.0.0.1:8080";
+
 /** A tasktable server at `baseUrl` (`http://host:port`), called with `token`. */
 export class Client {
   private readonly base: string;
@@ -73,6 +76,13 @@ export class Client {
     this.base = baseUrl.replace(/\/+$/, "");
     this.headers = { "content-type": "application/json", accept: "application/json" };
     if (token) this.headers.authorization = `Bearer ${token}`;
+  }
+
+  /** The server and token the `tasktable` CLI uses: TASKTABLE_SERVER (by default
+   * http://127.0.0.1:8080) and TASKTABLE_TOKEN (none when unset, for a server without
+   * tokens). */
+  static fromEnv(): Client {
+    return new Client(process.env.TASKTABLE_SERVER || DEFAULT_SERVER, process.env.TASKTABLE_TOKEN || undefined);
   }
 
   /** The decoded JSON answer; throws ApiError for an error answer, ConnectionFailed when

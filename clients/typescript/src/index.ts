@@ -3,7 +3,7 @@
  *
  * ```ts
  * import { Client, Worker } from "tasktable";
- * const client = new Client("http://127.0.0.1:8080", process.env.TASKTABLE_TOKEN);
+ * const client = Client.fromEnv();
  * await new Worker(client, { resize: async (task) => ({ ok: task.payload.path }) }).run();
  * ```
  */

@@ -2,7 +2,7 @@
 // lines: {"started": id} when a task starts, {"stopped": id} when the signal aborts.
 import { Client, Worker } from "../src/index.js";
 
-const client = new Client(process.env.TASKTABLE_URL!, process.env.TASKTABLE_TOKEN);
+const client = Client.fromEnv();
 const worker = new Worker(
   client,
   {

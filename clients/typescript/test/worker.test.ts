@@ -180,7 +180,7 @@ test("a stale lease in a batch spoils nothing else", () =>
 function spawnWorker(server: Server, leaseMs: number, graceMs: number): { child: ChildProcess; lines: AsyncIterator<string> } {
   const script = fileURLToPath(new URL("./stoppable-worker.js", import.meta.url));
   const child = spawn(process.execPath, [script], {
-    env: { ...process.env, TASKTABLE_URL: server.url, TASKTABLE_TOKEN: TOKENS.worker, LEASE_MS: String(leaseMs), GRACE_MS: String(graceMs) },
+    env: { ...process.env, TASKTABLE_SERVER: server.url, TASKTABLE_TOKEN: TOKENS.worker, LEASE_MS: String(leaseMs), GRACE_MS: String(graceMs) },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines: Interface = createInterface({ input: child.stdout! });

@@ -32,7 +32,7 @@ async fn python_worker_completes_tasks_and_its_stale_token_is_refused(s: Server)
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/remote_worker.py");
     let spawned = tokio::process::Command::new("python3")
         .arg(script)
-        .env("TASKTABLE_URL", &s.base)
+        .env("TASKTABLE_SERVER", &s.base)
         .env("TASKTABLE_TOKEN", token(Role::Worker))
         .env("TASKTABLE_READER_TOKEN", token(Role::Reader))
         .stdin(Stdio::piped())

@@ -5,7 +5,7 @@ plays a frozen worker: it claims a task with a short lease and never renews it, 
 the task's id and waits for a line "rescued" on stdin (the test rescues the task the way
 a server's rescuer does), and shows that its stale token is refused.
 
-Environment: TASKTABLE_URL, TASKTABLE_TOKEN (role worker), TASKTABLE_READER_TOKEN.
+Environment: TASKTABLE_SERVER, TASKTABLE_TOKEN (role worker), TASKTABLE_READER_TOKEN.
 Prints the abandoned task as one JSON line, then one JSON summary line on success; exits non-zero with a message otherwise.
 """
 
@@ -15,7 +15,7 @@ import sys
 import urllib.error
 import urllib.request
 
-BASE = os.environ["TASKTABLE_URL"]
+BASE = os.environ["TASKTABLE_SERVER"]
 TOKEN = os.environ["TASKTABLE_TOKEN"]
 READER = os.environ["TASKTABLE_READER_TOKEN"]
 

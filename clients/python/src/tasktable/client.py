@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -58,6 +60,10 @@ class AckResult:
     lease_expires_at: Optional[str] = None
 
 
+#: Where `Client.from_env` looks without TASKTABLE_SERVER, as the CLI does.
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+
+
 class Client:
     """A tasktable server at `base_url` (`http://host:port`), called with `token`.
 
@@ -65,6 +71,14 @@ class Client:
 
     def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 30.0) -> None:
         self._http = Transport(base_url, token, timeout)
+
+    @classmethod
+    def from_env(cls, timeout: float = 30.0) -> "Client":
+        """The server and token the `tasktable` CLI uses: TASKTABLE_SERVER (by default
+        http://127.0.0.1:8080) and TASKTABLE_TOKEN (none when unset, for a server without
+        tokens)."""
+        server = os.environ.get("TASKTABLE_SERVER") or DEFAULT_SERVER
+        return cls(server, os.environ.get("TASKTABLE_TOKEN") or None, timeout)
 
     # Submitting and reading tasks (roles operator and reader).
 
