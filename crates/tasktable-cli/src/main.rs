@@ -48,6 +48,24 @@ struct Cli {
     command: Command,
     #[command(flatten)]
     client: ClientArgs,
+    /// How log lines are written to stderr: `text`, for people, or `json`, one object a
+    /// line with its level, target, fields and time, for log collectors. `RUST_LOG` sets
+    /// what is logged.
+    #[arg(
+        long,
+        global = true,
+        env = "TASKTABLE_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        value_name = "FORMAT"
+    )]
+    log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 /// How the operator commands reach the server.
@@ -190,7 +208,10 @@ fn main() -> ExitCode {
         cli.command,
         Command::Serve(_) | Command::Worker(_) | Command::Migrate(_)
     );
-    init_logging(if serves { "info,sqlx=warn" } else { "warn" });
+    init_logging(
+        if serves { "info,sqlx=warn" } else { "warn" },
+        cli.log_format,
+    );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -207,15 +228,19 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; `RUST_LOG` overrides the default level.
-fn init_logging(default: &str) {
+/// Logs go to stderr, as text or JSON; `RUST_LOG` overrides the default level.
+fn init_logging(default: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => fmt.json().flatten_event(true).init(),
+    }
 }
 
 async fn run(cli: Cli) -> Result<(), CliError> {

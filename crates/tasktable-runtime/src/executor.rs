@@ -7,6 +7,7 @@
 //! told to stop, or kept waiting longer than [`AHEAD_PATIENCE`], is given back without
 //! spending its attempt and without its handler having run.
 
+use crate::attempt_log;
 use crate::context::{StopReason, TaskContext};
 use crate::metrics::TaskMetrics;
 use crate::shared::{Shared, WorkerEvent};
@@ -243,12 +244,35 @@ async fn finish(
     let mut finished = None;
     if let Some(plan) = plan {
         let planned = plan.outcome;
+        // Kept for the log line of an attempt that did not succeed (never cloned else).
+        let error = attempt_log::logs(planned)
+            .then(|| plan.error.clone())
+            .flatten();
         let recorded = shared.completer.finish(&task, plan).await;
+        let worker = shared.config.identity.id.as_str();
         match recorded {
-            Some(outcome) => metrics.recorded(outcome),
+            Some(outcome) => {
+                metrics.recorded(outcome);
+                if attempt_log::logs(outcome) {
+                    attempt_log::attempt_ended(attempt_log::Ended {
+                        task_id: task.id,
+                        queue: &task.queue,
+                        kind: &task.kind,
+                        attempt: Some(task.attempt),
+                        worker,
+                        outcome,
+                        error: error.as_deref(),
+                        task_failed: attempt_log::fails_for_good(
+                            outcome,
+                            task.attempt,
+                            task.max_attempts,
+                        ),
+                    });
+                }
+            }
             None => {
                 metrics.lease_lost();
-                tracing::warn!(task_id = task.id, outcome = %planned, "result dropped: the lease was lost before it was recorded");
+                attempt_log::result_dropped(task.id, &task.queue, &task.kind, worker, planned);
             }
         }
         finished = Some(WorkerEvent::Finished {

@@ -16,6 +16,7 @@
 //! transition. It never reads the local clock to decide a lease: expiry is decided by
 //! the database; the local clock only times how long to wait.
 
+pub mod attempt_log;
 mod batch;
 mod claimer;
 mod completer;

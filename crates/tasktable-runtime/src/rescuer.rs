@@ -99,6 +99,20 @@ impl Rescuer {
                 .filter(|(_, applied)| **applied)
             {
                 metrics::rescued(task, outcome);
+                crate::attempt_log::attempt_ended(crate::attempt_log::Ended {
+                    task_id: task.id,
+                    queue: &task.queue,
+                    kind: &task.kind,
+                    attempt: Some(task.attempt),
+                    worker: task.worker_id.as_deref().unwrap_or("unknown"),
+                    outcome,
+                    error: None,
+                    task_failed: crate::attempt_log::fails_for_good(
+                        outcome,
+                        task.attempt,
+                        task.max_attempts,
+                    ),
+                });
             }
             let n = applied.iter().filter(|a| **a).count();
             if n > 0 {

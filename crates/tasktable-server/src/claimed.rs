@@ -9,6 +9,8 @@ use crate::AppState;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tasktable_core::{AttemptOutcome, Lease, Task, TaskId};
+use tasktable_runtime::attempt_log;
+use tasktable_store::FinishItem;
 
 /// Most leases remembered; past it the memory starts over (ends then read their task).
 const MAX_REMEMBERED: usize = 100_000;
@@ -39,8 +41,11 @@ impl Claimed {
     }
 }
 
-/// Counts an attempt a pull worker ended under `lease`, the store having applied it.
-pub async fn count_ended(state: &AppState, lease: &Lease, outcome: AttemptOutcome) {
+/// Counts an attempt a pull worker ended (`item`, which the store applied), and writes
+/// its log line if it did not succeed; `attempt` is its number and the attempts allowed,
+/// when the server read them.
+pub async fn count_ended(state: &AppState, item: &FinishItem, attempt: Option<(u32, u32)>) {
+    let (lease, outcome) = (&item.lease, item.plan.outcome);
     let (queue, kind) = match state.claimed.take(lease) {
         Some(labels) => labels,
         None => match state.store.task_get(lease.task_id).await {
@@ -50,4 +55,19 @@ pub async fn count_ended(state: &AppState, lease: &Lease, outcome: AttemptOutcom
         },
     };
     tasktable_runtime::metrics::attempt_ended(&queue, &kind, outcome);
+    if attempt_log::logs(outcome) {
+        attempt_log::attempt_ended(attempt_log::Ended {
+            task_id: lease.task_id,
+            queue: &queue,
+            kind: &kind,
+            attempt: attempt.map(|(n, _)| n),
+            worker: "pull",
+            outcome,
+            error: item.plan.error.as_deref(),
+            task_failed: match attempt {
+                Some((n, max)) => attempt_log::fails_for_good(outcome, n, max),
+                None => outcome == AttemptOutcome::Failed,
+            },
+        });
+    }
 }
