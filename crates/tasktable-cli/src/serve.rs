@@ -5,6 +5,7 @@
 
 use crate::database::{self, DatabaseArgs};
 use crate::error::CliError;
+use crate::input;
 use crate::worker::{self, HandlerArgs};
 use clap::Args;
 use std::net::SocketAddr;
@@ -14,6 +15,9 @@ use tasktable_dashboard::DashConfig;
 use tasktable_server::host::AllowedHosts;
 use tasktable_server::{AppState, Limits, Role, TokenSet};
 use tokio_util::sync::CancellationToken;
+
+/// The shortest `--worker-silence`: twice the heartbeat of tasktable's workers.
+const MIN_WORKER_SILENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -64,11 +68,22 @@ pub struct ServeArgs {
     /// `http_batch`, and `exec` when allowed); 0 runs no worker here.
     #[arg(long, value_name = "N", default_value_t = 10)]
     workers: usize,
+    /// How long a worker (in-process or remote) may go without a heartbeat before the
+    /// registry marks it gone, so broadcasts, affinities and fair shares stop counting it.
+    /// At least 10s (twice the in-process worker's heartbeat).
+    #[arg(long, value_name = "AGE", value_parser = input::duration, default_value = "30s")]
+    worker_silence: std::time::Duration,
     #[command(flatten)]
     handlers: HandlerArgs,
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+    if args.worker_silence < MIN_WORKER_SILENCE {
+        return Err(CliError::usage(format!(
+            "--worker-silence must be at least {}s: workers beat every 5s, and one late beat must not mark a worker gone",
+            MIN_WORKER_SILENCE.as_secs()
+        )));
+    }
     let tokens = load_tokens(&args)?;
     let addrs = resolve(&args.listen).await?;
     if tokens.is_empty() && addrs.iter().any(|a| !a.ip().is_loopback()) {
@@ -105,6 +120,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         // others.
         n => Some(
             worker::builtin(store.clone(), n, &args.handlers)
+                .worker_silence(args.worker_silence)
                 .rescue_interval(None)
                 .schedule_interval(None)
                 .build()?,
@@ -120,7 +136,14 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             stop.cancel();
         }
     });
-    let rescuer = Rescuer::new(store.clone(), RescuerConfig::default());
+    // It also marks silent workers gone, whether or not this process runs a worker.
+    let rescuer = Rescuer::new(
+        store.clone(),
+        RescuerConfig {
+            worker_silence: args.worker_silence,
+            ..RescuerConfig::default()
+        },
+    );
     let rescuer = tokio::spawn(rescuer.run(stop.clone().cancelled_owned()));
     // Fires recurring schedules whether or not this process runs a worker.
     let scheduler = Scheduler::new(store.clone(), SchedulerConfig::default());

@@ -1014,6 +1014,36 @@ fn serve_refuses_a_public_address_without_tokens_and_says_how_to_add_them() {
 }
 
 #[test]
+fn serve_refuses_a_worker_silence_shorter_than_two_heartbeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("t.db").display());
+    for (silence, code, why) in [("5s", 2, "at least 10s"), ("soon", 2, "soon")] {
+        let refused = finish(
+            command(&[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+                &db,
+                "--worker-silence",
+                silence,
+            ]),
+            None,
+        );
+        assert_eq!(refused.code, code, "{silence}: {refused:?}");
+        assert!(
+            refused.stderr.contains(why),
+            "{silence}: {}",
+            refused.stderr
+        );
+    }
+    assert!(
+        !dir.path().join("t.db").exists(),
+        "it stops before opening the database"
+    );
+}
+
+#[test]
 fn serve_without_tokens_answers_only_requests_addressed_to_this_machine() {
     let server = Server::start_with(&["--allow-host", "tasks.internal"], &[]);
     let submitted = server

@@ -235,6 +235,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@area $backend, workers, 2;
             workers::registry::heartbeats_register_update_and_bring_back_a_worker,
             workers::registry::a_drain_outlives_a_restart_until_released,
+            workers::registry::whether_a_worker_is_draining_is_one_read,
+            workers::registry::a_rescuer_marks_silent_workers_gone,
             workers::registry::silent_workers_are_marked_gone_then_forgotten_unless_drained,
             workers::registry::the_registry_counts_what_each_worker_runs,
             workers::registry::bad_worker_facts_are_refused_and_change_nothing,

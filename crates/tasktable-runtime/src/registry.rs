@@ -7,7 +7,8 @@ use crate::metrics::{self, Call};
 use crate::shared::Shared;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tasktable_store::{StoreResult, WorkerBeatParams, WorkerReapParams};
+use std::time::Duration;
+use tasktable_store::{Store, StoreResult, WorkerBeatParams, WorkerReapParams};
 use tokio_util::sync::CancellationToken;
 
 /// One heartbeat; the worker drains or resumes as the registry says.
@@ -48,21 +49,39 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             metrics::store_error(Call::Heartbeat);
             tracing::warn!(error = %e, "worker heartbeat failed");
         }
-        let reaped = shared
-            .store
-            .worker_reap(WorkerReapParams {
-                silence: shared.config.worker_silence,
-                forget_after: shared.config.forget_workers_after,
-                now: None,
-            })
-            .await;
-        match reaped {
-            Ok(r) if r.gone > 0 => tracing::info!(workers = r.gone, "marked silent workers gone"),
-            Ok(_) => {}
-            Err(e) => {
-                metrics::store_error(Call::Heartbeat);
-                tracing::warn!(error = %e, "marking silent workers gone failed");
-            }
+        reap_silent(
+            &*shared.store,
+            shared.config.worker_silence,
+            shared.config.forget_workers_after,
+            None,
+        )
+        .await;
+    }
+}
+
+/// Marks the workers silent for `silence` at `now` (`None`: the database's clock) gone
+/// and forgets those gone for `forget_after` (idempotent: every worker and every rescuer
+/// does it, so a registry is kept wherever workers run, a server without a worker of its
+/// own included).
+pub(crate) async fn reap_silent(
+    store: &dyn Store,
+    silence: Duration,
+    forget_after: Duration,
+    now: Option<chrono::DateTime<chrono::Utc>>,
+) {
+    let reaped = store
+        .worker_reap(WorkerReapParams {
+            silence,
+            forget_after,
+            now,
+        })
+        .await;
+    match reaped {
+        Ok(r) if r.gone > 0 => tracing::info!(workers = r.gone, "marked silent workers gone"),
+        Ok(_) => {}
+        Err(e) => {
+            metrics::store_error(Call::Heartbeat);
+            tracing::warn!(error = %e, "marking silent workers gone failed");
         }
     }
 }

@@ -22,6 +22,12 @@ pub struct RescuerConfig {
     pub interval: Duration,
     /// Tasks taken back per store call. Default 500.
     pub batch: u32,
+    /// How long a worker may go without a heartbeat before each scan marks it gone in the
+    /// registry (so broadcasts, affinities and fair shares stop counting it). Default
+    /// 30 s, as `WorkerConfig::worker_silence`.
+    pub worker_silence: Duration,
+    /// How long a gone worker stays listed before it is forgotten. Default 24 h.
+    pub forget_workers_after: Duration,
 }
 
 impl Default for RescuerConfig {
@@ -29,6 +35,8 @@ impl Default for RescuerConfig {
         RescuerConfig {
             interval: Duration::from_secs(5),
             batch: 500,
+            worker_silence: Duration::from_secs(30),
+            forget_workers_after: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -47,12 +55,24 @@ impl Rescuer {
 
     /// One scan: takes back every task expired at `now` (`None`: the database's clock)
     /// and returns how many it took; then ends the waits for a previous worker that are
-    /// over.
+    /// over, and marks gone the workers silent for `worker_silence` at `now`.
     ///
     /// The attempt counts. A task whose per-attempt deadline passed is recorded as timed
     /// out, any other as "lease expired"; either goes back to `pending` after its backoff,
     /// or to `failed` when it has no attempts left.
     pub async fn run_once(&self, now: Option<DateTime<Utc>>) -> StoreResult<usize> {
+        let rescued = self.rescue(now).await?;
+        crate::registry::reap_silent(
+            &*self.store,
+            self.config.worker_silence,
+            self.config.forget_workers_after,
+            now,
+        )
+        .await;
+        Ok(rescued)
+    }
+
+    async fn rescue(&self, now: Option<DateTime<Utc>>) -> StoreResult<usize> {
         let mut total = 0;
         loop {
             let expired = self
@@ -159,6 +179,7 @@ impl Rescuer {
                 metrics::store_error(Call::Rescue);
                 tracing::warn!(error = %e, "rescue scan failed");
             }
+
             tokio::select! {
                 _ = &mut stop => return,
                 _ = tokio::time::sleep(self.config.interval) => {}

@@ -106,6 +106,12 @@ impl WorkerBuilder {
         self.config.heartbeat_interval = d;
         self
     }
+    /// How long another worker may go without a heartbeat before this one marks it gone
+    /// (at least twice the heartbeat interval).
+    pub fn worker_silence(mut self, d: Duration) -> Self {
+        self.config.worker_silence = d;
+        self
+    }
     /// Runs tasks of `H::KIND` with `handler`.
     pub fn register<H: Handler>(mut self, handler: H) -> Self {
         self.handlers

@@ -181,7 +181,17 @@ pub async fn claim(
     let mut wakes = state.store.subscribe().await?;
     let deadline = Instant::now() + wait;
     loop {
-        let tasks = state.store.task_claim(params.clone()).await?;
+        // A drain holds whatever the worker does: a draining worker's claim gets nothing
+        // (it waits out its wait, as a claim on an empty queue does).
+        let tasks = if state
+            .store
+            .worker_draining(params.worker_id.clone())
+            .await?
+        {
+            Vec::new()
+        } else {
+            state.store.task_claim(params.clone()).await?
+        };
         let waits = tasks.is_empty() && Instant::now() < deadline && !state.stop.is_cancelled();
         let (true, Some(bell)) = (waits, bell.as_mut()) else {
             state.claimed.remember(&tasks);

@@ -12,6 +12,7 @@ on_every_backend!(
     workers_are_listed_shown_drained_and_released,
     bad_worker_requests_are_refused_and_change_nothing,
     pull_workers_register_with_the_address_they_call_from_and_hear_of_a_drain,
+    a_draining_pull_worker_claims_nothing_whatever_it_does,
     bad_heartbeats_are_refused_and_register_nothing
 );
 
@@ -198,6 +199,38 @@ async fn pull_workers_register_with_the_address_they_call_from_and_hear_of_a_dra
     assert_eq!(
         shown["worker"]["draining"], true,
         "the drain outlives the leave"
+    );
+}
+
+/// A drain holds for a pull worker that ignores it: the server gives its claims nothing,
+/// while another worker's claim takes the task.
+async fn a_draining_pull_worker_claims_nothing_whatever_it_does(s: Server) {
+    beat(&s, "stubborn").await;
+    s.post("/api/v1/workers/stubborn/drain", json!({})).await;
+    let (status, submitted) = s
+        .post("/api/v1/tasks", json!({"kind": "k", "payload": null}))
+        .await;
+    assert_eq!(status, 201, "{submitted}");
+    let claim =
+        |worker: &str| json!({"kinds": ["k"], "worker_id": worker, "limit": 5, "wait_ms": 0});
+    let (status, got) = s.post("/api/v1/claim", claim("stubborn")).await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got, json!({"tasks": []}), "a draining worker gets nothing");
+    let (_, shown) = s.get(&format!("/api/v1/tasks/{}", submitted["id"])).await;
+    assert_eq!(shown["task"]["state"], "pending", "{shown}");
+    let (status, got) = s.post("/api/v1/claim", claim("willing")).await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["tasks"].as_array().map(Vec::len), Some(1), "{got}");
+    s.post("/api/v1/workers/stubborn/release", json!({})).await;
+    let (status, submitted) = s
+        .post("/api/v1/tasks", json!({"kind": "k", "payload": null}))
+        .await;
+    assert_eq!(status, 201, "{submitted}");
+    let (_, got) = s.post("/api/v1/claim", claim("stubborn")).await;
+    assert_eq!(
+        got["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "released, it claims again: {got}"
     );
 }
 

@@ -169,14 +169,22 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
     }
     sql.push(&d.upsert(&["id"], &set)).push(", gone_at = NULL");
     tx.execute(sql).await?;
-    let mut read = Sql::new(d, "SELECT draining FROM tasktable_workers WHERE id = ");
-    read.bind(f.id.as_str());
-    let rows = tx.fetch(read).await?;
-    let draining = match rows.first() {
-        Some(r) => required(r.boolean("draining"), "draining")?,
-        None => false,
-    };
-    Ok(WorkerStatus { draining })
+    Ok(WorkerStatus {
+        draining: draining(tx, &f.id).await?,
+    })
+}
+
+/// Whether the worker `id` is draining; `false` for an id the registry does not hold.
+pub async fn draining<E: Exec>(e: &mut E, id: &str) -> StoreResult<bool> {
+    let mut read = Sql::new(
+        e.dialect(),
+        "SELECT draining FROM tasktable_workers WHERE id = ",
+    );
+    read.bind(id);
+    match e.fetch(read).await?.first() {
+        Some(r) => required(r.boolean("draining"), "draining"),
+        None => Ok(false),
+    }
 }
 
 /// Marks a worker gone now (it is shutting down).

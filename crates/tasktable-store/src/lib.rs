@@ -250,6 +250,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Workers not gone: the cluster's live nodes.
     async fn worker_count_live(&self) -> StoreResult<u64>;
 
+    /// Whether the worker with this id is draining (`false` for an id the registry does
+    /// not hold): what the server asks before it gives a pull worker's claim any task.
+    async fn worker_draining(&self, id: String) -> StoreResult<bool>;
+
     /// The queues with pending tasks, by name: how a worker that takes every queue finds
     /// them.
     async fn queue_discover(&self) -> StoreResult<Vec<String>>;

@@ -133,6 +133,7 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, worker_set_draining(p: $crate::WorkerDrainParams) -> Option<$crate::__core::worker::WorkerInfo>);
         $crate::forward_maintenance_calls!(@one $inner, worker_reap(p: $crate::WorkerReapParams) -> $crate::Reaped);
         $crate::forward_maintenance_calls!(@one $inner, worker_count_live() -> u64);
+        $crate::forward_maintenance_calls!(@one $inner, worker_draining(id: String) -> bool);
         $crate::forward_maintenance_calls!(@one $inner, queue_discover() -> Vec<String>);
         $crate::forward_maintenance_calls!(@one $inner, queue_has_due(p: $crate::DueParams) -> bool);
         $crate::forward_maintenance_calls!(@one $inner, run_list(id: $crate::__core::TaskId) -> Vec<$crate::__core::runs::Run>);

@@ -412,6 +412,11 @@ impl Store for Shielded {
             .await
     }
 
+    async fn worker_draining(&self, id: String) -> StoreResult<bool> {
+        self.run(move |s| async move { s.worker_draining(id).await })
+            .await
+    }
+
     async fn worker_count_live(&self) -> StoreResult<u64> {
         self.run(move |s| async move { s.worker_count_live().await })
             .await

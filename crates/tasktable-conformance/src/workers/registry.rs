@@ -169,6 +169,50 @@ pub async fn a_drain_outlives_a_restart_until_released(db: &impl Backend) {
     assert_eq!(list(&*s, true).await.len(), 2, "and none was made");
 }
 
+/// What the server asks before it gives a pull worker's claim any task.
+pub async fn whether_a_worker_is_draining_is_one_read(db: &impl Backend) {
+    let s = db.store().await;
+    beat(&*s, facts("w1"), true, at(0)).await;
+    let draining = |id: &str| s.worker_draining(id.to_owned());
+    assert!(!draining("w1").await.unwrap());
+    drain(&*s, "w1", true).await.unwrap();
+    assert!(draining("w1").await.unwrap());
+    s.worker_leave("w1".into()).await.unwrap();
+    assert!(draining("w1").await.unwrap(), "a drain holds past leaving");
+    drain(&*s, "w1", false).await.unwrap();
+    assert!(!draining("w1").await.unwrap());
+    assert!(
+        !draining("nobody").await.unwrap(),
+        "an unknown id is not draining"
+    );
+    assert_eq!(list(&*s, true).await.len(), 1, "and asking made no worker");
+}
+
+/// A rescuer's scan marks silent workers gone, so a server that runs no worker of its own
+/// (`serve --workers 0`) still keeps its registry.
+pub async fn a_rescuer_marks_silent_workers_gone(db: &impl Backend) {
+    let s = db.store().await;
+    beat(&*s, facts("quiet"), true, at(0)).await;
+    beat(&*s, facts("loud"), true, at(0)).await;
+    beat(&*s, facts("loud"), false, at(25)).await;
+    let rescuer = tasktable_runtime::Rescuer::new(
+        s.clone(),
+        tasktable_runtime::RescuerConfig {
+            worker_silence: Duration::from_secs(30),
+            ..Default::default()
+        },
+    );
+    rescuer.run_once(Some(at(20))).await.unwrap();
+    assert_eq!(
+        s.worker_count_live().await.unwrap(),
+        2,
+        "nobody silent for 30 s yet"
+    );
+    rescuer.run_once(Some(at(31))).await.unwrap();
+    assert_eq!(one(&*s, "quiet").await.state, WorkerState::Gone);
+    assert_eq!(one(&*s, "loud").await.state, WorkerState::Active);
+}
+
 pub async fn silent_workers_are_marked_gone_then_forgotten_unless_drained(db: &impl Backend) {
     let s = db.store().await;
     for id in ["a", "b", "c"] {

@@ -271,6 +271,10 @@ impl<B: Backend> Store for SqlStore<B> {
         workers::count_live(&mut self.db.read().await?).await
     }
 
+    async fn worker_draining(&self, id: String) -> StoreResult<bool> {
+        workers::draining(&mut self.db.read().await?, &id).await
+    }
+
     // Events.
 
     async fn event_list(&self, params: EventListParams) -> StoreResult<Vec<Event>> {
