@@ -28,11 +28,11 @@ fn git_rev() -> Option<String> {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
-    let top = git(&["rev-parse", "--show-toplevel"])?;
+    git(&["rev-parse", "--show-toplevel"])?;
     // A new commit or checkout moves HEAD or a ref: build again then.
     for path in ["HEAD", "refs/heads", "packed-refs"] {
-        if let Some(p) = git(&["rev-parse", "--git-path", path]) {
-            println!("cargo:rerun-if-changed={top}/{p}");
+        if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", path]) {
+            println!("cargo:rerun-if-changed={p}");
         }
     }
     git(&["rev-parse", "--short=12", "HEAD"])

@@ -302,6 +302,48 @@ class WorkerTest(unittest.TestCase):
         self.assertIn(["interrupted", "succeeded"], outcomes, "a task claimed ahead that waited over a second went back")
         self.assertTrue(all(t["attempt"] == 1 for t in tasks), "giving back spent no attempt")
 
+    def test_tasks_waiting_behind_a_busy_slot_are_given_back_after_a_second(self):
+        release = threading.Event()
+        self.start({"warm": lambda task: None, "slow": lambda task: release.wait(30), "fast": lambda task: None},
+                   concurrency=1)
+        warm = self.ops.submit("warm", None)
+        eventually("the warm-up ran", lambda: self.ops.get(warm)["state"] == "succeeded")
+        slow = self.ops.submit("slow", None)
+        fast = self.ops.submit_many([{"kind": "fast", "payload": n} for n in range(20)])
+        eventually("the slow one runs with the fast ones claimed behind it",
+                   lambda: all(self.ops.get(i)["state"] == "running" for i in [slow, *fast]))
+        # The slot stays busy: the ones waiting for it go back, for any worker to take.
+        eventually("the waiting tasks were given back", lambda: all(
+            self.ops.get(i)["state"] == "pending" for i in fast), timeout=10)
+        self.assertEqual(self.ops.get(slow)["state"], "running")
+        release.set()
+        tasks = eventually("every task finished", lambda: self.finished([slow, *fast]))
+        self.assertEqual({t["state"] for t in tasks}, {"succeeded"})
+        for t in tasks[1:]:
+            # Given back once at least (a claim already in flight may take one again).
+            *before, last = [a["outcome"] for a in t["attempts"]]
+            self.assertEqual(last, "succeeded")
+            self.assertTrue(before and set(before) == {"interrupted"}, t["attempts"])
+            self.assertEqual(t["attempt"], 1, "giving back spent no attempt")
+
+    def test_a_server_that_allows_smaller_claims_is_asked_for_fewer(self):
+        ids = self.ops.submit_many([{"kind": "noop", "payload": None} for _ in range(300)])
+        # 410 slots ask for 410 tasks at once, more than the server's 400: refused, the
+        # worker halves its claims (1000 -> 500 -> 250) until one is taken.
+        worker = Worker(self.server.client("worker"), {"noop": lambda task: None}, concurrency=410,
+                        claim_batch=1000, claim_wait_ms=2000)
+        asked = []
+        claim = worker.client.claim
+        worker.client.claim = lambda *a, **kw: asked.append(kw["limit"]) or claim(*a, **kw)
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        self.workers.append((worker, thread))
+        tasks = eventually("every task finished", lambda: self.finished(ids))
+        self.assertEqual({t["state"] for t in tasks}, {"succeeded"})
+        self.assertEqual(asked[:3], [410, 410, 250], f"claims asked for: {asked}")
+        self.assertEqual(worker.claim_batch, 250)
+        self.assertTrue(all(n <= 250 for n in asked[2:]), f"claims asked for: {asked}")
+
     # A worker in a process of its own, for the tests that signal it.
 
     def spawn_worker(self, lease_ms=30000, grace="5"):

@@ -109,8 +109,19 @@ const AHEAD_WAIT_MS = 10;
 /** Most tasks claimed ahead per slot, and in all. */
 const AHEAD_PER_SLOT = 80;
 const AHEAD_MAX = 800;
-/** A task that waited longer than this for a slot is given back unrun. */
+/** A task that waited longer than this for a slot is given back unrun (a quarter of its
+ * attempt's timeout when that is shorter), and how often waiting tasks are looked at. */
 const AHEAD_PATIENCE_MS = 1_000;
+const PATIENCE_CHECK_MS = 250;
+
+/** How long a claimed task may wait for a slot: a second, or a quarter of its attempt's
+ * timeout when that is shorter (as the Rust worker allows). */
+function patienceOf(c: Claimed, leaseMs: number): number {
+  if (!c.deadline_at || !c.lease_expires_at) return AHEAD_PATIENCE_MS;
+  const timeout = Date.parse(c.deadline_at) - Date.parse(c.lease_expires_at) + leaseMs;
+  if (Number.isNaN(timeout)) return AHEAD_PATIENCE_MS;
+  return Math.max(0, Math.min(AHEAD_PATIENCE_MS, timeout / 4));
+}
 
 /** How many tasks may wait for a slot: as many as `concurrency` slots start within 10 ms
  * at the handlers' mean run time, at most 80 a slot and 800; none before a handler ran. */
@@ -159,8 +170,9 @@ export class Worker {
   private readonly log: Pick<Console, "info" | "warn" | "error">;
   private readonly held = new Map<string, Task>();
   private readonly running = new Set<Promise<void>>();
-  /** Tasks claimed ahead, waiting for a slot, with when they were claimed. */
-  private waiting: { task: Task; at: number }[] = [];
+  /** Tasks claimed ahead, waiting for a slot, with when they were claimed and how long
+   * they may wait. */
+  private waiting: { task: Task; at: number; patience: number }[] = [];
   /** The handlers' moving mean run time (each run weighs an eighth). */
   private meanRunMs: number | undefined;
   private claimBatch: number;
@@ -217,8 +229,12 @@ export class Worker {
     }
     this.log.info(`worker ${this.workerId} takes ${Object.keys(this.handlers).join(", ")} from queue ${this.o.queue}, ${this.o.concurrency} at once`);
     const keeper = this.keepLeases();
+    // While every slot is busy, tasks that waited past their patience are given back.
+    const patience = setInterval(() => this.giveBackStale(), PATIENCE_CHECK_MS);
+    patience.unref();
     const claimer = this.claimLoop();
     await this.stopped;
+    clearInterval(patience);
     // Tasks claimed ahead and not started stay held: they are given back below, with
     // the running ones, once the claim in flight has returned and cannot take them again.
     this.waiting = [];
@@ -292,7 +308,7 @@ export class Worker {
         }
         const task = new Task(c, this.client);
         this.held.set(key(c), task);
-        this.waiting.push({ task, at: now });
+        this.waiting.push({ task, at: now, patience: patienceOf(c, this.o.leaseMs) });
       }
       this.startWaiting();
     }
@@ -313,9 +329,11 @@ export class Worker {
   /** Starts waiting tasks in free slots; gives back those that waited too long. */
   private startWaiting(): void {
     while (!this.stopping && this.waiting.length > 0 && this.running.size < this.o.concurrency) {
-      const { task, at } = this.waiting.shift()!;
+      const { task, at, patience } = this.waiting.shift()!;
+      // Its lease was lost while it waited (the lease keeper let go of it): not run.
+      if (!this.held.has(key(task.claimed))) continue;
       const waited = performance.now() - at;
-      if (waited > AHEAD_PATIENCE_MS) {
+      if (waited > patience) {
         // After such a wait, nothing is claimed ahead until short runs are seen again.
         this.meanRunMs = Math.max(this.meanRunMs ?? 0, waited);
         if (this.held.delete(key(task.claimed))) this.enqueue({ ...leaseOf(task.claimed), op: "release" });
@@ -328,6 +346,21 @@ export class Worker {
       });
       this.running.add(running);
     }
+  }
+
+  /** Gives back the waiting tasks past their patience (all slots are busy, or they would
+   * have started); after such a wait, nothing is claimed ahead until short runs are seen. */
+  private giveBackStale(): void {
+    if (this.stopping) return;
+    const now = performance.now();
+    const stale = this.waiting.filter((w) => now - w.at > w.patience);
+    if (stale.length === 0) return;
+    this.waiting = this.waiting.filter((w) => now - w.at <= w.patience);
+    this.meanRunMs = Math.max(this.meanRunMs ?? 0, ...stale.map((w) => now - w.at));
+    for (const { task } of stale) {
+      if (this.held.delete(key(task.claimed))) this.enqueue({ ...leaseOf(task.claimed), op: "release" });
+    }
+    this.slotFreed?.();
   }
 
   private async runOne(task: Task): Promise<void> {

@@ -318,3 +318,55 @@ test("a task that waited too long for a slot is given back and run later", () =>
     assert.ok(outcomes.includes(JSON.stringify(["interrupted", "succeeded"])), `a task claimed ahead that waited over a second went back: ${outcomes}`);
     assert.ok(tasks.every((t) => t.attempt === 1), "giving back spent no attempt");
   }));
+
+test("tasks waiting behind a busy slot are given back after a second", () =>
+  withServer(async (server, start) => {
+    const ops = server.client("operator");
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    start({ warm: () => null, slow: () => released, fast: () => null }, { concurrency: 1 });
+    const warm = await ops.submit("warm", null);
+    await eventually("the warm-up ran", async () => (await ops.get(warm)).state === "succeeded");
+    const slow = await ops.submit("slow", null);
+    const fast = await ops.submitMany(Array.from({ length: 20 }, (_, n) => ({ kind: "fast", payload: n })));
+    await eventually("the slow one runs with the fast ones claimed behind it", async () =>
+      (await Promise.all([slow, ...fast].map((id) => ops.get(id)))).every((t) => t.state === "running"));
+    // The slot stays busy: the ones waiting for it go back, for any worker to take.
+    await eventually("the waiting tasks were given back", async () =>
+      (await Promise.all(fast.map((id) => ops.get(id)))).every((t) => t.state === "pending"), 10_000);
+    assert.equal((await ops.get(slow)).state, "running");
+    release();
+    const tasks = await eventually("every task finished", () => finished(server, [slow, ...fast]));
+    assert.ok(tasks.every((t) => t.state === "succeeded"));
+    for (const t of tasks.slice(1)) {
+      // Given back once at least (a claim already in flight may take one again).
+      const outcomes: string[] = t.attempts.map((a: any) => a.outcome);
+      assert.equal(outcomes.at(-1), "succeeded");
+      assert.ok(outcomes.length > 1 && outcomes.slice(0, -1).every((o) => o === "interrupted"), JSON.stringify(outcomes));
+      assert.equal(t.attempt, 1, "giving back spent no attempt");
+    }
+  }));
+
+test("a server that allows smaller claims is asked for fewer", () =>
+  withServer(async (server) => {
+    const ids = await server.client("operator").submitMany(Array.from({ length: 300 }, () => ({ kind: "noop", payload: null })));
+    // 410 slots ask for 410 tasks at once, more than the server's 400: refused, the worker
+    // halves its claims (1000 -> 500 -> 250) until one is taken.
+    const worker = new Worker(server.client("worker"), { noop: () => null }, { concurrency: 410, claimBatch: 1000, claimWaitMs: 2000, handleSignals: false, logger: quiet });
+    const asked: number[] = [];
+    const claim = worker.client.claim.bind(worker.client);
+    worker.client.claim = async (...args: Parameters<typeof claim>) => {
+      asked.push(args[2]?.limit ?? 1);
+      return claim(...args);
+    };
+    const done = worker.run();
+    try {
+      const tasks = await eventually("every task finished", () => finished(server, ids));
+      assert.ok(tasks.every((t) => t.state === "succeeded"));
+      assert.deepEqual(asked.slice(0, 3), [410, 410, 250], `claims asked for: ${asked}`);
+      assert.ok(asked.slice(2).every((n) => n <= 250), `claims asked for: ${asked}`);
+    } finally {
+      worker.stop();
+      await done;
+    }
+  }));

@@ -5,7 +5,6 @@
 
 use crate::database::{self, DatabaseArgs};
 use crate::error::CliError;
-use crate::input;
 use crate::worker::{self, HandlerArgs};
 use clap::Args;
 use std::net::SocketAddr;
@@ -17,7 +16,7 @@ use tasktable_server::{AppState, Limits, Role, TokenSet};
 use tokio_util::sync::CancellationToken;
 
 /// The shortest `--worker-silence`: twice the heartbeat of tasktable's workers.
-const MIN_WORKER_SILENCE: std::time::Duration = std::time::Duration::from_secs(10);
+pub const MIN_WORKER_SILENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -68,17 +67,12 @@ pub struct ServeArgs {
     /// `http_batch`, and `exec` when allowed); 0 runs no worker here.
     #[arg(long, value_name = "N", default_value_t = 10)]
     workers: usize,
-    /// How long a worker (in-process or remote) may go without a heartbeat before the
-    /// registry marks it gone, so broadcasts, affinities and fair shares stop counting it.
-    /// At least 10s (twice the in-process worker's heartbeat).
-    #[arg(long, value_name = "AGE", value_parser = input::duration, default_value = "30s")]
-    worker_silence: std::time::Duration,
     #[command(flatten)]
     handlers: HandlerArgs,
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
-    if args.worker_silence < MIN_WORKER_SILENCE {
+    if args.handlers.worker_silence < MIN_WORKER_SILENCE {
         return Err(CliError::usage(format!(
             "--worker-silence must be at least {}s: workers beat every 5s, and one late beat must not mark a worker gone",
             MIN_WORKER_SILENCE.as_secs()
@@ -120,7 +114,6 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         // others.
         n => Some(
             worker::builtin(store.clone(), n, &args.handlers)
-                .worker_silence(args.worker_silence)
                 .rescue_interval(None)
                 .schedule_interval(None)
                 .build()?,
@@ -140,7 +133,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let rescuer = Rescuer::new(
         store.clone(),
         RescuerConfig {
-            worker_silence: args.worker_silence,
+            worker_silence: args.handlers.worker_silence,
             ..RescuerConfig::default()
         },
     );

@@ -58,6 +58,13 @@ pub struct HandlerArgs {
     /// comma-separated).
     #[arg(long = "group", value_name = "NAME", value_delimiter = ',')]
     groups: Vec<String>,
+    /// How long a worker (in-process or remote) may go without a heartbeat before this
+    /// process marks it gone in the registry, so broadcasts, affinities and fair shares stop
+    /// counting it. At least 10s (twice a worker's heartbeat). Every server and worker on a
+    /// database marks silent workers gone, so the shortest silence among them holds: give
+    /// them all the same.
+    #[arg(long, value_name = "AGE", value_parser = crate::input::duration, default_value = "30s")]
+    pub worker_silence: std::time::Duration,
     /// Let `http` tasks connect to addresses in NET, a network such as 10.0.0.0/8 or
     /// fd00::/8, or one address such as 127.0.0.1 (repeatable, or comma-separated). By
     /// default `http` tasks connect only to public addresses: loopback, private,
@@ -284,6 +291,7 @@ pub fn builtin(store: Arc<dyn Store>, concurrency: usize, handlers: &HandlerArgs
     if let Some(id) = &handlers.worker_id {
         builder = builder.identity(tasktable::WorkerIdentity::named(id));
     }
+    builder = builder.worker_silence(handlers.worker_silence);
     for group in &handlers.groups {
         builder = builder.group(group);
     }

@@ -31,7 +31,7 @@ pub struct Ended<'a> {
     pub kind: &'a str,
     /// The attempt's number, when the writer knows it.
     pub attempt: Option<u32>,
-    /// The worker that ran it (for a pull worker's end, the server says `pull`).
+    /// The worker that ran it (for a pull worker, the id it claimed with).
     pub worker: &'a str,
     pub outcome: AttemptOutcome,
     pub error: Option<&'a str>,

@@ -234,6 +234,8 @@ impl Worker {
                 shared.store.clone(),
                 RescuerConfig {
                     interval,
+                    worker_silence: shared.config.worker_silence,
+                    forget_workers_after: shared.config.forget_workers_after,
                     ..Default::default()
                 },
             );

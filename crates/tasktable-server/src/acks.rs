@@ -15,7 +15,6 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
@@ -182,9 +181,6 @@ async fn end_attempts(
     out: &mut [Option<ApiResult<Done>>],
 ) -> ApiResult<()> {
     let mut items: Vec<(usize, FinishItem)> = Vec::with_capacity(ends.len());
-    // The attempt and the attempts allowed of the tasks read for a retry's backoff, for
-    // the log line of their end.
-    let mut attempts: HashMap<TaskId, (u32, u32)> = HashMap::new();
     for (i, outcome) in ends {
         let lease = calls[i].0;
         let plan = match outcome {
@@ -197,7 +193,6 @@ async fn end_attempts(
                     continue;
                 };
                 let attempt = lease.run.unwrap_or(task.attempt);
-                attempts.insert(lease.task_id, (attempt, task.max_attempts));
                 FinishPlan::for_handler(outcome, attempt, &task.backoff, rand::random())
             }
             Some(outcome) => {
@@ -233,8 +228,7 @@ async fn end_attempts(
     };
     for (k, (i, item)) in items.iter().enumerate() {
         out[*i] = Some(if applied.get(k) == Some(&true) {
-            let attempt = attempts.get(&item.lease.task_id).copied();
-            crate::claimed::count_ended(state, item, attempt).await;
+            crate::claimed::count_ended(state, item).await;
             Ok(Done::Finished)
         } else {
             // Why it missed: cancelled or retargeted under this very lease, or lost.

@@ -8,17 +8,27 @@
 use crate::AppState;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use tasktable_core::{AttemptOutcome, Lease, Task, TaskId};
+use tasktable_core::{Lease, Task, TaskId};
 use tasktable_runtime::attempt_log;
 use tasktable_store::FinishItem;
 
 /// Most leases remembered; past it the memory starts over (ends then read their task).
 const MAX_REMEMBERED: usize = 100_000;
 
-/// Queue and kind by lease (task and fencing token).
+/// What an attempt's end is told with, remembered from its claim.
+#[derive(Debug)]
+struct Labels {
+    queue: String,
+    kind: String,
+    worker: Option<String>,
+    attempt: u32,
+    max_attempts: u32,
+}
+
+/// Queue, kind, worker and attempt by lease (task and fencing token).
 #[derive(Debug, Default)]
 pub struct Claimed {
-    labels: Mutex<HashMap<(TaskId, i64), (String, String)>>,
+    labels: Mutex<HashMap<(TaskId, i64), Labels>>,
 }
 
 impl Claimed {
@@ -29,11 +39,20 @@ impl Claimed {
             labels.clear();
         }
         for t in tasks {
-            labels.insert((t.id, t.lease_token), (t.queue.clone(), t.kind.clone()));
+            labels.insert(
+                (t.id, t.lease_token),
+                Labels {
+                    queue: t.queue.clone(),
+                    kind: t.kind.clone(),
+                    worker: t.worker_id.clone(),
+                    attempt: t.attempt,
+                    max_attempts: t.max_attempts,
+                },
+            );
         }
     }
 
-    fn take(&self, lease: &Lease) -> Option<(String, String)> {
+    fn take(&self, lease: &Lease) -> Option<Labels> {
         self.labels
             .lock()
             .expect("claimed labels lock")
@@ -42,32 +61,43 @@ impl Claimed {
 }
 
 /// Counts an attempt a pull worker ended (`item`, which the store applied), and writes
-/// its log line if it did not succeed; `attempt` is its number and the attempts allowed,
-/// when the server read them.
-pub async fn count_ended(state: &AppState, item: &FinishItem, attempt: Option<(u32, u32)>) {
+/// its log line if it did not succeed.
+pub async fn count_ended(state: &AppState, item: &FinishItem) {
     let (lease, outcome) = (&item.lease, item.plan.outcome);
-    let (queue, kind) = match state.claimed.take(lease) {
+    let labels = match state.claimed.take(lease) {
         Some(labels) => labels,
         None => match state.store.task_get(lease.task_id).await {
-            Ok(Some(t)) => (t.queue, t.kind),
+            // Read after the end: the attempt that ended is the task's, or its run's.
+            Ok(Some(t)) => Labels {
+                queue: t.queue,
+                kind: t.kind,
+                worker: t.worker_id,
+                attempt: lease.run.unwrap_or(t.attempt),
+                max_attempts: t.max_attempts,
+            },
             // Gone already (purged), or the database did not answer: not counted.
             _ => return,
         },
     };
+    let attempt = lease.run.unwrap_or(labels.attempt);
+    let Labels {
+        queue,
+        kind,
+        worker,
+        max_attempts,
+        ..
+    } = labels;
     tasktable_runtime::metrics::attempt_ended(&queue, &kind, outcome);
     if attempt_log::logs(outcome) {
         attempt_log::attempt_ended(attempt_log::Ended {
             task_id: lease.task_id,
             queue: &queue,
             kind: &kind,
-            attempt: attempt.map(|(n, _)| n),
-            worker: "pull",
+            attempt: Some(attempt),
+            worker: worker.as_deref().unwrap_or("unknown"),
             outcome,
             error: item.plan.error.as_deref(),
-            task_failed: match attempt {
-                Some((n, max)) => attempt_log::fails_for_good(outcome, n, max),
-                None => outcome == AttemptOutcome::Failed,
-            },
+            task_failed: attempt_log::fails_for_good(outcome, attempt, max_attempts),
         });
     }
 }

@@ -18,6 +18,7 @@ spending its attempt, and the worker claims nothing ahead until short runs are s
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import math
@@ -29,7 +30,8 @@ import threading
 import time
 import traceback
 import uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from datetime import datetime
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .client import Claimed, Client
 from .errors import ApiError, Fail, LeaseGone, Snooze, TasktableError
@@ -52,8 +54,10 @@ _MAX_ACK_BYTES = 4 << 20
 _AHEAD_WAIT = 0.010
 #: Most tasks claimed ahead per slot, and in all.
 _AHEAD_PER_SLOT, _AHEAD_MAX = 80, 800
-#: A task that waited longer than this for a slot is given back unrun.
+#: A task that waited longer than this for a slot is given back unrun (a quarter of its
+#: attempt's timeout when that is shorter), and how often waiting tasks are looked at.
 _AHEAD_PATIENCE = 1.0
+_PATIENCE_CHECK = 0.25
 
 
 #: Most characters of a handler's traceback stored with its error (its innermost frames).
@@ -69,6 +73,20 @@ def error_text(error: BaseException) -> str:
     if len(frames) > _MAX_TRACEBACK:
         frames = "  ...\n" + frames[-_MAX_TRACEBACK:]
     return f"{head}\nTraceback (most recent call last):\n{frames}" if frames else head
+
+
+def _patience(c: Claimed, lease_ms: int) -> float:
+    """How long the claimed task may wait for a slot: a second, or a quarter of its
+    attempt's timeout when that is shorter (as the Rust worker allows)."""
+    if not (c.deadline_at and c.lease_expires_at):
+        return _AHEAD_PATIENCE
+    try:
+        deadline = datetime.fromisoformat(c.deadline_at.replace("Z", "+00:00"))
+        lease_end = datetime.fromisoformat(c.lease_expires_at.replace("Z", "+00:00"))
+    except ValueError:
+        return _AHEAD_PATIENCE
+    timeout = (deadline - lease_end).total_seconds() + lease_ms / 1000
+    return max(0.0, min(_AHEAD_PATIENCE, timeout / 4))
 
 
 def ahead_count(concurrency: int, mean_run: Optional[float]) -> int:
@@ -96,9 +114,10 @@ class Task:
     """What a handler is given: the task, its lease's fencing token, and a way to save
     where it got to."""
 
-    def __init__(self, claimed: Claimed, client: Client) -> None:
+    def __init__(self, claimed: Claimed, client: Client, patience: float = _AHEAD_PATIENCE) -> None:
         self._claimed = claimed
         self._claimed_at = time.monotonic()
+        self._patience = patience
         self._client = client
         #: Set when the lease is gone (expired and rescued, cancelled, retargeted), or when
         #: a shutdown's grace ran out and the task was given back: stop, the result will
@@ -207,7 +226,9 @@ class Worker:
         self._held: Dict[_Key, Task] = {}
         self._lock = threading.Lock()
         self._acks: "queues.Queue[Optional[Tuple[Dict[str, Any], int]]]" = queues.Queue()
-        self._jobs: "queues.Queue[Optional[Task]]" = queues.Queue()
+        #: Tasks claimed and not started, oldest first; handler threads take from it.
+        self._waiting: Deque[Task] = collections.deque()
+        self._closed = False
         self._stopping = threading.Event()
         self._draining = threading.Event()
         self._threads: List[threading.Thread] = []
@@ -225,6 +246,7 @@ class Worker:
         for n in range(self.concurrency):
             self._spawn(f"tasktable-handler-{n}", self._handler_loop)
         acker = self._spawn("tasktable-acks", self._acknowledge_loop)
+        self._spawn("tasktable-patience", self._patience_loop)
         keeper = self._spawn("tasktable-leases", self._keep_leases)
         claimer = self._spawn("tasktable-claims", self._claim_loop)
         self._stopping.wait()
@@ -244,11 +266,17 @@ class Worker:
         log.info("worker %s shutting down", self.worker_id)
         deadline = time.monotonic() + self.shutdown_grace
         with self._idle:
+            # Not started: they stay held, and are given back below once the claim in
+            # flight has returned, so that it cannot take them again.
+            self._outstanding -= len(self._waiting)
+            self._waiting.clear()
             while self._outstanding and time.monotonic() < deadline:
                 self._idle.wait(timeout=deadline - time.monotonic())
         # A claim in flight gives back what it gets (see _claim_loop). Waiting for it
         # before giving back the tasks still running keeps it from taking them again.
-        claimer.join(timeout=self.claim_wait_ms / 1000 + 5)
+        # As long as the claim's own HTTP timeout (Client.claim), so that what it brings
+        # is given back through the acknowledger, which is still running.
+        claimer.join(timeout=self.claim_wait_ms / 1000 + 35)
         with self._lock:
             left = list(self._held.values())
             self._held.clear()
@@ -260,8 +288,9 @@ class Worker:
         self._acks.put(None)
         acker.join(timeout=30)
         keeper.join(timeout=self.beat_every + 5)
-        for _ in range(self.concurrency):
-            self._jobs.put(None)
+        with self._idle:
+            self._closed = True
+            self._idle.notify_all()
         try:
             self.client.leave(self.worker_id)
         except TasktableError as error:
@@ -306,8 +335,9 @@ class Worker:
                 pause = min(pause * 2, 5.0)
                 continue
             self._ended(want - len(claimed))
+            tasks = []
             for c in claimed:
-                task = Task(c, self.client)
+                task = Task(c, self.client, _patience(c, self.lease_ms))
                 if self._stopping.is_set():
                     # Claimed while shutting down: give it straight back.
                     self._ack({**c.lease(), "op": "release"})
@@ -315,7 +345,10 @@ class Worker:
                     continue
                 with self._lock:
                     self._held[_key(c)] = task
-                self._jobs.put(task)
+                tasks.append(task)
+            with self._idle:
+                self._waiting.extend(tasks)
+                self._idle.notify_all()
 
     def _want(self) -> int:
         """How many tasks to claim now (called holding `_idle`): up to the slots plus the
@@ -338,10 +371,34 @@ class Worker:
 
     def _handler_loop(self) -> None:
         while True:
-            task = self._jobs.get()
-            if task is None:
-                return
+            with self._idle:
+                while not self._waiting and not self._closed:
+                    self._idle.wait()
+                if not self._waiting:
+                    return
+                task = self._waiting.popleft()
             self._run_one(task)
+
+    def _patience_loop(self) -> None:
+        """Gives back the tasks that waited longer than their patience for a slot, while
+        every slot is busy (a slot that frees takes the oldest first)."""
+        while not self._stopping.wait(_PATIENCE_CHECK):
+            now = time.monotonic()
+            with self._idle:
+                stale = [t for t in self._waiting if now - t._claimed_at > t._patience]
+                if not stale:
+                    continue
+                for t in stale:
+                    self._waiting.remove(t)
+                # After such a wait, nothing is claimed ahead until short runs are seen.
+                waited = max(now - t._claimed_at for t in stale)
+                self._mean_run = max(self._mean_run or 0.0, waited)
+            for t in stale:
+                with self._lock:
+                    still_held = self._held.pop(_key(t._claimed), None) is not None
+                if still_held:
+                    self._ack({**t._claimed.lease(), "op": "release"})
+                self._ended(1)
 
     def _run_one(self, task: Task) -> None:
         try:
@@ -350,7 +407,12 @@ class Worker:
                 # Not started before the worker stopped: _shut_down gives it back once the
                 # claim in flight has returned, so that the claim cannot take it again.
                 return
-            if waited > _AHEAD_PATIENCE:
+            with self._lock:
+                held = _key(task._claimed) in self._held
+            if not held:
+                # Its lease was lost while it waited (the lease keeper let go of it).
+                return
+            if waited > task._patience:
                 # Claimed ahead and not started in time: given back unrun, and nothing is
                 # claimed ahead until short runs are seen again.
                 with self._idle:
