@@ -23,6 +23,9 @@ use std::time::Duration;
 
 /// Most items run at the same time by one batch.
 pub const MAX_PARALLELISM: u32 = 10_000;
+/// The fastest rate a batch may ask for, in items started a second (the databases keep it
+/// in a 32-bit column).
+pub const MAX_RATE: u32 = 1_000_000_000;
 /// Largest sliding window: what a takeover may repeat, and what a runner holds in memory
 /// (one bit per index).
 pub const MAX_WINDOW: u64 = 10_000_000;
@@ -150,7 +153,7 @@ impl BatchSpec {
         if self.parallelism == 0 || self.parallelism > MAX_PARALLELISM {
             return Err(InvalidBatch::Parallelism(self.parallelism));
         }
-        if self.rate == Some(0) {
+        if self.rate.is_some_and(|r| r == 0 || r > MAX_RATE) {
             return Err(InvalidBatch::Rate);
         }
         if let Some(w) = self.window {
@@ -175,7 +178,7 @@ impl BatchSpec {
 pub enum InvalidBatch {
     #[error("parallelism must be 1 to {MAX_PARALLELISM}, not {0}")]
     Parallelism(u32),
-    #[error("a rate is at least 1 item per second (leave it out for no limit)")]
+    #[error("a rate is 1 to {MAX_RATE} items per second (leave it out for no limit)")]
     Rate,
     #[error("the window must be 1 to {MAX_WINDOW} items, not {0}")]
     Window(u64),

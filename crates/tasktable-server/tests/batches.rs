@@ -229,6 +229,8 @@ async fn bad_batch_input_is_refused_and_changes_nothing(s: Server) {
         json!({"kind": "b", "batch": {"parallelism": 0}}),
         json!({"kind": "b", "batch": {"parallelism": 10001}}),
         json!({"kind": "b", "batch": {"rate": 0}}),
+        json!({"kind": "b", "batch": {"rate": 1_000_000_001}}),
+        json!({"kind": "b", "batch": {"rate": 4_294_967_295_u64}}),
         json!({"kind": "b", "batch": {"window": 0}}),
         json!({"kind": "b", "batch": {"window": 10000001}}),
         json!({"kind": "b", "batch": {"items": -1}}),
