@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import unittest
 
 from harness import TOKENS, Server, eventually
@@ -292,10 +291,15 @@ class WorkerTest(unittest.TestCase):
             self.assertEqual([a["outcome"] for a in t["attempts"]], ["interrupted"])
 
     def test_a_task_that_waited_too_long_for_a_slot_is_given_back_and_run_later(self):
-        self.start({"warm": lambda task: None, "slow": lambda task: time.sleep(1.5)}, concurrency=1)
+        release = threading.Event()
+        self.start({"warm": lambda task: None, "slow": lambda task: release.wait(30)}, concurrency=1)
         warm = self.ops.submit("warm", None)
         eventually("the warm-up ran", lambda: self.ops.get(warm)["state"] == "succeeded")
         ids = self.ops.submit_many([{"kind": "slow", "payload": n} for n in range(3)])
+        # The first holds the slot until a task waiting behind it has been given back.
+        eventually("a task waiting for the slot went back", lambda: any(
+            a["outcome"] == "interrupted" for i in ids for a in self.ops.get(i)["attempts"]))
+        release.set()
         tasks = eventually("every task finished", lambda: self.finished(ids), timeout=60)
         self.assertEqual([t["state"] for t in tasks], ["succeeded"] * 3)
         outcomes = sorted([a["outcome"] for a in t["attempts"]] for t in tasks)

@@ -308,10 +308,16 @@ test("tasks claimed ahead are given back unrun when the worker stops", () =>
 test("a task that waited too long for a slot is given back and run later", () =>
   withServer(async (server, start) => {
     const ops = server.client("operator");
-    start({ warm: () => null, slow: () => new Promise((resolve) => setTimeout(resolve, 1500)) }, { concurrency: 1 });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    start({ warm: () => null, slow: () => released }, { concurrency: 1 });
     const warm = await ops.submit("warm", null);
     await eventually("the warm-up ran", async () => (await ops.get(warm)).state === "succeeded");
     const ids = await ops.submitMany(Array.from({ length: 3 }, (_, n) => ({ kind: "slow", payload: n })));
+    // The first holds the slot until a task waiting behind it has been given back.
+    await eventually("a task waiting for the slot went back", async () =>
+      (await Promise.all(ids.map((id) => ops.get(id)))).some((t) => t.attempts.some((a: any) => a.outcome === "interrupted")));
+    release();
     const tasks = await eventually("every task finished", () => finished(server, ids));
     assert.deepEqual(tasks.map((t) => t.state), ["succeeded", "succeeded", "succeeded"]);
     const outcomes = tasks.map((t) => JSON.stringify(t.attempts.map((a: any) => a.outcome)));
