@@ -7,27 +7,9 @@
 mod common;
 
 use common::serve::{Server, ADMIN};
+use common::{present, repo};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Whether `program --version` runs; outside CI a missing one skips the test.
-fn present(program: &str) -> bool {
-    match Command::new(program).arg("--version").output() {
-        Ok(out) if out.status.success() => true,
-        _ if std::env::var_os("CI").is_none() => {
-            eprintln!(
-                "SKIPPED: {program} cannot be run; install it or run with CI=1 to make this fail"
-            );
-            false
-        }
-        _ => panic!("{program} is required in CI"),
-    }
-}
+use std::process::{Command, Stdio};
 
 /// The `nth` code block fenced as `lang` after the line `heading` of docs/clients.md.
 fn sample(heading: &str, lang: &str, nth: usize) -> String {
@@ -63,10 +45,17 @@ fn run(what: &str, command: &mut Command) {
     );
 }
 
-/// Submits the task both samples take (a `resize` in queue `images`), waits for its
-/// `succeeded` event (the event stream is the signal; at most two minutes), and checks
-/// what the handler returned.
-fn the_sample_resizes(server: &Server, worker: &mut Child) {
+/// Starts `worker` (a sample) pointed at `server` through the CLI's variables, submits the
+/// task both samples take (a `resize` in queue `images`), waits for its `succeeded` event
+/// (the event stream is the signal), and checks what the handler returned.
+fn the_sample_resizes(server: &Server, mut worker: Command) {
+    let mut worker = worker
+        .env("TASKTABLE_SERVER", &server.url)
+        .env("TASKTABLE_TOKEN", ADMIN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the sample worker");
     let id = server
         .tt(&[
             "submit",
@@ -80,20 +69,7 @@ fn the_sample_resizes(server: &Server, worker: &mut Child) {
         .json()["id"]
         .as_i64()
         .expect("an id");
-    let waited = Command::new("timeout")
-        .args(["120", common::BIN, "watch", "--after", "e0.a0.t0"])
-        .args(["--event", "succeeded", "--count", "1", "--json"])
-        .env("TASKTABLE_SERVER", &server.url)
-        .env("TASKTABLE_TOKEN", ADMIN)
-        .output()
-        .expect("tasktable watch");
-    let alive = worker.try_wait().expect("worker").is_none();
-    assert!(
-        waited.status.success(),
-        "no task succeeded (the worker {}): {}",
-        if alive { "runs" } else { "exited" },
-        String::from_utf8_lossy(&waited.stderr)
-    );
+    server.wait_for_event("succeeded");
     let shown = server.tt(&["show", &id.to_string(), "--json"]).ok().json();
     let task = &shown["task"];
     assert_eq!(task["state"], "succeeded", "{task}");
@@ -113,16 +89,11 @@ fn the_python_worker_of_the_docs_runs_as_written() {
     let server = Server::start();
     let file = server.dir.path().join("worker.py");
     std::fs::write(&file, code).expect("write the sample");
-    let mut worker = Command::new("python3")
+    let mut worker = Command::new("python3");
+    worker
         .arg(&file)
-        .env("PYTHONPATH", repo().join("clients/python/src"))
-        .env("TASKTABLE_SERVER", &server.url)
-        .env("TASKTABLE_TOKEN", ADMIN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3 worker.py");
-    the_sample_resizes(&server, &mut worker);
+        .env("PYTHONPATH", repo().join("clients/python/src"));
+    the_sample_resizes(&server, worker);
 }
 
 #[test]
@@ -178,14 +149,7 @@ fn the_typescript_worker_of_the_docs_runs_as_written() {
         "npx tsc",
         Command::new("npx").arg("tsc").current_dir(&project),
     );
-    let mut worker = Command::new("node")
-        .arg("worker.js")
-        .current_dir(&project)
-        .env("TASKTABLE_SERVER", &server.url)
-        .env("TASKTABLE_TOKEN", ADMIN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("node worker.js");
-    the_sample_resizes(&server, &mut worker);
+    let mut worker = Command::new("node");
+    worker.arg("worker.js").current_dir(&project);
+    the_sample_resizes(&server, worker);
 }

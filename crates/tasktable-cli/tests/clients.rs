@@ -2,27 +2,14 @@
 //! build of `tasktable serve`: each of their tests starts the binary on a database of its
 //! own. Outside CI a missing Python or Node skips with a note; in CI it fails.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{present, repo, BIN};
+use std::path::PathBuf;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tasktable");
-
 fn clients() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients")
-}
-
-/// Whether `program --version` runs; outside CI a missing one skips the test.
-fn present(program: &str) -> bool {
-    match Command::new(program).arg("--version").output() {
-        Ok(out) if out.status.success() => true,
-        _ if std::env::var_os("CI").is_none() => {
-            eprintln!(
-                "SKIPPED: {program} cannot be run; install it or run with CI=1 to make this fail"
-            );
-            false
-        }
-        _ => panic!("{program} is required in CI"),
-    }
+    repo().join("clients")
 }
 
 fn run(what: &str, command: &mut Command) {

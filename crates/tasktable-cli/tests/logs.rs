@@ -26,14 +26,7 @@ fn a_task_that_fails_for_good_is_a_warn_line_in_json() {
         .json()["id"]
         .as_i64()
         .expect("an id");
-    let waited = Command::new("timeout")
-        .args(["120", common::BIN, "watch", "--after", "e0.a0.t0"])
-        .args(["--event", "failed", "--count", "1", "--json"])
-        .env("TASKTABLE_SERVER", &server.url)
-        .env("TASKTABLE_TOKEN", common::serve::ADMIN)
-        .output()
-        .expect("tasktable watch");
-    assert!(waited.status.success(), "the task did not fail");
+    server.wait_for_event("failed");
     let log = std::fs::read_to_string(server.dir.path().join("serve.log")).expect("serve.log");
     let lines: Vec<Value> = log
         .lines()

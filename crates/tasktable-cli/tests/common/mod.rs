@@ -19,3 +19,28 @@ pub const ENV: [&str; 11] = [
     "TASKTABLE_HTTP_ALLOW_HOST",
     "RUST_LOG",
 ];
+
+/// The repository's root.
+#[allow(dead_code)]
+pub fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Whether `program --version` runs; outside CI a missing one skips the test (with a
+/// note), in CI it fails.
+#[allow(dead_code)]
+pub fn present(program: &str) -> bool {
+    match std::process::Command::new(program)
+        .arg("--version")
+        .output()
+    {
+        Ok(out) if out.status.success() => true,
+        _ if std::env::var_os("CI").is_none() => {
+            eprintln!(
+                "SKIPPED: {program} cannot be run; install it or run with CI=1 to make this fail"
+            );
+            false
+        }
+        _ => panic!("{program} is required in CI"),
+    }
+}

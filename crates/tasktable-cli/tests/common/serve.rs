@@ -144,6 +144,24 @@ impl Server {
         self.tt_as(ADMIN, args, None)
     }
 
+    /// Waits until the event stream has an `event` (of any task, from the start), as
+    /// `tasktable watch` follows it: the server's own signal, at most two minutes.
+    #[allow(dead_code)]
+    pub fn wait_for_event(&self, event: &str) {
+        let waited = Command::new("timeout")
+            .args(["120", super::BIN, "watch", "--after", "e0.a0.t0"])
+            .args(["--event", event, "--count", "1", "--json"])
+            .env("TASKTABLE_SERVER", &self.url)
+            .env("TASKTABLE_TOKEN", ADMIN)
+            .output()
+            .expect("tasktable watch");
+        assert!(
+            waited.status.success(),
+            "no {event} event: {}",
+            String::from_utf8_lossy(&waited.stderr)
+        );
+    }
+
     pub fn tt_as(&self, token: &str, args: &[&str], stdin: Option<&str>) -> Run {
         let mut cmd = command(args);
         cmd.env("TASKTABLE_SERVER", &self.url)
