@@ -29,14 +29,13 @@ pub struct Ended<'a> {
     pub task_id: TaskId,
     pub queue: &'a str,
     pub kind: &'a str,
-    /// The attempt's number, when the writer knows it.
-    pub attempt: Option<u32>,
+    /// The attempt's number, and the attempts its task allows.
+    pub attempt: u32,
+    pub max_attempts: u32,
     /// The worker that ran it (for a pull worker, the id it claimed with).
     pub worker: &'a str,
     pub outcome: AttemptOutcome,
     pub error: Option<&'a str>,
-    /// The task failed for good with this attempt (no retry follows).
-    pub task_failed: bool,
 }
 
 /// Whether an attempt that ended so gets a line: errors, permanent failures, timeouts
@@ -54,7 +53,7 @@ pub fn logs(outcome: AttemptOutcome) -> bool {
 /// Whether attempt `attempt` of `max_attempts`, ended so, leaves its task failed for
 /// good: a permanent failure, or a retryable one with no attempt left (core's rule; an
 /// operator's change of the attempts meanwhile is the store's to honour).
-pub fn fails_for_good(outcome: AttemptOutcome, attempt: u32, max_attempts: u32) -> bool {
+fn fails_for_good(outcome: AttemptOutcome, attempt: u32, max_attempts: u32) -> bool {
     match outcome {
         AttemptOutcome::Failed => true,
         AttemptOutcome::Error | AttemptOutcome::TimedOut | AttemptOutcome::LeaseExpired => {
@@ -67,7 +66,8 @@ pub fn fails_for_good(outcome: AttemptOutcome, attempt: u32, max_attempts: u32) 
 /// Writes the line of `ended` if its outcome is one an operator should hear of (an
 /// error, a permanent failure, a timeout, a lost lease) and the bound allows.
 pub fn attempt_ended(ended: Ended<'_>) {
-    let what = match (ended.outcome, ended.task_failed) {
+    let failed = fails_for_good(ended.outcome, ended.attempt, ended.max_attempts);
+    let what = match (ended.outcome, failed) {
         (AttemptOutcome::Error | AttemptOutcome::Failed | AttemptOutcome::TimedOut, true) => {
             "task failed for good"
         }

@@ -253,22 +253,16 @@ async fn finish(
         match recorded {
             Some(outcome) => {
                 metrics.recorded(outcome);
-                if attempt_log::logs(outcome) {
-                    attempt_log::attempt_ended(attempt_log::Ended {
-                        task_id: task.id,
-                        queue: &task.queue,
-                        kind: &task.kind,
-                        attempt: Some(task.attempt),
-                        worker,
-                        outcome,
-                        error: error.as_deref(),
-                        task_failed: attempt_log::fails_for_good(
-                            outcome,
-                            task.attempt,
-                            task.max_attempts,
-                        ),
-                    });
-                }
+                attempt_log::attempt_ended(attempt_log::Ended {
+                    task_id: task.id,
+                    queue: &task.queue,
+                    kind: &task.kind,
+                    attempt: task.attempt,
+                    max_attempts: task.max_attempts,
+                    worker,
+                    outcome,
+                    error: error.as_deref(),
+                });
             }
             None => {
                 metrics.lease_lost();

@@ -123,15 +123,11 @@ impl Rescuer {
                     task_id: task.id,
                     queue: &task.queue,
                     kind: &task.kind,
-                    attempt: Some(task.attempt),
+                    attempt: task.attempt,
+                    max_attempts: task.max_attempts,
                     worker: task.worker_id.as_deref().unwrap_or("unknown"),
                     outcome,
                     error: None,
-                    task_failed: crate::attempt_log::fails_for_good(
-                        outcome,
-                        task.attempt,
-                        task.max_attempts,
-                    ),
                 });
             }
             let n = applied.iter().filter(|a| **a).count();

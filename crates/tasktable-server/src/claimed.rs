@@ -88,16 +88,14 @@ pub async fn count_ended(state: &AppState, item: &FinishItem) {
         ..
     } = labels;
     tasktable_runtime::metrics::attempt_ended(&queue, &kind, outcome);
-    if attempt_log::logs(outcome) {
-        attempt_log::attempt_ended(attempt_log::Ended {
-            task_id: lease.task_id,
-            queue: &queue,
-            kind: &kind,
-            attempt: Some(attempt),
-            worker: worker.as_deref().unwrap_or("unknown"),
-            outcome,
-            error: item.plan.error.as_deref(),
-            task_failed: attempt_log::fails_for_good(outcome, attempt, max_attempts),
-        });
-    }
+    attempt_log::attempt_ended(attempt_log::Ended {
+        task_id: lease.task_id,
+        queue: &queue,
+        kind: &kind,
+        attempt,
+        max_attempts,
+        worker: worker.as_deref().unwrap_or("unknown"),
+        outcome,
+        error: item.plan.error.as_deref(),
+    });
 }
