@@ -3,9 +3,9 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Longest actor name kept; longer names are cut (on a character boundary).
+/// Longest actor name kept, in bytes; longer names are cut (on a character boundary).
 pub const MAX_ACTOR_LEN: usize = 200;
-/// Longest role kept.
+/// Longest role kept, in bytes; a longer one is cut like a name.
 pub const MAX_ROLE_LEN: usize = 32;
 
 /// What kind of caller made a change.
@@ -27,6 +27,7 @@ pub enum ActorKind {
 }
 
 impl ActorKind {
+    /// Every kind, in the order they are declared.
     pub const ALL: [ActorKind; 6] = [
         ActorKind::Token,
         ActorKind::Cli,
@@ -36,6 +37,8 @@ impl ActorKind {
         ActorKind::Rust,
     ];
 
+    /// The name the log's `actor_kind` column, the column form and the API use
+    /// (`token`, `cli`, ...), the same as serde writes.
     pub fn as_str(self) -> &'static str {
         match self {
             ActorKind::Token => "token",
@@ -47,6 +50,8 @@ impl ActorKind {
         }
     }
 
+    /// The kind [`ActorKind::as_str`] names `s`; `None` for any other text (names are
+    /// case-sensitive).
     pub fn parse(s: &str) -> Option<ActorKind> {
         ActorKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
@@ -55,6 +60,7 @@ impl ActorKind {
 /// Who made a change, as the log records it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Actor {
+    /// What sort of caller it was, which says what [`Actor::name`] names.
     pub kind: ActorKind,
     /// The token's name, the worker's id, or the part of tasktable (`scheduler`, ...).
     pub name: String,
@@ -64,7 +70,8 @@ pub struct Actor {
 }
 
 impl Actor {
-    /// A caller of kind `kind` named `name` (cut to [`MAX_ACTOR_LEN`] bytes).
+    /// A caller of kind `kind` named `name` (cut to [`MAX_ACTOR_LEN`] bytes), with `role`
+    /// cut to [`MAX_ROLE_LEN`] bytes and any `:` in it made `_`.
     pub fn new(kind: ActorKind, name: &str, role: Option<&str>) -> Actor {
         Actor {
             kind,

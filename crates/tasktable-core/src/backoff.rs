@@ -11,12 +11,13 @@ use std::time::Duration;
 /// instant.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Backoff {
-    /// Delay after the first failed attempt.
+    /// Delay after the first failed attempt; serialized as whole milliseconds.
     #[serde(with = "millis")]
     pub initial: Duration,
     /// Growth per attempt, at least 1.0.
     pub multiplier: f64,
-    /// Upper bound for any delay.
+    /// Upper bound for any delay, jitter included; at most [`MAX_BACKOFF`]. Serialized
+    /// as whole milliseconds.
     #[serde(with = "millis")]
     pub max: Duration,
     /// Fraction in `[0, 1]` by which a delay may be shortened or lengthened at random.
@@ -38,12 +39,21 @@ impl Default for Backoff {
 /// Why a backoff cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InvalidBackoff {
+    /// The multiplier given is below 1.0, infinite or NaN: delays must not shrink.
     #[error("backoff multiplier must be a finite number >= 1.0, got {0}")]
     Multiplier(f64),
+    /// The jitter given is outside `[0, 1]`, or NaN.
     #[error("backoff jitter must be between 0.0 and 1.0, got {0}")]
     Jitter(f64),
+    /// The first delay is longer than the cap every delay is held to.
     #[error("backoff initial delay ({initial:?}) must not exceed its cap ({max:?})")]
-    InitialAboveMax { initial: Duration, max: Duration },
+    InitialAboveMax {
+        /// The [`Backoff::initial`] given.
+        initial: Duration,
+        /// The [`Backoff::max`] given.
+        max: Duration,
+    },
+    /// The cap given is longer than [`MAX_BACKOFF`] (30 days).
     #[error("backoff cap must be at most 30 days, got {0:?}")]
     MaxTooLarge(Duration),
 }
@@ -52,6 +62,8 @@ pub enum InvalidBackoff {
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl Backoff {
+    /// Checks the bounds the field docs state; the error names the first one broken, in
+    /// the order multiplier, jitter, cap, initial delay.
     pub fn validate(&self) -> Result<(), InvalidBackoff> {
         if !self.multiplier.is_finite() || self.multiplier < 1.0 {
             return Err(InvalidBackoff::Multiplier(self.multiplier));
@@ -72,7 +84,8 @@ impl Backoff {
     }
 
     /// The delay before the attempt after attempt number `attempt` (1-based) failed, with
-    /// `unit` a random number in `[0, 1)` supplied by the caller.
+    /// `unit` a random number in `[0, 1)` supplied by the caller. A `unit` outside that
+    /// range is clamped to `[0, 1]`, and a NaN or infinite one means no jitter (0.5).
     pub fn delay(&self, attempt: u32, unit: f64) -> Duration {
         let exponent = attempt.saturating_sub(1).min(1024) as i32;
         let max = self.max.as_secs_f64();

@@ -1,5 +1,5 @@
 //! Batches: one task that pushes items `0..N` (or an open-ended run of them) through a
-//! handler, one index at a time, keeping only a low-water mark as progress [S2].
+//! handler, one index at a time, keeping only a low-water mark as progress \[S2\].
 //!
 //! Owns what a batch asks for ([`BatchSpec`] and its defaults), the sliding window of
 //! indices that bounds what a takeover repeats ([`Window`]), the rate limit
@@ -54,7 +54,7 @@ pub struct BatchSpec {
     /// Most items started per second (R); `None`: as fast as the handler goes.
     pub rate: Option<u32>,
     /// Indices past the saved low-water mark that may be started (W): the most a
-    /// takeover repeats. `None`: ten times the rate [S2], or a thousand times the
+    /// takeover repeats. `None`: ten times the rate \[S2\], or a thousand times the
     /// parallelism when the rate is unlimited (about a second's work at a millisecond an
     /// item).
     pub window: Option<u64>,
@@ -99,38 +99,50 @@ impl BatchSpec {
         Self::default()
     }
 
+    /// At most `p` items run at once: 1 to [`MAX_PARALLELISM`], [`DEFAULT_PARALLELISM`]
+    /// unless set.
     pub fn parallelism(mut self, p: u32) -> Self {
         self.parallelism = p;
         self
     }
 
+    /// At most `items_per_second` items start a second: 1 to [`MAX_RATE`]; no limit
+    /// unless set.
     pub fn rate(mut self, items_per_second: u32) -> Self {
         self.rate = Some(items_per_second);
         self
     }
 
+    /// At most `w` indices past the saved mark may start (1 to [`MAX_WINDOW`]); unless
+    /// set, [`BatchSpec::window_size`] derives it from the rate or the parallelism.
     pub fn window(mut self, w: u64) -> Self {
         self.window = Some(w);
         self
     }
 
+    /// Lets `e` items fail for good; the next failure fails the batch. 0 unless set.
     pub fn error_budget(mut self, e: u64) -> Self {
         self.error_budget = e;
         self
     }
 
+    /// Retries a failed item up to `retries` times (at most 100), waiting `first_wait`
+    /// (at most an hour) before the first retry and twice as long before each next one.
+    /// Unless set: [`DEFAULT_ITEM_RETRIES`] from [`DEFAULT_ITEM_BACKOFF`].
     pub fn item_retries(mut self, retries: u32, first_wait: Duration) -> Self {
         self.item_retries = retries;
         self.item_backoff = first_wait;
         self
     }
 
+    /// The pre-start hook's own timeout: more than zero, at most a day;
+    /// [`DEFAULT_PRESTART_TIMEOUT`] unless set.
     pub fn prestart_timeout(mut self, timeout: Duration) -> Self {
         self.prestart_timeout = timeout;
         self
     }
 
-    /// The window in force: the one asked for, or ten times the rate [S2], or a
+    /// The window in force: the one asked for, or ten times the rate \[S2\], or a
     /// thousand times the parallelism when the rate is unlimited; never more than
     /// [`MAX_WINDOW`].
     pub fn window_size(&self) -> u64 {
@@ -141,7 +153,8 @@ impl BatchSpec {
         self.window.unwrap_or(default).clamp(1, MAX_WINDOW)
     }
 
-    /// The wait before retry number `retry` (1-based) of one item.
+    /// The wait before retry number `retry` (1-based) of one item: `item_backoff`,
+    /// doubled for each retry before it, never more than an hour.
     pub fn item_retry_delay(&self, retry: u32) -> Duration {
         let factor = 1u32 << retry.saturating_sub(1).min(16);
         self.item_backoff
@@ -149,6 +162,7 @@ impl BatchSpec {
             .min(Duration::from_secs(3600))
     }
 
+    /// Checks the bounds the builders state; the error names the first one broken.
     pub fn validate(&self) -> Result<(), InvalidBatch> {
         if self.parallelism == 0 || self.parallelism > MAX_PARALLELISM {
             return Err(InvalidBatch::Parallelism(self.parallelism));
@@ -174,22 +188,31 @@ impl BatchSpec {
     }
 }
 
+/// Why a batch cannot be submitted as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InvalidBatch {
+    /// The parallelism given is 0 or above [`MAX_PARALLELISM`].
     #[error("parallelism must be 1 to {MAX_PARALLELISM}, not {0}")]
     Parallelism(u32),
+    /// The rate is 0 or above [`MAX_RATE`] items a second.
     #[error("a rate is 1 to {MAX_RATE} items per second (leave it out for no limit)")]
     Rate,
+    /// The window given is 0 or above [`MAX_WINDOW`] indices.
     #[error("the window must be 1 to {MAX_WINDOW} items, not {0}")]
     Window(u64),
+    /// More than 100 retries of one item (the number given).
     #[error("an item may be retried at most 100 times, not {0}")]
     ItemRetries(u32),
+    /// The wait before an item's first retry is longer than an hour.
     #[error("an item's retry wait is at most an hour")]
     ItemBackoff,
+    /// The pre-start hook's timeout is zero or longer than a day.
     #[error("the pre-start hook's timeout is more than zero and at most a day")]
     PrestartTimeout,
+    /// The task asks for copies ([`crate::runs`]) as well as being a batch.
     #[error("a batch cannot also ask for copies: a batch's window is its own parallelism")]
     Runs,
+    /// The task has a per-attempt timeout as well as being a batch.
     #[error("a batch has no timeout: its items are paced by its rate and window, and its pre-start hook has prestart_timeout")]
     Timeout,
 }
@@ -198,13 +221,18 @@ pub enum InvalidBatch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BatchControl {
+    /// Go on: what a batch is submitted with, and what a resume sets.
     #[default]
     Run,
+    /// Finish the items in flight, save, and give the task back held.
     Pause,
+    /// As a pause, but the task ends cancelled, its offset kept.
     Stop,
 }
 
 impl BatchControl {
+    /// The name in the `control` column of `tasktable_batches` and in the API: `run`,
+    /// `pause` or `stop`, which [`FromStr`] reads back.
     pub fn as_str(self) -> &'static str {
         match self {
             BatchControl::Run => "run",
@@ -242,6 +270,8 @@ pub enum BatchAction {
 }
 
 impl BatchAction {
+    /// The name in the API's paths and the CLI's verbs: `start`, `pause`, `stop` or
+    /// `resume`, which [`FromStr`] reads back.
     pub fn as_str(self) -> &'static str {
         match self {
             BatchAction::Start => "start",
@@ -301,7 +331,9 @@ impl FromStr for BatchAction {
 /// when it is not running (a running batch's runner moves it when it sees the control).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControlChange {
+    /// The control to store on the batch's row.
     pub control: BatchControl,
+    /// The state to move the task to now; `None` while it runs.
     pub state: Option<TaskState>,
 }
 
@@ -323,12 +355,17 @@ impl ControlChange {
 /// Why an action does not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BatchRefusal {
+    /// `start` of a batch that is not [`BatchStatus::Waiting`].
     #[error("only a batch that waits for its start (submitted held, never run) can be started")]
     NotWaiting,
+    /// `pause` or `stop` of a batch whose task has finished, in the state given.
     #[error("the batch has ended ({0}): resume it instead")]
     Ended(TaskState),
+    /// `resume` of a batch that is waiting, queued, succeeded, or running with no pause
+    /// or stop to take back; its task is in the state given.
     #[error("a {0} batch has nothing to resume")]
     NotResumable(TaskState),
+    /// A change of the batch's data while [`data_may_change`] says no.
     #[error("a batch's data changes only while it waits for its start, or when it runs serially (parallelism 1 or rate 1)")]
     DataFixed,
 }
@@ -342,18 +379,25 @@ pub enum BatchStatus {
     Waiting,
     /// Waits for a worker (or its next attempt).
     Queued,
+    /// Claimed by a worker, whose runner starts its items.
     Running,
     /// Asked to pause; its runner has not given it back yet.
     Pausing,
+    /// Held after a pause, its offset kept; a resume goes on from there.
     Paused,
     /// Asked to stop; its runner has not ended it yet.
     Stopping,
+    /// Its task cancelled, its offset kept; a resume still goes on from there.
     Stopped,
+    /// Every item done (each succeeded, or failed within the error budget).
     Succeeded,
+    /// Its error budget ran out, or its task's attempts did.
     Failed,
 }
 
 impl BatchStatus {
+    /// The status of a batch whose task is in `state`, with `control` as stored and
+    /// `started` as [`started`] answers it.
     pub fn of(state: TaskState, control: BatchControl, started: bool) -> Self {
         use BatchControl as C;
         use TaskState as S;
@@ -370,6 +414,7 @@ impl BatchStatus {
         }
     }
 
+    /// The name the API, the CLI and the dashboard show: `waiting`, `queued`, ...
     pub fn as_str(self) -> &'static str {
         match self {
             BatchStatus::Waiting => "waiting",
@@ -398,7 +443,7 @@ pub fn started(attempt: u32, ever_saved: bool) -> bool {
     attempt > 0 || ever_saved
 }
 
-/// Whether a batch's data may be replaced now [S2]: while it waits for the business, or
+/// Whether a batch's data may be replaced now \[S2\]: while it waits for the business, or
 /// at any time when it runs serially (one item at a time, or one per second), so that no
 /// two items running together see different data.
 pub fn data_may_change(spec: &BatchSpec, status: BatchStatus) -> bool {
@@ -416,7 +461,9 @@ pub fn eta(low_water: u64, end: Option<u64>, items_per_second: Option<f64>) -> O
 /// The error budget: `allowed` items may fail for good; the next one stops the batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
+    /// Items that may fail for good: the batch's `error_budget`.
     pub allowed: u64,
+    /// Items that failed for good so far, those of earlier attempts included.
     pub spent: u64,
 }
 
@@ -427,6 +474,7 @@ impl Budget {
         !self.exhausted()
     }
 
+    /// More items failed than allowed: the batch must stop as failed.
     pub fn exhausted(&self) -> bool {
         self.spent > self.allowed
     }

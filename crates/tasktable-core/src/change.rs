@@ -17,24 +17,39 @@ pub enum Change {
     Cancel,
     /// Makes the task due now; a failed or cancelled one gets a fresh set of attempts.
     Retry,
+    /// Moves when a waiting task becomes due.
     Reschedule {
+        /// The new `run_at`; the store keeps it within the years every backend holds
+        /// ([`crate::stored::stored_run_at`]).
         run_at: DateTime<Utc>,
     },
+    /// Changes where the task stands in claim order; for a running task that counts
+    /// from its next claim.
     SetPriority {
+        /// The new priority; higher is claimed first, and it may be negative.
         priority: i32,
     },
+    /// Changes how many attempts the task may spend. A running attempt that fails is
+    /// judged against the new limit ([`crate::outcome::attempts_left`]).
     SetMaxAttempts {
+        /// The new limit, 1 to [`MAX_ATTEMPTS_LIMIT`](crate::names::MAX_ATTEMPTS_LIMIT)
+        /// (the store refuses others); it may be below the attempts already spent.
         max_attempts: u32,
     },
+    /// Replaces the input of a task no worker holds.
     EditPayload {
+        /// The new payload, held to a submitted payload's checks and size limit.
         payload: Value,
     },
     /// Who may run the task. A running task whose worker the new target leaves out is
     /// taken from it ([`Change::effect_on`]).
     SetTarget {
+        /// Who may run it from now on; [`Target::Any`] lets any worker run it again.
         target: Target,
     },
+    /// Keeps a pending task from being claimed until it is released.
     Hold,
+    /// Lets a held task be claimed again, at its `run_at` as it was.
     Release,
 }
 
@@ -42,16 +57,22 @@ pub enum Change {
 /// `updated_at` is always set to the change's time.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChangeEffect {
+    /// The task's new state; `None` keeps it.
     pub state: Option<TaskState>,
     /// `attempt` back to 0: a fresh set of attempts.
     pub reset_attempts: bool,
+    /// The new `run_at`: a reschedule's time; for a retry, and for a running task a new
+    /// target takes back, the change's own time (due at once).
     pub run_at: Option<DateTime<Utc>>,
     /// `Some(None)` clears `finished_at`.
     pub finished_at: Option<Option<DateTime<Utc>>>,
     /// The lease's expiry and the attempt's deadline cleared: no worker holds the task.
     pub end_lease: bool,
+    /// The priority a [`Change::SetPriority`] writes.
     pub priority: Option<i32>,
+    /// The limit a [`Change::SetMaxAttempts`] writes.
     pub max_attempts: Option<u32>,
+    /// The payload a [`Change::EditPayload`] writes.
     pub payload: Option<Value>,
     /// The new target; `Some(Target::Any)` clears it.
     pub target: Option<Target>,
@@ -65,7 +86,9 @@ pub struct ChangeEffect {
 /// the registry holds them (none when the registry does not know it).
 #[derive(Debug, Clone, Copy)]
 pub struct Runner<'a> {
+    /// The worker's id, as the task's `worker_id` holds it.
     pub id: &'a str,
+    /// The groups the registry holds for it; empty when the registry does not know it.
     pub groups: &'a [String],
 }
 
@@ -74,6 +97,8 @@ pub struct Runner<'a> {
 pub const RETARGETED: &str = "the task's target changed and no longer includes this worker";
 
 impl Change {
+    /// The operation of the state machine this change is: it says which states the
+    /// change may start from.
     pub fn operation(&self) -> Operation {
         match self {
             Change::Cancel => Operation::Cancel,

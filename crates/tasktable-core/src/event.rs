@@ -17,34 +17,58 @@ pub use crate::actor::{Actor, ActorKind, MAX_ACTOR_LEN, MAX_ROLE_LEN};
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     // Of a task, by an operator.
+    /// A task was cancelled ([`Change::Cancel`]).
     Cancelled,
+    /// A task was retried, or a waiting one made due now ([`Change::Retry`]).
     Retried,
+    /// A task's `run_at` was moved ([`Change::Reschedule`]).
     Rescheduled,
+    /// A task's priority, `max_attempts` or payload was changed; the detail names which.
     Edited,
+    /// A pending task was held ([`Change::Hold`]).
     Held,
+    /// A held task was released ([`Change::Release`]).
     Released,
+    /// Who may run a task was changed ([`Change::SetTarget`]).
     TargetChanged,
     // Of a queue.
+    /// A queue was paused: workers claim nothing from it.
     QueuePaused,
+    /// A paused queue was resumed.
     QueueResumed,
+    /// A queue's policy ([`crate::policy::QueuePolicy`]) was set; the detail holds the
+    /// old one and the new.
     PolicySet,
     // Of a worker.
+    /// A worker was asked to drain: finish what it runs, claim nothing new.
     WorkerDrained,
+    /// A drained worker was released: it claims again.
     WorkerReleased,
     // Of a schedule.
+    /// A schedule was created.
     ScheduleCreated,
+    /// A schedule was edited; the detail names the fields changed, not their values.
     ScheduleEdited,
+    /// A schedule was deleted; the tasks it fired are kept.
     ScheduleDeleted,
+    /// A schedule's slot was fired, by a scheduler or an operator's "fire now", or
+    /// settled without a task (the detail says what was skipped).
     ScheduleFired,
     // Of a batch.
+    /// A waiting batch was started ([`BatchAction::Start`]).
     BatchStarted,
+    /// A batch was paused ([`BatchAction::Pause`]).
     BatchPaused,
+    /// A batch was stopped ([`BatchAction::Stop`]).
     BatchStopped,
+    /// A batch was resumed ([`BatchAction::Resume`]).
     BatchResumed,
+    /// A batch's error budget or data was changed.
     BatchEdited,
 }
 
 impl EventKind {
+    /// Every kind, in the order they are declared.
     pub const ALL: [EventKind; 21] = [
         EventKind::Cancelled,
         EventKind::Retried,
@@ -69,6 +93,8 @@ impl EventKind {
         EventKind::BatchEdited,
     ];
 
+    /// The name in the log's `event` column and the API's `event` field
+    /// (`target_changed`), the same as serde writes.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Cancelled => "cancelled",
@@ -95,6 +121,7 @@ impl EventKind {
         }
     }
 
+    /// The kind [`EventKind::as_str`] names `s`; `None` for any other text.
     pub fn parse(s: &str) -> Option<EventKind> {
         EventKind::ALL.into_iter().find(|k| k.as_str() == s)
     }

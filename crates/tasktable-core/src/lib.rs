@@ -17,6 +17,8 @@
 //! pure: the current time and any randomness are passed in as arguments, so the rules can
 //! be tested exhaustively and the stores can apply them with the database's clock.
 
+#![warn(missing_docs)]
+
 pub mod actor;
 pub mod backoff;
 pub mod batch;

@@ -12,37 +12,59 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq)]
 pub enum HandlerOutcome {
     /// Done; the result is stored on the task.
-    Succeeded { result: Option<Value> },
+    Succeeded {
+        /// What the handler answered, if anything.
+        result: Option<Value>,
+    },
     /// A retryable error: try again after the backoff (or after `retry_after` when the
     /// handler knows better), unless attempts are exhausted.
     Error {
+        /// What went wrong: the attempt's error and the task's `last_error`.
         message: String,
+        /// The handler's own wait before the next attempt, instead of the backoff's.
         retry_after: Option<Duration>,
     },
     /// A permanent error: fail now, whatever attempts remain.
-    Failed { message: String },
+    Failed {
+        /// Why: the attempt's error and the task's `last_error`.
+        message: String,
+    },
     /// Run again after `after`, without spending an attempt.
-    Snooze { after: Duration },
+    Snooze {
+        /// How long from the attempt's end until the task is due again.
+        after: Duration,
+    },
     /// The handler decided the task should not run at all.
-    Cancel { reason: String },
+    Cancel {
+        /// Why, recorded as the attempt's error.
+        reason: String,
+    },
     /// Give the task back `held`, without spending an attempt, until an operator or the
     /// business releases it (a batch that was asked to pause).
-    Hold { reason: String },
+    Hold {
+        /// Why, recorded as the attempt's error.
+        reason: String,
+    },
     /// The per-attempt timeout passed before the handler returned.
     TimedOut,
     /// The handler panicked; treated as a retryable error.
-    Panicked { message: String },
+    Panicked {
+        /// The panic's message, recorded as `handler panicked: <message>`.
+        message: String,
+    },
 }
 
 /// How one attempt ended, as recorded in the attempt history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptOutcome {
+    /// The handler succeeded: the task has, or (for a multi-run task) one run has.
     Succeeded,
     /// A retryable error (including a panic).
     Error,
     /// A permanent error.
     Failed,
+    /// The per-attempt timeout passed, found by the worker's timer or by the rescuer.
     TimedOut,
     /// The worker stopped renewing; the rescuer took the task back.
     LeaseExpired,
@@ -59,6 +81,7 @@ pub enum AttemptOutcome {
 }
 
 impl AttemptOutcome {
+    /// Every outcome, in the order they are declared.
     pub const ALL: [AttemptOutcome; 10] = [
         AttemptOutcome::Succeeded,
         AttemptOutcome::Error,
@@ -72,6 +95,8 @@ impl AttemptOutcome {
         AttemptOutcome::Paused,
     ];
 
+    /// The name in the history's `outcome` column and the API (`timed_out`), the same
+    /// as serde writes; [`FromStr`] reads it back.
     pub fn as_str(self) -> &'static str {
         match self {
             AttemptOutcome::Succeeded => "succeeded",
@@ -106,9 +131,13 @@ impl fmt::Display for AttemptOutcome {
     }
 }
 
+/// Text that names no [`AttemptOutcome`] (nor, for a run, `running`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown attempt outcome {0:?}")]
-pub struct UnknownOutcome(pub String);
+pub struct UnknownOutcome(
+    /// The text as given.
+    pub String,
+);
 
 impl FromStr for AttemptOutcome {
     type Err = UnknownOutcome;
@@ -124,19 +153,28 @@ impl FromStr for AttemptOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub enum FinishAction {
     /// To `succeeded`, storing the result.
-    Complete { result: Option<Value> },
+    Complete {
+        /// The handler's answer, for the task's `result`.
+        result: Option<Value>,
+    },
     /// To `pending` at now + `delay` with the attempt spent, or to `failed` for good when
     /// the task has no attempts left: the state is [`retry_state`] of the row's `attempt`
     /// and `max_attempts` ([`attempts_left`]). The store evaluates it when it writes,
     /// against the row's current `max_attempts`, so an operator's change made while the
     /// task ran is honoured.
-    Retry { delay: Duration },
+    Retry {
+        /// How long after the attempt's end the task is due again, if it may run again.
+        delay: Duration,
+    },
     /// To `failed`.
     Fail,
     /// To `cancelled`.
     Cancel,
     /// To `pending` at now + `delay`, giving the attempt back (snooze, interruption).
-    Requeue { delay: Duration },
+    Requeue {
+        /// How long after the attempt's end the task is due again; zero: at once.
+        delay: Duration,
+    },
     /// To `held`, giving the attempt back (a paused batch).
     Hold,
 }
@@ -163,8 +201,12 @@ pub fn retry_state(attempt: u32, max_attempts: u32) -> TaskState {
 /// What to write when an attempt ends: the history entry and the task's transition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinishPlan {
+    /// How the attempt ended, for its history row.
     pub outcome: AttemptOutcome,
+    /// What becomes of the task.
     pub action: FinishAction,
+    /// The history row's error, also written as the task's `last_error`; `None` for a
+    /// success or a snooze, which leave `last_error` as it was.
     pub error: Option<String>,
 }
 
@@ -223,6 +265,9 @@ impl FinishPlan {
         }
     }
 
+    /// The plan for attempt number `attempt` whose timeout passed, found by the worker's
+    /// timer or by the rescuer: the attempt counts, and the task is retried after its
+    /// backoff (`unit` as in [`FinishPlan::for_handler`]) or fails.
     pub fn timed_out(attempt: u32, backoff: &Backoff, unit: f64) -> Self {
         FinishPlan {
             outcome: AttemptOutcome::TimedOut,

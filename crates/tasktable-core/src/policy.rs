@@ -32,6 +32,8 @@ pub const MAX_LIMIT: u32 = 1_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rate {
+    /// Starts a second on average, [`MIN_PER_SECOND`] to [`MAX_PER_SECOND`]; fractions
+    /// are fine (0.5: one start every two seconds).
     pub per_second: f64,
     /// Starts allowed at once; at least 1. Default: one second's worth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,6 +41,7 @@ pub struct Rate {
 }
 
 impl Rate {
+    /// `per_second` starts a second, with the default burst.
     pub fn per_second(per_second: f64) -> Rate {
         Rate {
             per_second,
@@ -46,6 +49,7 @@ impl Rate {
         }
     }
 
+    /// The same rate, allowing `burst` starts at once (1 to [`MAX_LIMIT`]).
     pub fn with_burst(mut self, burst: u32) -> Rate {
         self.burst = Some(burst);
         self
@@ -148,10 +152,18 @@ fn is_false(b: &bool) -> bool {
 /// Why a policy was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InvalidPolicy {
+    /// A concurrency limit above [`MAX_LIMIT`], in the field named (`max_running` or
+    /// `kind_max_running`).
     Limit(&'static str),
+    /// A `per_second` that is not a finite number from [`MIN_PER_SECOND`] to
+    /// [`MAX_PER_SECOND`], in the rate named (`rate` or `key_rate`).
     Rate(&'static str),
+    /// A burst of 0 or above [`MAX_LIMIT`], in the rate named.
     Burst(&'static str),
+    /// A kind in `kind_max_running` that no task could have (blank, too long, or with
+    /// control characters).
     KindName,
+    /// `kind_max_running` limits more than [`MAX_KIND_LIMITS`] kinds.
     TooManyKinds,
 }
 
@@ -196,13 +208,18 @@ pub struct Load {
     pub share: Option<Share>,
 }
 
+/// What a fair share is worked out from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Share {
+    /// The queue's due pending tasks, counted only as far as the share needs (a long
+    /// backlog is not counted to its end).
     pub due: u64,
+    /// The live, non-draining workers that take the queue, the claimer counted.
     pub workers: u64,
 }
 
 impl Load {
+    /// The queue's running tasks, of every kind and every worker.
     pub fn running(&self) -> u64 {
         self.running_by_kind.values().sum()
     }
@@ -211,6 +228,7 @@ impl Load {
 /// How many tasks a claim may take, and of which kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allowance {
+    /// Most tasks the claim may take, all kinds together; 0: none.
     pub total: u32,
     /// The claim's kinds that may still start (kinds at their limit left out).
     pub kinds: Vec<String>,
@@ -221,7 +239,10 @@ pub struct Allowance {
 /// A task a limited claim could take: what the policy asks of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
+    /// Its kind, held to the kind's limit if it has one.
     pub kind: String,
+    /// Its task key, whose bucket a `key_rate` spends; a task without one is not held
+    /// back by the key rate.
     pub key: Option<String>,
 }
 
@@ -231,6 +252,8 @@ impl QueuePolicy {
         *self != QueuePolicy::default()
     }
 
+    /// Checks every limit, rate and burst against its bound, and every limited kind's
+    /// name; the error names the first thing wrong.
     pub fn validate(&self) -> Result<(), InvalidPolicy> {
         if self.max_running.is_some_and(|n| n > MAX_LIMIT) {
             return Err(InvalidPolicy::Limit("max_running"));

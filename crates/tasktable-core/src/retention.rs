@@ -27,13 +27,15 @@ pub struct Retention {
 /// Why a retention policy cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidRetention {
+    /// The age given for the tasks of this final state is longer than [`MAX_AGE`].
     #[error("{0} tasks are kept for at most 100 years; give a shorter age")]
     TooLong(TaskState),
+    /// The age given for events is longer than [`MAX_AGE`].
     #[error("events are kept for at most 100 years; give a shorter age")]
     EventsTooLong,
 }
 
-/// Longest age a policy may give.
+/// Longest age a policy may give: 100 years (of 366 days).
 pub const MAX_AGE: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
 
 impl Retention {
@@ -54,6 +56,8 @@ impl Retention {
         self.ages().is_empty() && self.events.is_none()
     }
 
+    /// Checks every age against [`MAX_AGE`]: events' first, then the states' in the
+    /// order of [`Retention::ages`].
     pub fn validate(&self) -> Result<(), InvalidRetention> {
         if self.events.is_some_and(|age| age > MAX_AGE) {
             return Err(InvalidRetention::EventsTooLong);

@@ -70,11 +70,14 @@ impl Runs {
         }
     }
 
+    /// At most `at_once` runs at the same time: 1 to `copies` (all of them unless set).
     pub fn at_once(mut self, at_once: u32) -> Self {
         self.at_once = at_once;
         self
     }
 
+    /// Whether a worker that succeeded at a run may start another while copies remain;
+    /// a broadcast may not.
     pub fn repeat(mut self, repeat: bool) -> Self {
         self.repeat = repeat;
         self
@@ -86,11 +89,16 @@ impl Runs {
         self
     }
 
+    /// The task survives `max_failed` failed runs and fails at the next; at most
+    /// [`MAX_ATTEMPTS_LIMIT`](crate::names::MAX_ATTEMPTS_LIMIT).
     pub fn max_failed(mut self, max_failed: u32) -> Self {
         self.max_failed = Some(max_failed);
         self
     }
 
+    /// Checks the request on its own terms; [`NewTask::validate`](crate::NewTask::validate)
+    /// checks how it sits with the task's other options, and the store whether a
+    /// broadcast has any worker to go to.
     pub fn validate(&self) -> Result<(), InvalidRuns> {
         if self.broadcast && self.repeat {
             return Err(InvalidRuns::BroadcastRepeat);
@@ -213,18 +221,30 @@ pub enum Rearm {
 /// Why a multi-run request cannot be stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidRuns {
+    /// The copies asked for are 0 or more than [`MAX_COPIES`].
     #[error("copies must be between 1 and {MAX_COPIES}, got {0}")]
     Copies(u32),
+    /// `at_once` is 0 or more than `copies`.
     #[error("at_once must be between 1 and copies ({copies}), got {at_once}")]
-    AtOnce { at_once: u32, copies: u32 },
+    AtOnce {
+        /// The `at_once` given.
+        at_once: u32,
+        /// The copies asked for, which bound it.
+        copies: u32,
+    },
+    /// `max_failed` is above [`MAX_ATTEMPTS_LIMIT`](crate::names::MAX_ATTEMPTS_LIMIT).
     #[error("max_failed_runs must be at most 10000, got {0}")]
     MaxFailed(u32),
+    /// The task asks for an affinity as well as for runs.
     #[error("a multi-run task cannot have an affinity: each run is its worker's own")]
     Affinity,
+    /// A broadcast that also asks to repeat.
     #[error("a broadcast runs once on each worker: it cannot repeat")]
     BroadcastRepeat,
+    /// `joining` without `broadcast`.
     #[error("only a broadcast (copies \"all\") can take workers that join")]
     Joining,
+    /// A rearm on a task that has no runs or no idempotency key to find its task by.
     #[error("rearm applies to a multi-run task submitted again with its idempotency key: it needs copies and an idempotency_key")]
     Rearm,
 }
@@ -253,6 +273,7 @@ pub fn broadcast_to(
 pub struct RunCounts {
     /// Runs in progress.
     pub active: u32,
+    /// Runs that succeeded; at `copies` of them the task has succeeded.
     pub succeeded: u32,
     /// Runs that ended in a way that counts as a failure ([`counts_as_failure`]).
     pub failed: u32,
@@ -261,7 +282,9 @@ pub struct RunCounts {
 /// What one worker has done with a task so far, for [`Runs::may_start`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WorkerRuns {
+    /// It runs a run of the task now.
     pub running: bool,
+    /// A run of the task by it succeeded.
     pub succeeded: bool,
     /// It started a run of the task, however that ended.
     pub ran: bool,
@@ -270,7 +293,11 @@ pub struct WorkerRuns {
 /// What [`Runs::after_run`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunEnd {
+    /// The task's counters after the run; `active` is 0 once the task has finished,
+    /// since the runs still going end with it.
     pub counts: RunCounts,
+    /// The task's state after the run: finished, `running` while other runs go, else
+    /// `pending`.
     pub state: TaskState,
     /// The next run may start no earlier than this long from now (a failed run's
     /// backoff, a snooze); `None` leaves the task's `run_at` as it is.
@@ -281,11 +308,15 @@ pub struct RunEnd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(into = "String", try_from = "String")]
 pub enum RunState {
+    /// Its worker holds its lease.
     Running,
+    /// Over, as the attempt history records it.
     Ended(AttemptOutcome),
 }
 
 impl RunState {
+    /// The name in `tasktable_runs.state` and the API: `running`, or the outcome's name
+    /// ([`AttemptOutcome::as_str`]); [`FromStr`] reads it back.
     pub fn as_str(self) -> &'static str {
         match self {
             RunState::Running => "running",
@@ -326,24 +357,37 @@ impl TryFrom<String> for RunState {
 /// One run of a multi-run task: a row of `tasktable_runs`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
+    /// The multi-run task it is a run of.
     pub task_id: crate::TaskId,
     /// The run's number among the task's runs, from 1; its lease carries it.
     pub run: u32,
+    /// The worker that runs or ran it.
     pub worker_id: String,
+    /// That worker's host name, where known.
     pub worker_host: Option<String>,
+    /// Running, or how it ended.
     pub state: RunState,
     /// The fencing token of the run's lease (the task's counter at its claim).
     pub lease_token: i64,
+    /// While it runs: when its lease runs out (never after `deadline_at`); `None` once
+    /// it ended.
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// When the run times out, if the task has a timeout.
     pub deadline_at: Option<DateTime<Utc>>,
+    /// What the run last saved to resume from; a later run may take it over.
     pub checkpoint: Option<Value>,
+    /// What the run last reported, for people watching.
     pub progress: Option<Value>,
+    /// What the run answered, if it succeeded.
     pub result: Option<Value>,
+    /// Why it ended without succeeding, where there is a message.
     pub error: Option<String>,
     /// The earlier run whose checkpoint this one took over (a run that ended without
     /// succeeding, its checkpoint saved).
     pub resumed_from: Option<u32>,
+    /// Its claim, on the database's clock.
     pub started_at: DateTime<Utc>,
+    /// When it ended; `None` while it runs.
     pub finished_at: Option<DateTime<Utc>>,
 }
 

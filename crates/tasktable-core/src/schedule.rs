@@ -31,26 +31,52 @@ pub use spec::{
 pub enum Recurrence {
     /// A cron expression of 5 fields (minute hour day-of-month month day-of-week) or 6
     /// (seconds first), in an IANA time zone (`Europe/Berlin`, `UTC`).
-    Cron { expr: String, zone: String },
+    Cron {
+        /// The expression; names (`MON-FRI`, `JAN`), ranges, lists, steps and the
+        /// `@daily`-style shorthands are understood.
+        expr: String,
+        /// The IANA zone whose wall clock the expression is matched against.
+        zone: String,
+    },
     /// Every `every_ms` milliseconds from `start`, in absolute time.
-    Every { every_ms: u64, start: DateTime<Utc> },
+    Every {
+        /// The interval, in milliseconds: [`MIN_INTERVAL`] to [`MAX_INTERVAL`].
+        every_ms: u64,
+        /// The first slot; every other falls a whole number of intervals after it.
+        start: DateTime<Utc>,
+    },
     /// Every day at a wall-clock time in an IANA time zone.
-    Daily { at: NaiveTime, zone: String },
+    Daily {
+        /// The time of day, to the second (a fraction of a second is ignored).
+        at: NaiveTime,
+        /// The IANA zone whose wall clock `at` is read in.
+        zone: String,
+    },
 }
 
 /// Why a recurrence cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidRecurrence {
+    /// A cron expression (or the one a daily time makes) that does not parse, or has
+    /// neither 5 nor 6 fields.
     #[error("bad cron expression {expr:?}: {reason} (give 5 fields, or 6 with seconds first)")]
-    Cron { expr: String, reason: String },
+    Cron {
+        /// The expression given.
+        expr: String,
+        /// What is wrong with it: the field count, or the parser's message.
+        reason: String,
+    },
+    /// A zone the built-in IANA database does not know, as given.
     #[error("unknown time zone {0:?} (give an IANA name such as Europe/Berlin or UTC)")]
     Zone(String),
+    /// An interval outside [`MIN_INTERVAL`] to [`MAX_INTERVAL`], in milliseconds.
     #[error("an interval must be between 1 second and 10 years, got {0} ms")]
     Interval(u64),
 }
 
-/// Shortest and longest interval of an [`Recurrence::Every`] schedule.
+/// Shortest interval of an [`Recurrence::Every`] schedule.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest interval of an [`Recurrence::Every`] schedule: 10 years (of 366 days).
 pub const MAX_INTERVAL: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
 
 /// A recurrence checked and ready to compute slots.
@@ -244,7 +270,10 @@ pub enum Missed {
     /// Fire the most recent one only.
     RunLatest,
     /// Fire each of them, the most recent `max` at the most.
-    RunAll { max: u32 },
+    RunAll {
+        /// Most missed slots fired, 1 to [`MAX_MISSED_RUNS`]; older ones are skipped.
+        max: u32,
+    },
 }
 
 /// A slot this recent is on time, not missed: a scheduler that ticks at least this often
@@ -290,18 +319,25 @@ pub fn due_slots(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskTemplate {
+    /// Which handler runs the fired tasks; the one field that must be given.
     pub kind: String,
+    /// The queue they go to; [`DEFAULT_QUEUE`](crate::task::DEFAULT_QUEUE) when absent.
     #[serde(default = "default_queue")]
     pub queue: String,
+    /// The handler's input, the same for every slot; JSON `null` when absent.
     #[serde(default)]
     pub payload: serde_json::Value,
     /// Business id, for search; not unique.
     #[serde(default)]
     pub key: Option<String>,
+    /// Higher is claimed first; 0 when absent.
     #[serde(default)]
     pub priority: i32,
+    /// Attempts each fired task may spend;
+    /// [`DEFAULT_MAX_ATTEMPTS`](crate::task::DEFAULT_MAX_ATTEMPTS) when absent.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
+    /// The fired tasks' retry delays; `Backoff::default()` when absent.
     #[serde(default)]
     pub backoff: crate::Backoff,
     /// Longest one attempt may run (`timeout_ms`).

@@ -27,6 +27,7 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// Every state, in the order declared, which is also the order `Ord` gives.
     pub const ALL: [TaskState; 6] = [
         TaskState::Held,
         TaskState::Pending,
@@ -36,6 +37,8 @@ impl TaskState {
         TaskState::Cancelled,
     ];
 
+    /// The name in the `state` column and the API (`held`, `pending`, ...), the same as
+    /// serde writes; [`FromStr`] reads it back.
     pub fn as_str(self) -> &'static str {
         match self {
             TaskState::Held => "held",
@@ -62,9 +65,13 @@ impl fmt::Display for TaskState {
     }
 }
 
+/// Text that names no [`TaskState`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown task state {0:?} (expected one of held, pending, running, succeeded, failed, cancelled)")]
-pub struct UnknownState(pub String);
+pub struct UnknownState(
+    /// The text as given.
+    pub String,
+);
 
 impl FromStr for TaskState {
     type Err = UnknownState;
@@ -107,6 +114,7 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Every operation, in the order declared.
     pub const ALL: [Operation; 11] = [
         Operation::Claim,
         Operation::Finish,
@@ -208,10 +216,14 @@ impl Operation {
         }
     }
 
+    /// Whether this operation may start from `from`: the test a store applies to each
+    /// row it locked.
     pub fn can_apply(self, from: TaskState) -> bool {
         self.allowed_from().contains(&from)
     }
 
+    /// The name in snake case (`set_priority`), as serde writes it and errors show it;
+    /// requests name an operator's operation by [`Operation::request_name`] instead.
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Claim => "claim",

@@ -31,19 +31,26 @@ pub enum Target {
 /// Why a target cannot be stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidTarget {
+    /// A list of workers or groups that names none; says which (`worker id`, `group`).
     #[error("a target lists at least one {0}")]
     Empty(&'static str),
+    /// More than [`MAX_TARGET_NAMES`] names; holds how many were given.
     #[error("a target lists at most {MAX_TARGET_NAMES} names, not {0}")]
     TooMany(usize),
+    /// A name that [`valid_member`] refuses (blank, too long, a control character or
+    /// [`SEPARATOR`]); says which sort of name.
     #[error("each {0} of a target is 1 to 255 characters, not all whitespace, without control characters or '|'")]
     Name(&'static str),
 }
 
 impl Target {
+    /// Whether every worker may run the task: nothing is stored in the `target` column.
     pub fn is_any(&self) -> bool {
         matches!(self, Target::Any)
     }
 
+    /// Checks a list of names: at least one, at most [`MAX_TARGET_NAMES`], each one
+    /// [`valid_member`] accepts. Duplicates are allowed (stored once).
     pub fn validate(&self) -> Result<(), InvalidTarget> {
         let (field, names) = match self {
             Target::Any => return Ok(()),

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub use crate::names::{valid_name, MAX_NAME_CHARS};
-/// Most groups one worker may belong to, and most queues it may list.
+/// Most groups one worker may belong to.
 pub const MAX_GROUPS: usize = 64;
+/// Most queues one worker may list ([`Queues::Listed`]).
 pub const MAX_QUEUES: usize = 256;
 
 /// The queues a worker takes tasks from.
@@ -26,6 +27,7 @@ pub enum Queues {
 }
 
 impl Queues {
+    /// Whether the worker takes tasks from `queue` (names compare exactly).
     pub fn takes(&self, queue: &str) -> bool {
         match self {
             Queues::All => true,
@@ -45,6 +47,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The name in the registry's `protocol` column and the API: `process` or `pull`.
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Process => "process",
@@ -52,6 +55,7 @@ impl Protocol {
         }
     }
 
+    /// The protocol [`Protocol::as_str`] names `s`; `None` for any other text.
     pub fn parse(s: &str) -> Option<Protocol> {
         match s {
             "process" => Some(Protocol::Process),
@@ -83,6 +87,8 @@ impl WorkerState {
         }
     }
 
+    /// The name the API, the CLI and the dashboard show: `active`, `draining` or
+    /// `gone`. No column holds it: it is worked out by [`WorkerState::of`].
     pub fn as_str(self) -> &'static str {
         match self {
             WorkerState::Active => "active",
@@ -91,6 +97,7 @@ impl WorkerState {
         }
     }
 
+    /// The state [`WorkerState::as_str`] names `s`; `None` for any other text.
     pub fn parse(s: &str) -> Option<WorkerState> {
         match s {
             "active" => Some(WorkerState::Active),
@@ -110,33 +117,56 @@ impl fmt::Display for WorkerState {
 /// What a worker says of itself with each heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerFacts {
+    /// Its name in the registry and the `worker_id` its claims write; a name a target
+    /// can hold ([`valid_member`](crate::names::valid_member)).
     pub id: String,
+    /// The host name of the machine it runs on.
     pub host: String,
     /// Process id, where the worker has one the registry can show.
     pub pid: Option<u32>,
     /// The worker's software version.
     pub version: String,
+    /// The groups it belongs to, which targets may name; at most [`MAX_GROUPS`].
     pub groups: Vec<String>,
+    /// The queues it takes tasks from.
     pub queues: Queues,
     /// Most tasks it runs at once.
     pub capacity: u32,
+    /// How it reaches the database, and so how its heartbeats arrive.
     pub protocol: Protocol,
 }
 
 /// Why a worker's facts cannot be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidWorker {
+    /// The host, the version or a listed queue is no valid name ([`valid_name`]).
     #[error("{field} must be 1 to {MAX_NAME_CHARS} characters, not all whitespace, without control characters")]
-    Name { field: &'static str },
+    Name {
+        /// Which: `host`, `version` or `a queue`.
+        field: &'static str,
+    },
+    /// The id or a group is no name a target can hold
+    /// ([`valid_member`](crate::names::valid_member)).
     #[error("{field} must be 1 to {MAX_NAME_CHARS} characters, not all whitespace, without control characters or '|'")]
-    Member { field: &'static str },
+    Member {
+        /// Which: `id` or `a group`.
+        field: &'static str,
+    },
+    /// Too many groups, or a list of queues that is empty or too long.
     #[error("at most {max} {field}")]
-    TooMany { field: &'static str, max: usize },
+    TooMany {
+        /// What is counted, as the message words it.
+        field: &'static str,
+        /// The most allowed: [`MAX_GROUPS`] or [`MAX_QUEUES`].
+        max: usize,
+    },
+    /// A capacity of 0.
     #[error("capacity must be at least 1")]
     Capacity,
 }
 
 impl WorkerFacts {
+    /// Checks every fact before it is registered; the error names the first one wrong.
     pub fn validate(&self) -> Result<(), InvalidWorker> {
         for (field, value) in [("host", &self.host), ("version", &self.version)] {
             if !valid_name(value) {
@@ -177,16 +207,21 @@ impl WorkerFacts {
 /// A worker as the registry holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerInfo {
+    /// What it said of itself at its last heartbeat.
     #[serde(flatten)]
     pub facts: WorkerFacts,
     /// The address it reaches the database (or the API) from, as that side sees it.
     pub address: Option<String>,
+    /// What the registry shows, from `draining` and whether it is gone
+    /// ([`WorkerState::of`]).
     pub state: WorkerState,
     /// Whether an operator asked it to drain; kept while it is gone.
     pub draining: bool,
+    /// Its first heartbeat since it last started, on the database's clock.
     pub started_at: DateTime<Utc>,
     /// The database's clock at its last heartbeat.
     pub last_seen_at: DateTime<Utc>,
+    /// When it left or was found silent; `None` while it is live.
     pub gone_at: Option<DateTime<Utc>>,
     /// Tasks it holds a lease on now.
     pub running: u64,

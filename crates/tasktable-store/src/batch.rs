@@ -15,9 +15,14 @@ use crate::LeaseStatus;
 /// and where it got to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Batch {
+    /// The batch's task: its state, lease and attempts, and its data as the payload.
     pub task: Task,
+    /// What the batch asks for, with the error budget as operators last set it.
     pub spec: BatchSpec,
+    /// What operators last asked of it; its runner reads it at each save.
     pub control: BatchControl,
+    /// What a user sees, from the task's state, `control` and `started`
+    /// ([`BatchStatus::of`](tasktable_core::batch::BatchStatus::of)).
     pub status: BatchStatus,
     /// A runner ever had it ([`tasktable_core::batch::started`]).
     pub started: bool,
@@ -34,13 +39,17 @@ pub struct Batch {
     pub data_version: u64,
     /// The runner's last save.
     pub saved_at: Option<DateTime<Utc>>,
+    /// When the batch was submitted.
     pub created_at: DateTime<Utc>,
 }
 
 /// An item that failed for good.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ItemFailure {
+    /// The item's index.
     pub item: u64,
+    /// Its last try's error, kept to 8 KiB as every stored error is
+    /// ([`tasktable_core::stored::MAX_ERROR_LEN`]).
     pub error: String,
     /// Tries made, the first one included.
     pub tries: u32,
@@ -52,25 +61,37 @@ pub struct ItemFailure {
 /// task's lease, which the save also renews.
 #[derive(Debug, Clone)]
 pub struct BatchSaveParams {
+    /// The batch task's lease: a save applies only while it holds.
     pub lease: Lease,
+    /// Every item below this index is done; replaces the saved mark.
     pub low_water: u64,
+    /// The last item plus one, once known.
     pub end: Option<u64>,
+    /// Items failed for good since the batch began, in all (the budget spent).
     pub errors: u64,
     /// Kept up to [`tasktable_core::batch::FAILURES_KEPT`] per batch; later ones only
     /// count in `errors`.
     pub failures: Vec<ItemFailure>,
+    /// The runner's recent pace, shown to operators; a value that is not finite is saved
+    /// as none.
     pub items_per_second: Option<f64>,
+    /// How long the renewed lease lasts from now (never past the attempt's deadline).
     pub lease_for: Duration,
     /// The data version the runner holds: a save answers the data when it has changed.
     pub data_version: u64,
+    /// The save's time, from which the lease runs and `saved_at` is set; `None`: the
+    /// database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
 /// What a save found: whether the lease holds, and what operators asked since.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchSaved {
+    /// `Held` with the lease's new end when the save applied; otherwise why not.
     pub lease: LeaseStatus,
+    /// What operators ask now: go on, pause or stop.
     pub control: BatchControl,
+    /// The error budget now: operators may raise it while the batch runs.
     pub error_budget: u64,
     /// The data and its version, when it changed since the version the runner holds.
     pub data: Option<(u64, Value)>,
@@ -79,9 +100,14 @@ pub struct BatchSaved {
 /// An operator's (or the business's) start, pause, stop or resume.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchControlParams {
+    /// The batch's task.
     pub id: TaskId,
+    /// What to do; [`BatchAction::apply`](tasktable_core::batch::BatchAction::apply)
+    /// says whether it applies and what it changes.
     pub action: BatchAction,
+    /// Who asks: the event log records it.
     pub actor: Actor,
+    /// The change's time; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -90,17 +116,25 @@ pub struct BatchControlParams {
 /// [`tasktable_core::batch::data_may_change`]).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BatchUpdateParams {
+    /// The batch's task.
     pub id: TaskId,
+    /// Items that may fail for good before the batch fails; `None` leaves it.
     pub error_budget: Option<u64>,
+    /// The new data (the task's payload), which raises the data version so that the
+    /// runner reads it at its next save; `None` leaves it.
     pub data: Option<Value>,
+    /// Who asks: the event log records it, with the fields changed (not the data).
     pub actor: Actor,
+    /// The change's time; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
 /// Which batches to list: newest first, `limit` of them, before the id `before`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchListParams {
+    /// Batches at most; brought within 1 to [`MAX_BATCH_LIST`] rather than refused.
     pub limit: u32,
+    /// Only batches whose task id is below this: the last id of the previous page.
     pub before: Option<TaskId>,
 }
 

@@ -51,9 +51,12 @@ pub const DEFAULT_BULK_CHUNK_ROWS: u32 = 500;
 pub struct UpdateChunkParams<'a> {
     /// The filter of the whole change (any states it names still apply).
     pub filter: &'a TaskFilter,
+    /// The change, applied to each task of the chunk as to a single task.
     pub change: &'a Change,
     /// Who asks, for the event of each task changed.
     pub actor: &'a Actor,
+    /// The change's time; `None`: the database's clock, read in the chunk's own
+    /// transaction.
     pub now: Option<DateTime<Utc>>,
     /// The tasks of this chunk, in id order: some of the ids
     /// [`ChunkedUpdate::task_ids_matching`] returned.

@@ -43,6 +43,7 @@ impl<T> Deref for Checked<T> {
 }
 
 impl<T> Checked<T> {
+    /// The checked parameters, as a backend takes them apart to write them.
     pub fn into_inner(self) -> T {
         self.0
     }
@@ -118,15 +119,21 @@ impl Limits {
         Ok(Checked(p))
     }
 
+    /// A checkpoint or progress write: each document within
+    /// [`max_payload_bytes`](Limits::max_payload_bytes), NUL replaced as it is stored.
     pub fn checkpoint(&self, p: CheckpointParams) -> StoreResult<Checked<CheckpointParams>> {
         prepare_checkpoint(p, self.max_payload_bytes).map(Checked)
     }
 
+    /// Ends of attempts: every completion's result within size, or the whole call
+    /// refused ([`StoreError::PayloadTooLarge`] names the item).
     pub fn finish(&self, p: FinishParams) -> StoreResult<Checked<FinishParams>> {
         check_finish(&p.items, self.max_payload_bytes)?;
         Ok(Checked(p))
     }
 
+    /// An operator's change: its filter's texts free of NUL, the change's values within
+    /// core's bounds (a payload also within size), a new `run_at` within the stored range.
     pub fn update(&self, mut p: UpdateParams) -> StoreResult<Checked<UpdateParams>> {
         prepare_update(&mut p, self.max_payload_bytes)?;
         Ok(Checked(p))
@@ -227,11 +234,14 @@ impl Limits {
         Ok(Checked(p))
     }
 
+    /// A page of tasks: its filter's texts free of NUL, a page size of 1 to
+    /// [`MAX_PAGE_SIZE`](crate::MAX_PAGE_SIZE).
     pub fn list(&self, p: ListParams) -> StoreResult<Checked<ListParams>> {
         validate_list(&p)?;
         Ok(Checked(p))
     }
 
+    /// A count: its filter's texts free of NUL (any cap is taken).
     pub fn count(&self, p: CountParams) -> StoreResult<Checked<CountParams>> {
         p.filter.validate()?;
         Ok(Checked(p))

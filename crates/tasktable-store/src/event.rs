@@ -18,12 +18,19 @@ pub struct Event {
     pub id: i64,
     /// The database's clock in the writing transaction.
     pub at: DateTime<Utc>,
+    /// What happened.
     pub event: EventKind,
+    /// The task it concerns; `None` for a change to a queue, a worker or a schedule.
     pub task_id: Option<TaskId>,
+    /// The queue it concerns: the task's, or the queue paused or given a policy.
     pub queue: Option<String>,
+    /// The task's kind.
     pub kind: Option<String>,
+    /// The schedule it concerns, or that fired the task.
     pub schedule_id: Option<i64>,
+    /// The worker drained or released.
     pub worker_id: Option<String>,
+    /// Who made the change.
     pub actor: Actor,
     /// What changed: for an edit `{"field": {"old": ..., "new": ...}}`; for a change to
     /// many tasks, its filter and count; `null` when the event says it all.
@@ -35,8 +42,11 @@ pub struct Event {
 pub struct EventFilter {
     /// The actor's name (a token's name, a worker's id, `scheduler`, ...).
     pub actor: Option<String>,
+    /// The kind of caller, which says what `actor` names.
     pub actor_kind: Option<ActorKind>,
+    /// Events of this task.
     pub task_id: Option<TaskId>,
+    /// Events of this queue: of its tasks, or of the queue itself.
     pub queue: Option<String>,
     /// Any of these events; empty: all.
     pub events: Vec<EventKind>,
@@ -49,8 +59,11 @@ pub struct EventFilter {
 /// A page of the log, newest first: `limit` events with ids below `before`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EventListParams {
+    /// Which events.
     pub filter: EventFilter,
+    /// Only events with ids below this: the last id of the previous page.
     pub before: Option<i64>,
+    /// Events at most, 1 to [`MAX_EVENT_LIST`]; others are refused.
     pub limit: u32,
 }
 
@@ -60,21 +73,31 @@ pub const MAX_EVENT_LIST: u32 = 1000;
 /// One batch of pruning: events that concern no task, older than an age.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventPruneParams {
+    /// Events written longer ago than this go; at most 100 years
+    /// ([`tasktable_core::retention::MAX_AGE`]).
     pub older_than: std::time::Duration,
     /// Events per call at the most (1 to [`crate::MAX_PURGE_BATCH`]).
     pub limit: u32,
+    /// What the age is measured back from; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
 /// An event as a change writes it; the store adds the id and the time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
+    /// What happened.
     pub event: EventKind,
+    /// The task it concerns, if any.
     pub task_id: Option<TaskId>,
+    /// The queue it concerns, if any.
     pub queue: Option<String>,
+    /// The task's kind, if it concerns a task.
     pub kind: Option<String>,
+    /// The schedule it concerns, if any.
     pub schedule_id: Option<i64>,
+    /// The worker it concerns, if any.
     pub worker_id: Option<String>,
+    /// What changed, as [`Event::detail`] says; `null` when the event says it all.
     pub detail: Value,
 }
 
@@ -104,26 +127,36 @@ pub const MAX_LOG_LINES_PER_CALL: usize = 100;
 /// Lines a handler appends to its task's log, fenced by its lease.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogParams {
+    /// The task's (or run's) lease: nothing is appended unless it holds.
     pub lease: Lease,
+    /// 1 to [`MAX_LOG_LINES_PER_CALL`] lines, in order; an empty or longer call is
+    /// refused.
     pub lines: Vec<String>,
+    /// The lines' time; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
 /// One line of a task's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogLine {
+    /// Order of writing, across every task's log.
     pub id: i64,
+    /// The task whose log it is.
     pub task_id: TaskId,
     /// The attempt that wrote it (for a multi-run task, the run).
     pub attempt: u32,
+    /// The run that wrote it; `None` for a task that runs once.
     pub run: Option<u32>,
+    /// When it was appended.
     pub at: DateTime<Utc>,
+    /// The text, cut to [`MAX_LOG_LINE_BYTES`].
     pub line: String,
 }
 
 /// One line of a task's timeline: what happened, when, and who did it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimelineEntry {
+    /// When it happened, by the database's clock.
     pub at: DateTime<Utc>,
     /// `submitted`, `claimed`, how an attempt ended (an [`AttemptOutcome`]'s name:
     /// `succeeded`, `error`, `lease_expired`, ...), or an event's name.

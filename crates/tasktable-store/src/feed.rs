@@ -32,8 +32,11 @@ use tasktable_core::{Actor, TaskId};
 /// The last id read of each source.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct FeedCursor {
+    /// The last id read of `tasktable_events`.
     pub events: i64,
+    /// The last id read of `tasktable_attempts`.
     pub attempts: i64,
+    /// The last id read of `tasktable_tasks`.
     pub tasks: i64,
 }
 
@@ -109,27 +112,36 @@ impl FeedCursor {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FeedSource {
+    /// `tasktable_events`: an operator's change, a schedule firing.
     Event,
+    /// `tasktable_attempts`: an attempt ended.
     Attempt,
+    /// `tasktable_tasks`: a task submitted.
     Task,
 }
 
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeedItem {
+    /// The table it was read from.
     pub source: FeedSource,
     /// The row's id in its source.
     pub id: i64,
+    /// When it happened: the submit, the attempt's end, the event's writing.
     pub at: DateTime<Utc>,
     /// `submitted`, an attempt's outcome (`succeeded`, `error`, `lease_expired`, ...),
     /// or an event's name.
     pub event: String,
+    /// The task it concerns; `None` for an event of a queue, a worker or a schedule.
     pub task_id: Option<TaskId>,
+    /// The task's queue, or the queue an event concerns.
     pub queue: Option<String>,
+    /// The task's kind.
     pub kind: Option<String>,
     /// Who: the worker of an attempt (the rescuer's when its lease ran out), an event's
     /// actor, a submit's submitter where recorded.
     pub actor: Option<Actor>,
+    /// The attempt's number, for an attempt's end.
     pub attempt: Option<u32>,
     /// An event's detail; an attempt's error and the state it left its task in.
     pub detail: Value,
@@ -147,12 +159,17 @@ impl FeedItem {
 pub struct FeedParams {
     /// Rows above these ids, and the rows of the last `window`.
     pub after: FeedCursor,
+    /// How far back, by the database's clock, rows at or below the cursor are read
+    /// again: those that committed late ([`DEFAULT_WINDOW`] for a [`Follower`]).
     pub window: Duration,
-    /// Only this queue, kind or task.
+    /// Only this queue.
     pub queue: Option<String>,
+    /// Only this kind.
     pub kind: Option<String>,
+    /// Only this task.
     pub task_id: Option<TaskId>,
-    /// Rows per source at the most, above the cursor.
+    /// Rows per source at the most, above the cursor: 1 to [`MAX_FEED_ROWS`], others
+    /// refused.
     pub limit: u32,
 }
 
@@ -173,8 +190,11 @@ pub const MAX_FEED_ROWS: u32 = 1000;
 /// What a follower wants.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FeedFilter {
+    /// Only this queue.
     pub queue: Option<String>,
+    /// Only this kind.
     pub kind: Option<String>,
+    /// Only this task.
     pub task_id: Option<TaskId>,
     /// Only these event names (`submitted`, `succeeded`, `cancelled`, ...); empty: all.
     pub events: Vec<String>,

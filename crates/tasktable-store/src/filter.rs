@@ -7,15 +7,24 @@ use tasktable_core::{TaskId, TaskState};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TaskFilter {
+    /// The queue, matched exactly (case-sensitive, as every text here).
     pub queue: Option<String>,
+    /// The kind: the handler that runs the task.
     pub kind: Option<String>,
     /// Any of these states.
     pub states: Vec<TaskState>,
+    /// The business key (`task_key`), which many tasks may share.
     pub key: Option<String>,
+    /// The idempotency key, which at most one task holds.
     pub idempotency_key: Option<String>,
+    /// Submitted at or after this time.
     pub created_after: Option<DateTime<Utc>>,
+    /// Submitted before this time.
     pub created_before: Option<DateTime<Utc>>,
+    /// Last submitted, claimed, ended or changed by an operator at or after this time
+    /// (`updated_at`: renewals and checkpoints leave it alone).
     pub updated_after: Option<DateTime<Utc>>,
+    /// Last submitted, claimed, ended or changed by an operator before this time.
     pub updated_before: Option<DateTime<Utc>>,
     /// Case-sensitive substring of `last_error`.
     pub error_contains: Option<String>,
@@ -24,26 +33,32 @@ pub struct TaskFilter {
 }
 
 impl TaskFilter {
+    /// Narrowed to the queue `queue`.
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = Some(queue.into());
         self
     }
+    /// Narrowed to the kind `kind`.
     pub fn kind(mut self, kind: impl Into<String>) -> Self {
         self.kind = Some(kind.into());
         self
     }
+    /// `state` added to the states matched (a task in any of them matches).
     pub fn state(mut self, state: TaskState) -> Self {
         self.states.push(state);
         self
     }
+    /// Narrowed to the business key `key`.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
         self
     }
+    /// Narrowed to tasks whose `last_error` contains `text`.
     pub fn error_contains(mut self, text: impl Into<String>) -> Self {
         self.error_contains = Some(text.into());
         self
     }
+    /// Narrowed to the tasks the schedule with id `schedule_id` fired.
     pub fn schedule(mut self, schedule_id: i64) -> Self {
         self.schedule_id = Some(schedule_id);
         self
@@ -81,6 +96,11 @@ pub(crate) fn refuse_nul(field: &str, text: Option<&str>) -> crate::StoreResult<
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
+    /// One task: an id that does not exist, or a task in a state the change may not start
+    /// from, is an error ([`StoreError::NotFound`](crate::StoreError::NotFound),
+    /// [`StoreError::IllegalTransition`](crate::StoreError::IllegalTransition)).
     Id(TaskId),
+    /// Every task the filter matches in a state the change may start from; the others
+    /// are skipped. Runs in chunks ([`bulk`](crate::bulk) says what that guarantees).
     Filter(TaskFilter),
 }

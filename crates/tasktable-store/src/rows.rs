@@ -15,7 +15,9 @@ use tasktable_core::{AttemptOutcome, Lease, LeaseCredential, TaskId, TaskState};
 /// way: results and errors as [`tasktable_core::stored`] says they are stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinishRow {
+    /// The task whose attempt ends.
     pub task_id: TaskId,
+    /// The lease's fencing token, matched against the row's `lease_token`.
     pub token: i64,
     /// Matched null-safely: `None` only matches a task claimed before credentials existed.
     pub credential: Option<String>,
@@ -27,13 +29,16 @@ pub struct FinishRow {
     pub delay: Duration,
     /// Give the attempt back (snooze, interruption).
     pub refund_attempt: bool,
+    /// The handler's output, stored on success, NUL replaced as stored.
     pub result: Option<Value>,
     /// Written to `last_error` and to the history when set.
     pub error: Option<String>,
+    /// How the attempt ended, for its history row.
     pub outcome: tasktable_core::AttemptOutcome,
 }
 
 impl FinishItem {
+    /// This item as the columns every backend writes.
     pub fn row(&self) -> FinishRow {
         use tasktable_core::FinishAction;
         let (new_state, delay, refund_attempt, result) = match &self.plan.action {
@@ -67,9 +72,13 @@ impl FinishItem {
 /// the items before writing them read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FinishFence {
+    /// The row's `lease_token`.
     pub token: i64,
+    /// The row's `lease_credential`, in its stored form (hex), or NULL.
     pub credential: Option<String>,
+    /// Whether the row is `running`.
     pub running: bool,
+    /// The row's `lease_expires_at`, which a rescuer's finish needs passed.
     pub lease_expires_at: Option<DateTime<Utc>>,
 }
 
@@ -109,8 +118,12 @@ impl FinishRow {
 /// The row a fenced write did not match, as [`lost_lease_status`] reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseRow {
+    /// The task's state now.
     pub state: TaskState,
+    /// The row's `lease_token`: the last claim's.
     pub token: i64,
+    /// The row's `lease_credential`: the last claim's secret, NULL for a task claimed
+    /// before credentials existed.
     pub credential: Option<LeaseCredential>,
     /// How the task's latest recorded attempt ended; read only for a pending task.
     pub last_outcome: Option<AttemptOutcome>,

@@ -15,7 +15,9 @@ use tasktable_core::TaskId;
 /// A schedule as stored: its spec, and where it is among its slots.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
+    /// Its id, which the tasks it fires keep (`schedule_id`) after it is deleted.
     pub id: i64,
+    /// What it fires and when: name, recurrence, task template, policies, `enabled`.
     #[serde(flatten)]
     pub spec: ScheduleSpec,
     /// Every slot at or before this time has been fired or settled by a policy.
@@ -24,15 +26,20 @@ pub struct Schedule {
     pub next_run_at: Option<DateTime<Utc>>,
     /// The last task it fired, and that task's slot.
     pub last_task_id: Option<TaskId>,
+    /// The slot `last_task_id` was fired for.
     pub last_slot_at: Option<DateTime<Utc>>,
+    /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// Its last edit or firing.
     pub updated_at: DateTime<Utc>,
 }
 
 /// A schedule by id or by its unique name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScheduleRef {
+    /// Its [`Schedule::id`].
     Id(i64),
+    /// Its name, which is never a number, so that a path's segment is one or the other.
     Name(String),
 }
 
@@ -56,46 +63,72 @@ pub enum OnExisting {
     Update,
 }
 
+/// A new schedule ([`Store::schedule_create`](crate::Store::schedule_create)).
 #[derive(Debug, Clone)]
 pub struct CreateScheduleParams {
+    /// What it fires and when, checked by [`Limits::schedule`](crate::Limits::schedule).
     pub spec: ScheduleSpec,
+    /// What to do when a schedule of that name exists.
     pub on_existing: OnExisting,
+    /// Who asks: the event log records it.
     pub actor: Actor,
+    /// The creation's time: its first slot is the first after it; `None`: the
+    /// database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
+/// A change to a schedule ([`Store::schedule_edit`](crate::Store::schedule_edit)).
 #[derive(Debug, Clone)]
 pub struct EditScheduleParams {
+    /// Which schedule.
     pub schedule: ScheduleRef,
+    /// The fields to change; an empty edit changes nothing and records nothing.
     pub edit: ScheduleEdit,
+    /// Who asks: the event log records it, with the names of the fields changed.
     pub actor: Actor,
+    /// The edit's time, from which an enable or a new recurrence starts; `None`: the
+    /// database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
+/// Deleting a schedule ([`Store::schedule_delete`](crate::Store::schedule_delete)); the
+/// tasks it fired stay.
 #[derive(Debug, Clone)]
 pub struct DeleteScheduleParams {
+    /// Which schedule.
     pub schedule: ScheduleRef,
+    /// Who asks: the event log records it.
     pub actor: Actor,
 }
 
+/// A scheduler's round ([`Store::schedule_run_due`](crate::Store::schedule_run_due)).
 #[derive(Debug, Clone)]
 pub struct RunDueParams {
     /// Schedules fired per call at the most.
     pub limit: u32,
+    /// Schedules due at or before this time fire; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
+/// Firing one schedule at once
+/// ([`Store::schedule_fire_now`](crate::Store::schedule_fire_now)).
 #[derive(Debug, Clone)]
 pub struct FireNowParams {
+    /// Which schedule.
     pub schedule: ScheduleRef,
+    /// Who asks: the task's `created_by` and the event log record it.
     pub actor: Actor,
+    /// The firing's time, which is also its slot (kept to the millisecond); `None`: the
+    /// database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
 /// What one firing of a schedule did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fired {
+    /// Which schedule fired ([`Schedule::id`]).
     pub schedule_id: i64,
+    /// The schedule's name when it fired.
     pub name: String,
     /// The tasks fired, oldest slot first.
     pub tasks: Vec<FiredTask>,
@@ -103,9 +136,12 @@ pub struct Fired {
     pub skipped: Vec<DateTime<Utc>>,
 }
 
+/// One slot fired, and its task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FiredTask {
+    /// The slot: the instant the recurrence gave, and the task's first `run_at`.
     pub slot_at: DateTime<Utc>,
+    /// The slot's task: the one created, or the one that already held its key.
     pub task_id: TaskId,
     /// `false` when the slot's task existed already (its idempotency key was taken).
     pub created: bool,

@@ -223,7 +223,8 @@ impl Store for Shielded {
             .await
     }
 
-    /// A claim whose caller went away gives its tasks back ([`give_back`]).
+    /// A claim whose caller went away gives its tasks back at once, their attempts
+    /// refunded, rather than leaving them to the rescuer when their leases run out.
     async fn task_claim(&self, params: ClaimParams) -> StoreResult<Vec<Task>> {
         let unheard: Unheard<Vec<Task>> =
             Box::new(|store, tasks| Box::pin(give_back(store, tasks)));

@@ -46,13 +46,16 @@ pub const MAX_POINTS: i64 = 120;
 pub struct StatsParams {
     /// How far back from now; whole minutes, at least one.
     pub window: Duration,
+    /// Only this queue.
     pub queue: Option<String>,
+    /// Only this kind.
     pub kind: Option<String>,
-    /// `None`: the database's clock.
+    /// Where the window ends; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
 impl StatsParams {
+    /// The last `window` of every queue and kind, ending at the database's now.
     pub fn window(window: Duration) -> Self {
         StatsParams {
             window,
@@ -62,6 +65,9 @@ impl StatsParams {
         }
     }
 
+    /// Refuses ([`StoreError::InvalidInput`](crate::StoreError::InvalidInput)) a window
+    /// shorter than a minute or longer than [`MAX_WINDOW`], and a queue or kind holding
+    /// NUL.
     pub fn validate(&self) -> StoreResult<()> {
         if self.window < Duration::from_secs(60) || self.window > MAX_WINDOW {
             return Err(crate::StoreError::InvalidInput(format!(
@@ -77,24 +83,32 @@ impl StatsParams {
 /// Statistics over `[from, to)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
+    /// The start of the window's first whole minute.
     pub from: DateTime<Utc>,
+    /// The end of the window: now.
     pub to: DateTime<Utc>,
     /// One entry per queue and kind that has tasks now or had activity in the window.
     pub groups: Vec<GroupStats>,
     /// Everything the filter covers, summed per point of `series_step_secs`.
     pub series: Vec<SeriesPoint>,
+    /// Seconds each point of `series` covers: 60, or whole minutes more for windows
+    /// longer than [`MAX_POINTS`] minutes.
     pub series_step_secs: u64,
 }
 
+/// One queue and kind: what it holds now, and what it did in the window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupStats {
+    /// The queue of the tasks counted.
     pub queue: String,
+    /// The kind of the tasks counted.
     pub kind: String,
     /// Tasks now held, pending or running (states with none left out).
     pub active: Vec<(TaskState, u64)>,
     /// The earliest `run_at` of the pending tasks that are due: how long the oldest
     /// waiting task has waited. Work nobody claims shows here first.
     pub oldest_due: Option<DateTime<Utc>>,
+    /// What happened in the window.
     #[serde(flatten)]
     pub window: WindowTotals,
 }
@@ -102,6 +116,7 @@ pub struct GroupStats {
 /// What happened in the window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowTotals {
+    /// Tasks submitted.
     pub submitted: u64,
     /// Attempts that succeeded.
     pub succeeded: u64,
@@ -109,10 +124,14 @@ pub struct WindowTotals {
     pub failed: u64,
     /// Attempts that failed and left the task to be retried.
     pub retried: u64,
+    /// Attempts that ended their task as cancelled: its handler's cancel, or an
+    /// operator's cancel of it while it ran (a cancel of a waiting task ends no attempt).
     pub cancelled: u64,
-    /// Per minute, averaged over the window.
+    /// Tasks submitted per minute, averaged over the window.
     pub submitted_per_min: f64,
+    /// `succeeded` per minute, averaged over the window.
     pub succeeded_per_min: f64,
+    /// `failed` per minute, averaged over the window.
     pub failed_per_min: f64,
     /// succeeded / (succeeded + failed); `None` when neither happened.
     pub success_rate: Option<f64>,
@@ -122,20 +141,33 @@ pub struct WindowTotals {
     pub run: Percentiles,
 }
 
+/// Percentiles of a duration, in seconds, read from a histogram: each lies in the same
+/// bucket as the true value ([`BUCKET_BOUNDS_MS`]), interpolated linearly inside it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
+    /// Attempts measured (those whose start, and for a wait its due time, is known).
     pub count: u64,
+    /// The median; `None` when `count` is 0, as for every percentile.
     pub p50: Option<f64>,
+    /// The 95th percentile.
     pub p95: Option<f64>,
+    /// The 99th percentile.
     pub p99: Option<f64>,
 }
 
+/// One point of a chart: what every group of [`Stats`] did from `at` for
+/// [`Stats::series_step_secs`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SeriesPoint {
+    /// The start of the point's span.
     pub at: DateTime<Utc>,
+    /// Tasks submitted.
     pub submitted: u64,
+    /// Attempts that succeeded.
     pub succeeded: u64,
+    /// Attempts that ended their task as failed.
     pub failed: u64,
+    /// Attempts that failed and left their task to be retried.
     pub retried: u64,
 }
 
@@ -150,12 +182,14 @@ impl Default for Histogram {
 }
 
 impl Histogram {
+    /// Adds `other`'s counts, bucket by bucket.
     pub fn add(&mut self, other: &Histogram) {
         for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
             *a += b;
         }
     }
 
+    /// Observations in all buckets.
     pub fn count(&self) -> u64 {
         self.0.iter().sum()
     }
@@ -166,6 +200,9 @@ impl Histogram {
         parts.join(",")
     }
 
+    /// Reads [`Histogram::to_text`]'s form; any other text (a wrong number of buckets,
+    /// a count that is not a number) is a
+    /// [`StoreError::Database`](crate::StoreError::Database).
     pub fn from_text(text: &str) -> StoreResult<Histogram> {
         let mut h = Histogram::default();
         let mut n = 0;
@@ -204,6 +241,7 @@ impl Histogram {
         None
     }
 
+    /// The count and the 50th, 95th and 99th percentiles, in seconds.
     pub fn percentiles(&self) -> Percentiles {
         Percentiles {
             count: self.count(),
@@ -221,37 +259,59 @@ fn bad_histogram(text: &str) -> crate::StoreError {
 /// One minute of one queue and kind.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MinuteRow {
+    /// The start of the minute.
     pub minute: DateTime<Utc>,
+    /// The queue of the tasks counted.
     pub queue: String,
+    /// The kind of the tasks counted.
     pub kind: String,
+    /// Tasks submitted in the minute.
     pub submitted: u64,
+    /// Attempts that ended in the minute and left their task succeeded.
     pub succeeded: u64,
+    /// Attempts that ended in the minute and left their task failed for good.
     pub failed: u64,
+    /// Attempts that ended in the minute and left their task pending for a retry.
     pub retried: u64,
+    /// Attempts that ended in the minute and left their task cancelled.
     pub cancelled: u64,
+    /// Those attempts' queue waits: from their task's due time to their start.
     pub wait: Histogram,
+    /// Those attempts' run times: from their start to their end.
     pub run: Histogram,
 }
 
 /// One group of an aggregate over raw rows, as the SQL half returns it.
 #[derive(Debug, Clone)]
 pub enum RawGroup {
+    /// Tasks submitted in one minute, of one queue and kind.
     Submitted {
+        /// The start of the minute.
         minute: DateTime<Utc>,
+        /// The tasks' queue.
         queue: String,
+        /// The tasks' kind.
         kind: String,
+        /// Tasks submitted.
         count: u64,
     },
+    /// Attempts that ended in one minute, of one queue and kind, alike in what their
+    /// end meant and in their buckets.
     Attempts {
+        /// The start of the minute they ended in.
         minute: DateTime<Utc>,
+        /// The queue they ran in, as their history rows record it.
         queue: String,
+        /// Their tasks' kind.
         kind: String,
         /// `succeeded`, `failed`, `retried`, `cancelled` or `other`: what the attempt's end
         /// meant for its task.
         class: String,
         /// `None` when the attempt never started or its due time is unknown.
         wait_bucket: Option<usize>,
+        /// The run time's bucket; `None` when the attempt never started.
         run_bucket: Option<usize>,
+        /// Attempts in the group.
         count: u64,
     },
 }
@@ -316,9 +376,13 @@ impl MinuteRow {
 /// Active tasks of one queue and kind in one state.
 #[derive(Debug, Clone)]
 pub struct ActiveCount {
+    /// The tasks' queue.
     pub queue: String,
+    /// The tasks' kind.
     pub kind: String,
+    /// `held`, `pending` or `running`.
     pub state: TaskState,
+    /// Tasks in that state.
     pub count: u64,
     /// For `pending`: the earliest `run_at` at or before now.
     pub oldest_due: Option<DateTime<Utc>>,
@@ -327,6 +391,7 @@ pub struct ActiveCount {
 /// The SQL half of statistics (`tasktable_sql::stats::SqlStats` on every backend).
 #[async_trait]
 pub trait StatsSource: Send + Sync {
+    /// The time a statistics call works at: `now`, or the database's clock for `None`.
     async fn stats_now(&self, now: Option<DateTime<Utc>>) -> StoreResult<DateTime<Utc>>;
     /// The end of the rolled-up history, if anything was ever rolled up.
     async fn stats_rolled_until(&self) -> StoreResult<Option<DateTime<Utc>>>;
@@ -360,6 +425,7 @@ pub trait StatsSource: Send + Sync {
     ) -> StoreResult<Vec<ActiveCount>>;
 }
 
+/// The start of the minute `t` falls in.
 pub fn floor_minute(t: DateTime<Utc>) -> DateTime<Utc> {
     t.duration_trunc(TimeDelta::minutes(1)).unwrap_or(t)
 }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+/// A batch's rate limit. It reads no clock: every call takes the time as seconds on the
+/// caller's monotonic clock.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
     rate: f64,

@@ -56,14 +56,22 @@ fn enabled() -> bool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSpec {
+    /// Unique among the schedules of a database; held to a task name's rules, and never
+    /// a number ([`is_numeric`]).
     pub name: String,
+    /// When it fires.
     pub recurrence: Recurrence,
+    /// What it submits at each slot.
     pub template: TaskTemplate,
     /// What to do with slots that passed while nothing ran. Default: run the latest.
     #[serde(default = "default_missed")]
     pub missed: Missed,
+    /// Whether a slot fires while the previous slot's task is unfinished. Default: it
+    /// does ([`Overlap::Allow`]).
     #[serde(default)]
     pub overlap: Overlap,
+    /// A disabled schedule fires nothing, and does not catch up when enabled again.
+    /// Default: enabled.
     #[serde(default = "enabled")]
     pub enabled: bool,
 }
@@ -71,16 +79,21 @@ pub struct ScheduleSpec {
 /// Why a schedule cannot be saved.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InvalidSchedule {
+    /// The name is blank, too long, or holds control characters.
     #[error("name: {0}")]
     Name(InvalidTask),
+    /// The name is a number ([`is_numeric`]), which a path would take for an id.
     #[error(
         "name: {0:?} is a number; give a name with a letter in it (paths take an id or a name)"
     )]
     NumericName(String),
+    /// The recurrence cannot compute slots.
     #[error(transparent)]
     Recurrence(#[from] InvalidRecurrence),
+    /// The template makes tasks a submit would refuse.
     #[error("template: {0}")]
     Template(InvalidTask),
+    /// A `run_all` policy's `max` is 0 or above [`MAX_MISSED_RUNS`].
     #[error("missed: max must be between 1 and {MAX_MISSED_RUNS}, got {0}")]
     MissedMax(u32),
 }
@@ -108,16 +121,23 @@ impl ScheduleSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleEdit {
+    /// A new name, held to [`ScheduleSpec::name`]'s rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// A new recurrence; a different one takes effect from the edit's time
+    /// ([`ScheduleEdit::covered_from`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recurrence: Option<Recurrence>,
+    /// A new template, whole: it replaces the old one rather than some of its fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<TaskTemplate>,
+    /// A new missed-slot policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missed: Option<Missed>,
+    /// A new overlap policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<Overlap>,
+    /// Enables or disables the schedule; an enable takes effect from the edit's time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
 }
@@ -138,6 +158,7 @@ impl ScheduleEdit {
         }
     }
 
+    /// Whether the edit changes nothing: no field given.
     pub fn is_empty(&self) -> bool {
         *self == ScheduleEdit::default()
     }
