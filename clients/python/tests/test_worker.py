@@ -348,6 +348,21 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(worker.claim_batch, 250)
         self.assertTrue(all(n <= 250 for n in asked[2:]), f"claims asked for: {asked}")
 
+    def test_a_server_that_does_not_speak_the_workers_protocol_stops_it_saying_why(self):
+        ids = self.ops.submit_many([{"kind": "noop", "payload": None} for _ in range(5)])
+        client = self.server.client("worker")
+        beat = client.heartbeat
+        # A package from the future: its heartbeats name a protocol the server never spoke.
+        client.heartbeat = lambda worker_id, **facts: beat(worker_id, **facts, protocol_version=2)
+        worker = Worker(client, {"noop": lambda task: None}, claim_wait_ms=2000)
+        with self.assertRaises(ApiError) as refused:
+            worker.run()
+        self.assertEqual(refused.exception.code, "protocol_unsupported")
+        self.assertIn("upgrade the server", refused.exception.message)
+        tasks = [self.ops.get(i) for i in ids]
+        self.assertEqual({t["state"] for t in tasks}, {"pending"}, "whatever it claimed went back")
+        self.assertEqual({t["attempt"] for t in tasks}, {0}, "and spent no attempt")
+
     # A worker in a process of its own, for the tests that signal it.
 
     def spawn_worker(self, lease_ms=30000, grace="5"):

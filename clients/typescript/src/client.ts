@@ -67,6 +67,10 @@ export function leaseOf(t: Claimed): LeaseRef {
 /** Where `Client.fromEnv` looks without TASKTABLE_SERVER, as the CLI does. */
 export const DEFAULT_SERVER = "http://127.0.0.1:8080";
 
+/** The version of the pull protocol this package speaks, sent with every heartbeat; the
+ * server answers with the versions it speaks (docs/api.md, "Registering a pull worker"). */
+export const PROTOCOL_VERSION = 1;
+
 /** A tasktable server at `baseUrl` (`http://host:port`), called with `token`. */
 export class Client {
   private readonly base: string;
@@ -168,10 +172,13 @@ export class Client {
     return answer.results;
   }
 
-  /** Registers or beats; resolves to whether an operator asked this worker to drain. */
+  /** Registers or beats; resolves to whether an operator asked this worker to drain.
+   * Says which pull protocol this package speaks (`PROTOCOL_VERSION`): a server that does
+   * not speak it refuses the beat with an `ApiError` of code `protocol_unsupported`. */
   async heartbeat(workerId: string, facts: Record<string, unknown> = {}): Promise<boolean> {
     const answer = await this.request<{ draining: boolean }>("POST", "/api/v1/heartbeat", {
       worker_id: workerId,
+      protocol_version: PROTOCOL_VERSION,
       ...facts,
     });
     return answer.draining;

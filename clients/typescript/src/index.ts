@@ -7,7 +7,7 @@
  * await new Worker(client, { resize: async (task) => ({ ok: task.payload.path }) }).run();
  * ```
  */
-export { Client, leaseOf } from "./client.js";
+export { Client, leaseOf, PROTOCOL_VERSION } from "./client.js";
 export type { AckResult, Claimed, ClaimOptions, LeaseCall, LeaseRef } from "./client.js";
 export { ApiError, ConnectionFailed, Fail, LeaseGone, Snooze, TasktableError } from "./errors.js";
 export { Task, Worker, aheadCount } from "./worker.js";

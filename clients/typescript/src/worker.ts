@@ -183,6 +183,8 @@ export class Worker {
   private sending: Promise<void> = Promise.resolve();
   private stopping = false;
   private draining = false;
+  /** Why the worker stopped on its own; run() rejects with it once it has shut down. */
+  private fatal: ApiError | undefined;
   private wakeStop!: () => void;
   private readonly stopped = new Promise<void>((resolve) => (this.wakeStop = resolve));
   private slotFreed: (() => void) | undefined;
@@ -263,6 +265,7 @@ export class Worker {
       process.off("SIGTERM", onSignal);
       process.off("SIGINT", onSignal);
     }
+    if (this.fatal) throw this.fatal;
   }
 
   private async claimLoop(): Promise<void> {
@@ -504,7 +507,14 @@ export class Worker {
       this.draining = draining;
       if (!draining) this.slotFreed?.();
       return false;
-    } catch {
+    } catch (error) {
+      if (error instanceof ApiError && error.code === "protocol_unsupported") {
+        // Nothing this worker would say could be trusted to mean the same to the server:
+        // stop, and let run() reject with why.
+        this.log.error(`worker ${this.workerId}: ${error.message}`);
+        this.fatal = error;
+        this.stop();
+      }
       return starting;
     }
   }

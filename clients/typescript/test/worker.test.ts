@@ -353,6 +353,25 @@ test("tasks waiting behind a busy slot are given back after a second", () =>
     }
   }));
 
+test("a server that does not speak the worker's protocol stops it, saying why", () =>
+  withServer(async (server) => {
+    const ops = server.client("operator");
+    const ids = await ops.submitMany(Array.from({ length: 5 }, () => ({ kind: "noop", payload: null })));
+    const worker = new Worker(server.client("worker"), { noop: () => null }, { claimWaitMs: 2000, handleSignals: false, logger: quiet });
+    // A package from the future: its heartbeats name a protocol the server never spoke.
+    const beat = worker.client.heartbeat.bind(worker.client);
+    worker.client.heartbeat = (id: string, facts: Record<string, unknown> = {}) => beat(id, { ...facts, protocol_version: 2 });
+    await assert.rejects(worker.run(), (error: unknown) => {
+      assert.ok(error instanceof ApiError);
+      assert.equal(error.code, "protocol_unsupported");
+      assert.match(error.message, /upgrade the server/);
+      return true;
+    });
+    const tasks = await Promise.all(ids.map((id) => ops.get(id)));
+    assert.deepEqual(new Set(tasks.map((t) => t.state)), new Set(["pending"]), "whatever it claimed went back");
+    assert.deepEqual(new Set(tasks.map((t) => t.attempt)), new Set([0]), "and spent no attempt");
+  }));
+
 test("a server that allows smaller claims is asked for fewer", () =>
   withServer(async (server) => {
     const ids = await server.client("operator").submitMany(Array.from({ length: 300 }, () => ({ kind: "noop", payload: null })));

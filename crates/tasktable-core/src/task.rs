@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 
+/// A task's id, assigned by the database when the task is submitted; ids grow in submit
+/// order.
 pub type TaskId = i64;
 
 /// The queue a task goes to when none is named.
@@ -28,7 +30,10 @@ pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 pub struct NewTask {
     /// Which handler runs it.
     pub kind: String,
+    /// The queue it is claimed from; [`DEFAULT_QUEUE`] unless set.
     pub queue: String,
+    /// The handler's input, as JSON; [`NewTask::validate`] says what it may hold, and the
+    /// store limits its size.
     pub payload: Value,
     /// Business id, for search; not unique.
     pub key: Option<String>,
@@ -40,7 +45,10 @@ pub struct NewTask {
     pub run_at: Option<DateTime<Utc>>,
     /// Run no earlier than this long after the database's now. Excludes `run_at`.
     pub delay: Option<Duration>,
+    /// Attempts it may spend before it fails for good: 1 to [`MAX_ATTEMPTS_LIMIT`],
+    /// [`DEFAULT_MAX_ATTEMPTS`] unless set.
     pub max_attempts: u32,
+    /// The waits between its attempts after retryable errors.
     pub backoff: Backoff,
     /// Longest one attempt may run; passing it counts as a failed attempt.
     pub timeout: Option<Duration>,
@@ -100,46 +108,61 @@ impl NewTask {
         self
     }
 
+    /// On queue `queue` instead of [`DEFAULT_QUEUE`].
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = queue.into();
         self
     }
+    /// With a business id to find it by; tasks may share one, and a queue's key rate
+    /// paces those that do together.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
         self
     }
+    /// Submitted once under `key`: a later submit with the same key returns this task
+    /// while it is kept (an archived or deleted task's key may be used again).
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self
     }
+    /// Claimed before due tasks of lower priority in its queue; 0 unless set, and it may
+    /// be negative.
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
         self
     }
+    /// Due no earlier than `at`, on the database's clock; excludes a delay.
     pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
         self.run_at = Some(at);
         self
     }
+    /// Due no earlier than `delay` after the database's now, at most [`MAX_DELAY`];
+    /// excludes `run_at`.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = Some(delay);
         self
     }
+    /// May spend `n` attempts, 1 to [`MAX_ATTEMPTS_LIMIT`].
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
         self
     }
+    /// Waits between attempts as `backoff` says instead of `Backoff::default()`.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
         self
     }
+    /// Each attempt may run at most `timeout`: more than zero, at most [`MAX_DELAY`].
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }
+    /// Whether it is created `held`, waiting for a release before it can run.
     pub fn held(mut self, held: bool) -> Self {
         self.held = held;
         self
     }
+    /// Only the workers `target` allows may run it.
     pub fn target(mut self, target: Target) -> Self {
         self.target = target;
         self
@@ -216,11 +239,22 @@ impl NewTask {
         }
         self.backoff.validate()?;
         self.target.validate()?;
-        if crate::stored::contains_nul(&self.payload) {
-            return Err(InvalidTask::Nul("payload"));
-        }
-        Ok(())
+        check_payload("payload", &self.payload)
     }
+}
+
+/// Refuses a payload or a batch's data that PostgreSQL cannot store (NUL in a string or
+/// key) or whose arrays and objects nest deeper than [`MAX_PAYLOAD_NESTING`].
+///
+/// [`MAX_PAYLOAD_NESTING`]: crate::stored::MAX_PAYLOAD_NESTING
+pub fn check_payload(field: &'static str, value: &Value) -> Result<(), InvalidTask> {
+    if crate::stored::contains_nul(value) {
+        return Err(InvalidTask::Nul(field));
+    }
+    if crate::stored::nests_deeper_than(value, crate::stored::MAX_PAYLOAD_NESTING) {
+        return Err(InvalidTask::TooDeep(field));
+    }
+    Ok(())
 }
 
 pub(crate) fn check_name(field: &'static str, value: &str) -> Result<(), InvalidTask> {
@@ -240,53 +274,90 @@ pub(crate) fn check_name(field: &'static str, value: &str) -> Result<(), Invalid
 /// Why a task cannot be submitted or changed as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InvalidTask {
+    /// A name that is empty or all whitespace, in the field named.
     #[error("{0} must not be empty")]
     Empty(&'static str),
+    /// A name longer than [`MAX_NAME_LEN`] characters.
     #[error("{field} is {len} characters long; the limit is {MAX_NAME_LEN}")]
-    TooLong { field: &'static str, len: usize },
+    TooLong {
+        /// Which field: `kind`, `queue`, `key`, ...
+        field: &'static str,
+        /// Its length in characters (Unicode scalar values).
+        len: usize,
+    },
+    /// A name holding a control character (a newline, say), in the field named.
     #[error("{0} must not contain control characters")]
     ControlCharacter(&'static str),
+    /// `max_attempts` of 0 or above [`MAX_ATTEMPTS_LIMIT`].
     #[error("max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {0}")]
     MaxAttempts(u32),
+    /// Both `run_at` and `delay` were given.
     #[error("give either run_at or delay, not both")]
     RunAtAndDelay,
+    /// A delay longer than [`MAX_DELAY`].
     #[error("delay {0:?} is longer than the limit of 10 years")]
     DelayTooLong(Duration),
+    /// A timeout of zero or longer than [`MAX_DELAY`].
     #[error("timeout must be greater than zero and at most 10 years, got {0:?}")]
     Timeout(Duration),
+    /// An affinity shorter than a millisecond or longer than [`MAX_DELAY`].
     #[error("affinity must be at least 1 ms and at most 10 years, got {0:?}")]
     Affinity(Duration),
+    /// A backoff out of its bounds.
     #[error(transparent)]
     Backoff(#[from] InvalidBackoff),
+    /// A target that cannot be stored.
     #[error(transparent)]
     Target(#[from] InvalidTarget),
+    /// Runs asked for wrongly, or with an option they exclude.
     #[error(transparent)]
     Runs(#[from] InvalidRuns),
+    /// A batch asked for wrongly, or with an option it excludes.
     #[error(transparent)]
     Batch(#[from] InvalidBatch),
+    /// JSON holding a NUL character in a string or a key, in the field named.
     #[error("{0} contains a NUL character (\\u0000), which PostgreSQL cannot store; tasktable refuses it on every backend")]
     Nul(&'static str),
+    /// Arrays and objects nest deeper than [`crate::stored::MAX_PAYLOAD_NESTING`].
+    #[error("{0} nests arrays and objects more than {max} deep", max = crate::stored::MAX_PAYLOAD_NESTING)]
+    TooDeep(&'static str),
 }
 
 /// A stored task: one row of `tasktable_tasks`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
+    /// Assigned by the database on submit.
     pub id: TaskId,
+    /// Which handler runs it.
     pub kind: String,
+    /// The queue it is claimed from.
     pub queue: String,
+    /// Where it is in its life; it moves only as [`crate::state`] allows.
     pub state: TaskState,
+    /// The handler's input; an operator may replace it while no worker holds the task.
     pub payload: Value,
+    /// What the handler answered when it succeeded; kept by a retry until overwritten.
     pub result: Option<Value>,
+    /// What an attempt last saved to resume from; kept across attempts and retries.
     pub checkpoint: Option<Value>,
+    /// What an attempt last reported, for people watching.
     pub progress: Option<Value>,
+    /// Business id, for search; not unique (the column `task_key`).
     pub key: Option<String>,
+    /// The key under which a second submit returns this task; a schedule's tasks have
+    /// `schedule:<id>:<slot>`.
     pub idempotency_key: Option<String>,
+    /// Higher is claimed first.
     pub priority: i32,
+    /// Not claimed before this; for a finished task, when it was last due.
     pub run_at: DateTime<Utc>,
     /// Attempts spent so far, counting the one running now.
     pub attempt: u32,
+    /// Attempts it may spend before a retryable error fails it for good.
     pub max_attempts: u32,
+    /// The waits between its attempts.
     pub backoff: Backoff,
+    /// Longest one attempt may run; `None`: no limit.
     pub timeout: Option<Duration>,
     /// Grows by one on every claim; every worker write must carry the current value.
     pub lease_token: i64,
@@ -294,17 +365,24 @@ pub struct Task {
     /// claim itself.
     #[serde(skip)]
     pub lease_credential: Option<LeaseCredential>,
+    /// While `running`: when the lease runs out unless renewed; `None` otherwise.
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// When the running attempt's timeout passes.
     pub deadline_at: Option<DateTime<Utc>>,
     /// The worker running it now, or that ran it last.
     pub worker_id: Option<String>,
+    /// That worker's host name.
     pub worker_host: Option<String>,
+    /// The latest error message, kept until another replaces it, even through a success.
     pub last_error: Option<String>,
+    /// When it was submitted, on the database's clock.
     pub created_at: DateTime<Utc>,
+    /// Its last submit, claim, attempt end or operator change; renewals, checkpoints and
+    /// progress leave it as it is.
     pub updated_at: DateTime<Utc>,
     /// Start of the current or last attempt.
     pub started_at: Option<DateTime<Utc>>,
+    /// When it reached `succeeded`, `failed` or `cancelled`; `None` while unfinished.
     pub finished_at: Option<DateTime<Utc>>,
     /// The schedule that fired this task, if one did.
     pub schedule_id: Option<i64>,
@@ -368,7 +446,9 @@ impl Task {
 /// guess.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Lease {
+    /// The task claimed.
     pub task_id: TaskId,
+    /// The task's `lease_token` as the claim left it: a later claim's is higher.
     pub token: i64,
     /// `None` only for a task claimed before credentials existed (schema version 4).
     pub credential: Option<LeaseCredential>,
@@ -392,6 +472,8 @@ impl LeaseCredential {
         LeaseCredential(bytes)
     }
 
+    /// The text form, 32 lowercase hex digits: what the `lease_credential` column holds,
+    /// and what `FromStr` reads back (in either case).
     pub fn to_hex(&self) -> String {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut out = String::with_capacity(Self::HEX_LEN);
@@ -446,14 +528,24 @@ impl<'de> Deserialize<'de> for LeaseCredential {
 /// One attempt in a task's history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
+    /// The history row's id, growing in the order rows are written.
     pub id: i64,
+    /// The task it was an attempt of.
     pub task_id: TaskId,
+    /// Its number, from 1. An attempt given back leaves its number to the next, so two
+    /// rows may share one; for a multi-run task it is the run's number.
     pub attempt: u32,
+    /// The worker that ran it.
     pub worker_id: Option<String>,
+    /// That worker's host name.
     pub worker_host: Option<String>,
+    /// When it was claimed, where known.
     pub started_at: Option<DateTime<Utc>>,
+    /// When it ended, on the database's clock.
     pub finished_at: DateTime<Utc>,
+    /// How it ended.
     pub outcome: AttemptOutcome,
+    /// The error it ended with, if any.
     pub error: Option<String>,
 }
 
@@ -496,6 +588,10 @@ mod tests {
             (
                 NewTask::new("k", json!({"a": ["x\u{0}"]})),
                 "payload contains a NUL character",
+            ),
+            (
+                NewTask::new("k", (0..17).fold(json!(1), |v, _| json!([v]))),
+                "payload nests arrays and objects more than 16 deep",
             ),
         ];
         for (task, want) in cases {

@@ -39,13 +39,10 @@ pub async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Principal>,
     Caller(actor): Caller,
-    Body(task): Body<SubmitTask>,
+    Body(mut task): Body<SubmitTask>,
 ) -> ApiResult<Response> {
-    if task.batch.is_none() {
-        return Err(ApiError::invalid(
-            "a batch needs \"batch\": {...} (an object; every field of it may be left out)",
-        ));
-    }
+    // The route says it is a batch: `batch` left out or null is a batch of defaults.
+    task.batch.get_or_insert_with(Default::default);
     let submitted = state
         .store
         .task_submit(SubmitParams {

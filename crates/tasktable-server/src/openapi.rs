@@ -419,4 +419,67 @@ mod tests {
             assert_eq!(documented.is_match(&sample), takes(&sample), "{sample:?}");
         }
     }
+
+    #[test]
+    fn payload_levels_state_the_nesting_core_allows() {
+        let doc = doc();
+        let schemas = at(&doc, "/components/schemas");
+        let no_nul = serde_json::json!({"pattern": "^[^\\u0000]*$"});
+        let mut name = "Payload".to_owned();
+        let mut levels = 1;
+        loop {
+            let alternatives = schemas[&name]["anyOf"].as_array().unwrap();
+            assert_eq!(
+                alternatives[0]["type"],
+                serde_json::json!(["null", "boolean", "number"])
+            );
+            assert_eq!(alternatives[1]["type"], "string");
+            assert_eq!(alternatives[1]["pattern"], no_nul["pattern"], "{name}");
+            if alternatives.len() == 2 {
+                break;
+            }
+            assert_eq!(alternatives.len(), 4, "{name}");
+            let next = alternatives[2]["items"]["$ref"].as_str().unwrap();
+            assert_eq!(
+                alternatives[3]["additionalProperties"]["$ref"], next,
+                "{name}"
+            );
+            assert_eq!(alternatives[3]["propertyNames"], no_nul, "{name}");
+            name = next
+                .strip_prefix("#/components/schemas/")
+                .unwrap()
+                .to_owned();
+            levels += 1;
+            assert_eq!(name, format!("PayloadLevel{levels}"));
+        }
+        // The last level holds no array or object: a value inside MAX_PAYLOAD_NESTING.
+        assert_eq!(levels, tasktable_core::stored::MAX_PAYLOAD_NESTING + 1);
+    }
+
+    #[test]
+    fn schedule_name_pattern_admits_exactly_the_names_the_server_takes() {
+        let doc = doc();
+        let name = at(&doc, "/components/schemas/Name/pattern")
+            .as_str()
+            .unwrap();
+        let schedule = at(&doc, "/components/schemas/ScheduleName/pattern")
+            .as_str()
+            .unwrap();
+        // Rust's regex has no look-ahead: check the document's pattern is Name's behind
+        // "not a number", and what those two admit together.
+        assert_eq!(schedule, format!("^(?![+-]?[0-9]+$){}", &name[1..]));
+        let name = regex::Regex::new(name).unwrap();
+        let number = regex::Regex::new("^[+-]?[0-9]+$").unwrap();
+        for sample in [
+            "12", "+3", "-0", "1a", "a1", "nightly", " 1", "1 ", "++1", "+", "-", "", "\t",
+        ] {
+            let documented =
+                !sample.is_empty() && name.is_match(sample) && !number.is_match(sample);
+            let server = matches!(
+                crate::schedules::schedule_ref(sample),
+                Ok(tasktable_store::ScheduleRef::Name(_))
+            );
+            assert_eq!(documented, server, "{sample:?}");
+        }
+    }
 }

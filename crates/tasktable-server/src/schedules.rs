@@ -40,7 +40,7 @@ fn view(state: &AppState, caller: &Principal, mut s: Schedule) -> Value {
 }
 
 /// The schedule a path names: an id when it is a number, else a name.
-fn schedule_ref(text: &str) -> ApiResult<ScheduleRef> {
+pub(crate) fn schedule_ref(text: &str) -> ApiResult<ScheduleRef> {
     if tasktable_core::schedule::is_numeric(text) {
         return text.parse::<i64>().map(ScheduleRef::Id).map_err(|_| {
             ApiError::bad_request(

@@ -6,6 +6,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, NoValues, Path, Query};
 use crate::AppState;
 use axum::extract::{ConnectInfo, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
@@ -175,6 +176,29 @@ pub struct HeartbeatBody {
     capacity: Option<u32>,
     #[serde(default)]
     starting: bool,
+    /// The pull protocol the worker speaks; absent: 1, what workers spoke before they said.
+    #[serde(default, deserialize_with = "crate::whole::optional")]
+    protocol_version: Option<u32>,
+}
+
+/// Refuses a worker that speaks a pull protocol this server does not.
+fn check_protocol(version: Option<u32>) -> ApiResult<()> {
+    use tasktable_wire::{OLDEST_PULL_PROTOCOL as OLDEST, PULL_PROTOCOL as NEWEST};
+    let version = version.unwrap_or(1);
+    let advice = if version > NEWEST {
+        "upgrade the server before its workers"
+    } else if version < OLDEST {
+        "upgrade the worker's package"
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "protocol_unsupported",
+        format!(
+            "the worker speaks pull protocol {version}, this server {OLDEST} to {NEWEST}: {advice} (docs/operations.md, upgrades)"
+        ),
+    ))
 }
 
 /// The address a caller reached the server from, when the server was started with it.
@@ -187,6 +211,7 @@ pub async fn heartbeat(
     caller: PeerAddress,
     crate::extract::Body(b): crate::extract::Body<HeartbeatBody>,
 ) -> ApiResult<Response> {
+    check_protocol(b.protocol_version)?;
     let facts = WorkerFacts {
         id: b.worker_id,
         host: b.host.unwrap_or_else(|| "remote".to_owned()),
@@ -206,7 +231,14 @@ pub async fn heartbeat(
             now: None,
         })
         .await?;
-    Ok(Json(json!({ "draining": status.draining })).into_response())
+    Ok(Json(json!({
+        "draining": status.draining,
+        "protocol_versions": {
+            "oldest": tasktable_wire::OLDEST_PULL_PROTOCOL,
+            "newest": tasktable_wire::PULL_PROTOCOL,
+        },
+    }))
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]

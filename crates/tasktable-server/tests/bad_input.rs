@@ -13,6 +13,7 @@ on_every_backend!(
     oversized_bodies_are_refused,
     bad_targets_are_refused_and_change_nothing,
     bad_policies_are_refused_and_change_nothing,
+    payloads_nest_at_most_sixteen_deep_wherever_they_are_given,
 );
 
 async fn bad_submits_are_refused_with_a_reason_and_write_nothing(s: Server) {
@@ -637,4 +638,105 @@ async fn bad_policies_are_refused_and_change_nothing(s: Server) {
     let (status, cleared) = put(&s, "/api/v1/queues/q/policy", json!({})).await;
     assert_eq!(status.as_u16(), 200, "{cleared}");
     assert_eq!(cleared["policy"], json!({}));
+}
+
+/// A value inside `levels` arrays and objects, alternating.
+fn nested(levels: usize) -> Value {
+    (0..levels).fold(json!("leaf"), |v, i| {
+        if i % 2 == 0 {
+            json!([v])
+        } else {
+            json!({ "k": v })
+        }
+    })
+}
+
+/// The OpenAPI document spells the payload's schema out level by level, for generators
+/// that cannot follow a schema referring to itself; the server holds to the same depth.
+async fn payloads_nest_at_most_sixteen_deep_wherever_they_are_given(s: Server) {
+    let deep = nested(17);
+    let says = "nests arrays and objects more than 16 deep";
+    let refused = |answer: (reqwest::StatusCode, Value), what: &str| {
+        assert_error(&answer, 422, "invalid_input");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{what}: {message:?}");
+    };
+
+    let (status, answer) = s
+        .post(
+            "/api/v1/tasks",
+            json!({"kind": "k", "payload": nested(16), "held": true}),
+        )
+        .await;
+    assert_eq!(status, 201, "sixteen levels are taken: {answer}");
+    let id = answer["id"].as_i64().unwrap();
+    refused(
+        s.post("/api/v1/tasks", json!({"kind": "k", "payload": deep}))
+            .await,
+        "submit",
+    );
+    refused(
+        s.post(
+            "/api/v1/tasks/batch",
+            json!({"tasks": [{"kind": "k"}, {"kind": "k", "payload": deep}]}),
+        )
+        .await,
+        "submit of several",
+    );
+    refused(
+        s.post(
+            &format!("/api/v1/tasks/{id}/edit-payload"),
+            json!({"payload": deep}),
+        )
+        .await,
+        "edit",
+    );
+    refused(
+        s.post(
+            "/api/v1/tasks/bulk/edit-payload",
+            json!({"filter": {"kind": "k"}, "payload": deep}),
+        )
+        .await,
+        "bulk edit",
+    );
+    refused(
+        s.post(
+            "/api/v1/schedules",
+            json!({"name": "deep", "recurrence": {"type": "every", "every_ms": 60000, "start": "2026-01-01T00:00:00Z"},
+                   "template": {"kind": "k", "payload": deep}}),
+        )
+        .await,
+        "schedule template",
+    );
+    refused(
+        s.post("/api/v1/batches", json!({"kind": "b", "payload": deep}))
+            .await,
+        "batch",
+    );
+    // A batch's options may be left out where the route says it is one.
+    let (status, batch) = s
+        .post("/api/v1/batches", json!({"kind": "b", "held": true}))
+        .await;
+    assert_eq!(status, 201, "{batch}");
+    assert_eq!(batch["batch"]["parallelism"], 10, "the default: {batch}");
+    let batch = batch["id"].as_i64().unwrap();
+    refused(
+        s.call(
+            Method::PATCH,
+            &format!("/api/v1/batches/{batch}"),
+            Some(json!({"data": deep})),
+        )
+        .await,
+        "batch data",
+    );
+
+    assert_eq!(s.task_count().await, 2, "only the two good submits wrote");
+    let (_, shown) = s.get(&format!("/api/v1/tasks/{id}")).await;
+    assert_eq!(
+        shown["task"]["payload"],
+        nested(16),
+        "the task kept its payload"
+    );
+    let (_, schedules) = s.get("/api/v1/schedules").await;
+    assert_eq!(schedules["schedules"], json!([]), "no schedule was made");
 }

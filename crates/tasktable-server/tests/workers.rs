@@ -174,7 +174,11 @@ async fn pull_workers_register_with_the_address_they_call_from_and_hear_of_a_dra
         )
         .await;
     assert_eq!(status, 200, "{beat}");
-    assert_eq!(beat, json!({"draining": false}));
+    let versions = json!({"oldest": 1, "newest": 1});
+    assert_eq!(
+        beat,
+        json!({"draining": false, "protocol_versions": versions})
+    );
     let (_, shown) = s.get("/api/v1/workers/py-1").await;
     let w = &shown["worker"];
     assert_eq!(w["protocol"], "pull");
@@ -191,7 +195,10 @@ async fn pull_workers_register_with_the_address_they_call_from_and_hear_of_a_dra
     let (_, beat) = s
         .post("/api/v1/heartbeat", json!({"worker_id": "py-1"}))
         .await;
-    assert_eq!(beat, json!({"draining": true}));
+    assert_eq!(
+        beat,
+        json!({"draining": true, "protocol_versions": versions})
+    );
     let (status, left) = s.post("/api/v1/leave", json!({"worker_id": "py-1"})).await;
     assert_eq!(status, 200, "{left}");
     let (_, shown) = s.get("/api/v1/workers/py-1").await;
@@ -251,6 +258,18 @@ async fn bad_heartbeats_are_refused_and_register_nothing(s: Server) {
         assert_error(&answer, 422, "invalid_input");
         let message = answer.1["error"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{body} -> {message:?}");
+    }
+    // A worker of a pull protocol the server does not speak is told which side to upgrade.
+    for (version, says) in [
+        (2, "upgrade the server"),
+        (0, "upgrade the worker's package"),
+    ] {
+        let body = json!({"worker_id": "w", "protocol_version": version});
+        let answer = s.post("/api/v1/heartbeat", body).await;
+        assert_error(&answer, 422, "protocol_unsupported");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{version} -> {message:?}");
+        assert!(message.contains("this server 1 to 1"), "{message:?}");
     }
     for body in [
         json!({}),

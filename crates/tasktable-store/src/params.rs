@@ -10,47 +10,70 @@ use tasktable_core::policy::QueuePolicy;
 use tasktable_core::stored::stored_value;
 use tasktable_core::{Actor, Lease, NewTask, Task, TaskId, TaskState};
 
+/// Tasks to create, all or none ([`Store::task_submit`](crate::Store::task_submit)).
 #[derive(Debug, Clone, Default)]
 pub struct SubmitParams {
+    /// The tasks; one [`Submitted`] comes back for each, in this order.
     pub tasks: Vec<NewTask>,
+    /// The submit's time: `created_at`, and `run_at` of a task that names none; `None`:
+    /// the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
 /// The answer to one submitted task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Submitted {
+    /// The new task's id, or the id of the task that already held the idempotency key.
     pub id: TaskId,
     /// `false` when a task with the same idempotency key already existed.
     pub created: bool,
 }
 
+/// One claim of due tasks from a queue ([`Store::task_claim`](crate::Store::task_claim)).
 #[derive(Debug, Clone)]
 pub struct ClaimParams {
+    /// The queue to claim from.
     pub queue: String,
-    /// Only tasks of these kinds (the handlers the worker has).
+    /// Only tasks of these kinds (the handlers the worker has); empty claims nothing.
     pub kinds: Vec<String>,
+    /// Most tasks to take; 0 takes none. A queue's policy may allow fewer.
     pub limit: u32,
+    /// The claimer's id: written as each task's `worker_id`, and the name targets and a
+    /// retry's wait for its previous worker are matched against.
     pub worker_id: String,
+    /// The claimer's host name, written on each task and, at its end, its attempt.
     pub worker_host: String,
     /// The claimer's groups: with its id, which targeted tasks it may take.
     pub worker_groups: Vec<String>,
-    /// How long the lease lasts from now before it must be renewed.
+    /// How long the lease lasts from now before it must be renewed; never past a task's
+    /// deadline (its timeout), nor longer than [`MAX_LEASE`](tasktable_core::MAX_LEASE).
     pub lease_for: Duration,
+    /// The claim's time: tasks due at or before it are taken, and leases run from it;
+    /// `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
+/// A renewal of many leases ([`Store::task_renew`](crate::Store::task_renew)).
 #[derive(Debug, Clone)]
 pub struct RenewParams {
+    /// The leases, each renewed on its own; one status comes back for each, in order.
     pub leases: Vec<Lease>,
+    /// How long each lease lasts from now; never past its attempt's deadline, nor longer
+    /// than [`MAX_LEASE`](tasktable_core::MAX_LEASE).
     pub lease_for: Duration,
+    /// The renewal's time; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
 /// Whether a worker still holds a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseStatus {
-    /// Still held; renewed until this time, when the call was a renewal.
-    Held { expires_at: Option<DateTime<Utc>> },
+    /// Still held: the caller may go on writing under the lease.
+    Held {
+        /// The lease's new end, when the call renewed it (a renewal, a batch's save);
+        /// `None` for calls that leave it as it was.
+        expires_at: Option<DateTime<Utc>>,
+    },
     /// An operator cancelled the task.
     Cancelled,
     /// An operator changed the task's target to leave this worker out; the task waits
@@ -61,13 +84,18 @@ pub enum LeaseStatus {
 }
 
 impl LeaseStatus {
+    /// Whether the lease still holds ([`LeaseStatus::Held`]).
     pub fn is_held(&self) -> bool {
         matches!(self, LeaseStatus::Held { .. })
     }
 }
 
+/// A checkpoint or progress write under a lease
+/// ([`Store::task_checkpoint`](crate::Store::task_checkpoint)). Each document is at most
+/// [`Limits::max_payload_bytes`](crate::Limits::max_payload_bytes).
 #[derive(Debug, Clone)]
 pub struct CheckpointParams {
+    /// The attempt's lease: nothing is saved unless it holds.
     pub lease: Lease,
     /// Replaces the checkpoint when set.
     pub checkpoint: Option<Value>,
@@ -75,24 +103,37 @@ pub struct CheckpointParams {
     pub progress: Option<Value>,
 }
 
+/// The end of one attempt: the lease it ran under, and what becomes of its task.
 #[derive(Debug, Clone)]
 pub struct FinishItem {
+    /// The attempt's lease: the item applies only while it holds.
     pub lease: Lease,
+    /// The history entry and the transition, as core decided them from what happened.
     pub plan: FinishPlan,
 }
 
+/// Ends of attempts, many in one call ([`Store::task_finish`](crate::Store::task_finish)).
 #[derive(Debug, Clone, Default)]
 pub struct FinishParams {
+    /// The ends; one flag comes back for each, in order. Of two items for one task,
+    /// the first whose lease holds applies and the other does not.
     pub items: Vec<FinishItem>,
     /// The rescuer's guard: apply only to tasks whose lease or deadline has passed, so a
     /// worker that renewed in the meantime keeps its task.
     pub only_if_expired: bool,
+    /// The end's time: `finished_at`, the history row's end, and where a retry's delay
+    /// starts; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
+/// The rescuer's read of leases that ran out
+/// ([`Store::task_list_expired`](crate::Store::task_list_expired)).
 #[derive(Debug, Clone)]
 pub struct ExpiredParams {
+    /// Tasks at most.
     pub limit: u32,
+    /// Leases that ended at or before this time are expired; `None`: the database's
+    /// clock.
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -102,6 +143,7 @@ pub struct ExpiredParams {
 pub struct AffinityReleaseParams {
     /// Tasks per call at the most (1 to [`MAX_AFFINITY_BATCH`]).
     pub limit: u32,
+    /// The time the waits are measured at; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -111,8 +153,10 @@ pub const MAX_AFFINITY_BATCH: u32 = 1000;
 /// Most tasks one page may hold.
 pub const MAX_PAGE_SIZE: u32 = 1000;
 
+/// One page of tasks, newest first ([`Store::task_list`](crate::Store::task_list)).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ListParams {
+    /// Which tasks.
     pub filter: TaskFilter,
     /// Continue after this id (exclusive): the `next` of the previous page.
     pub after: Option<TaskId>,
@@ -128,14 +172,17 @@ pub struct ListParams {
 /// Counting the tasks a filter matches, up to a cap.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CountParams {
+    /// Which tasks.
     pub filter: TaskFilter,
     /// Stop counting here: the answer is exact below `cap`, and `cap` means "at least",
     /// so a count costs at most `cap` index entries however large the table.
     pub cap: u64,
 }
 
+/// One page of [`Store::task_list`](crate::Store::task_list)'s answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskPage {
+    /// At most the page size asked for, newest (highest id) first.
     pub tasks: Vec<Task>,
     /// Pass as `after` for the next page; `None` on the last page.
     pub next: Option<TaskId>,
@@ -157,33 +204,52 @@ impl TaskPage {
 
 pub use tasktable_core::{Change, ChangeEffect};
 
+/// An operator's change to one task or to every task a filter matches
+/// ([`Store::task_update`](crate::Store::task_update)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateParams {
+    /// Which tasks, and whether a task in the wrong state is an error or skipped.
     pub target: Target,
+    /// What to do; its operation says which states it may start from
+    /// ([`Change::operation`]).
     pub change: Change,
     /// Who asks: the event log records it with each task changed.
     pub actor: Actor,
+    /// The change's time: `updated_at`, and `run_at` of a task retried to run now;
+    /// `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 
+/// Pausing or resuming claims from a queue
+/// ([`Store::queue_set_paused`](crate::Store::queue_set_paused)).
 #[derive(Debug, Clone)]
 pub struct QueuePauseParams {
+    /// The queue's name; it need not have tasks yet.
     pub queue: String,
+    /// `true`: pause; `false`: resume.
     pub paused: bool,
+    /// Who asks: the event log records it when the flag changes.
     pub actor: Actor,
 }
 
 /// A queue's policy, replacing the one it had (the default policy clears it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueuePolicyParams {
+    /// The queue's name, 1 to [`MAX_NAME_LEN`](tasktable_core::task::MAX_NAME_LEN)
+    /// characters, not all blank.
     pub queue: String,
+    /// What the queue allows its claims, within core's bounds.
     pub policy: QueuePolicy,
+    /// Who asks: the event log records it, with the old policy and the new.
     pub actor: Actor,
 }
 
+/// A queue as [`Store::queue_list`](crate::Store::queue_list) answers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueInfo {
+    /// The queue's name.
     pub name: String,
+    /// Whether claims take nothing from it (running tasks go on).
     pub paused: bool,
     /// What the queue allows its claims (the default: no limits).
     #[serde(default)]
@@ -195,6 +261,7 @@ pub struct QueueInfo {
 /// What a waiting claim could take: tasks of any of `kinds` in `queue`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DueParams {
+    /// The queue the waiting claims take from.
     pub queue: String,
     /// Empty: any kind.
     pub kinds: Vec<String>,
@@ -203,6 +270,9 @@ pub struct DueParams {
 /// A hint that `queue` may have due tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wake {
+    /// The queue. Sent after a commit that may have made its tasks due: a submit, an
+    /// attempt's end that sends its task back at once, an operator's retry, release or
+    /// reschedule, a resume, a schedule firing.
     pub queue: String,
 }
 
@@ -273,11 +343,8 @@ pub(crate) fn validate_change(change: &Change, max_payload_bytes: usize) -> crat
             ))
         }
         Change::EditPayload { payload } => {
-            if tasktable_core::stored::contains_nul(payload) {
-                return Err(crate::StoreError::InvalidInput(
-                    InvalidTask::Nul("payload").to_string(),
-                ));
-            }
+            tasktable_core::task::check_payload("payload", payload)
+                .map_err(|e| crate::StoreError::InvalidInput(e.to_string()))?;
             check_size(payload, 0, max_payload_bytes)
         }
         Change::SetTarget { target } => target
@@ -345,6 +412,7 @@ pub struct PurgeParams {
     pub limit: u32,
     /// Count what a whole purge would take, and change nothing.
     pub dry_run: bool,
+    /// What the age is measured back from; `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
 }
 

@@ -19,3 +19,14 @@ pub mod whole;
 pub use batch::{BatchView, ItemFailureView};
 pub use schedule::{ScheduleView, TemplateView};
 pub use task::{millis, AttemptView, BackoffSpec, RunView, SubmittedView, TargetSpec, TaskView};
+
+/// The versions of the pull protocol (claims, lease calls, heartbeats). A worker says the
+/// one it speaks in its heartbeats (`protocol_version`; absent means 1); the server takes
+/// [`OLDEST_PULL_PROTOCOL`] to [`PULL_PROTOCOL`] and names both in its answer, so a worker
+/// too new or too old for the server is told so at its first beat instead of failing on
+/// some later call. A version changes only when a call changes in a way an older worker
+/// or server would misread.
+pub const PULL_PROTOCOL: u32 = 1;
+
+/// The oldest version of the pull protocol this server still takes.
+pub const OLDEST_PULL_PROTOCOL: u32 = 1;

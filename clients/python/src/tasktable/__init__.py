@@ -6,12 +6,12 @@
     Worker(client, {"resize": lambda task: {"ok": task.payload["path"]}}).run()
 """
 
-from .client import AckResult, Claimed, Client
+from .client import PROTOCOL_VERSION, AckResult, Claimed, Client
 from .errors import ApiError, ConnectionFailed, Fail, LeaseGone, Snooze, TasktableError
 from .worker import Handler, Task, Worker
 
 __all__ = [
     "AckResult", "ApiError", "Claimed", "Client", "ConnectionFailed", "Fail", "Handler",
-    "LeaseGone", "Snooze", "Task", "TasktableError", "Worker",
+    "LeaseGone", "PROTOCOL_VERSION", "Snooze", "Task", "TasktableError", "Worker",
 ]
 __version__ = "0.1.0"

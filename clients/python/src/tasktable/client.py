@@ -63,6 +63,10 @@ class AckResult:
 #: Where `Client.from_env` looks without TASKTABLE_SERVER, as the CLI does.
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
+#: The version of the pull protocol this package speaks, sent with every heartbeat; the
+#: server answers with the versions it speaks (docs/api.md, "Registering a pull worker").
+PROTOCOL_VERSION = 1
+
 
 class Client:
     """A tasktable server at `base_url` (`http://host:port`), called with `token`.
@@ -147,8 +151,12 @@ class Client:
         ]
 
     def heartbeat(self, worker_id: str, **facts: Any) -> bool:
-        """Registers or beats; answers whether an operator asked this worker to drain."""
-        return self._http.request("POST", "/api/v1/heartbeat", {"worker_id": worker_id, **facts})["draining"]
+        """Registers or beats; answers whether an operator asked this worker to drain.
+
+        Says which pull protocol this package speaks (PROTOCOL_VERSION): a server that
+        does not speak it refuses the beat with ApiError code "protocol_unsupported"."""
+        body = {"worker_id": worker_id, "protocol_version": PROTOCOL_VERSION, **facts}
+        return self._http.request("POST", "/api/v1/heartbeat", body)["draining"]
 
     def leave(self, worker_id: str) -> None:
         self._http.request("POST", "/api/v1/leave", {"worker_id": worker_id})

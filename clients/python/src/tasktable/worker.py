@@ -232,6 +232,8 @@ class Worker:
         self._stopping = threading.Event()
         self._draining = threading.Event()
         self._threads: List[threading.Thread] = []
+        #: Why the worker stopped on its own, raised by run() once it has shut down.
+        self._fatal: Optional[TasktableError] = None
 
     # Lifecycle.
 
@@ -251,6 +253,8 @@ class Worker:
         claimer = self._spawn("tasktable-claims", self._claim_loop)
         self._stopping.wait()
         self._shut_down(claimer, keeper, acker)
+        if self._fatal is not None:
+            raise self._fatal
 
     def stop(self) -> None:
         """Asks `run` to shut down gracefully; returns at once."""
@@ -556,6 +560,16 @@ class Worker:
                 self.worker_id, host=socket.gethostname(), version="tasktable-python 0.1.0",
                 groups=self.groups, queues=[self.queue], capacity=self.concurrency, starting=starting,
             )
+        except ApiError as error:
+            if error.code == "protocol_unsupported":
+                # Nothing this worker would say could be trusted to mean the same to the
+                # server: stop, and let run() raise why.
+                log.error("worker %s: %s", self.worker_id, error.message)
+                self._fatal = error
+                self.stop()
+            else:
+                log.debug("heartbeat: %s", error)
+            return starting
         except TasktableError as error:
             log.debug("heartbeat: %s", error)
             return starting
