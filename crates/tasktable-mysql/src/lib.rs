@@ -31,6 +31,8 @@
 //! the idle workers of this process at once; workers in other processes find the work on
 //! their next poll (`poll_interval`).
 
+#![warn(missing_docs)]
+
 mod clock;
 mod finish;
 mod lease;
@@ -54,6 +56,8 @@ use tasktable_store::*;
 use tokio::sync::broadcast;
 
 pub use migrate::migrations;
+/// The connection [`MySqlStore::submit_in`](SqlStore::submit_in) inserts on, inside the
+/// caller's transaction.
 pub use sqlx::mysql::MySqlConnection as Connection;
 /// A write transaction that never goes back to the pool open (see [`MySqlBackend::Pool`](Backend::Pool)).
 pub use tasktable_sqlx::Tx;
@@ -63,7 +67,12 @@ pub use tasktable_sqlx::Tx;
 pub struct MySqlConfig {
     /// `mysql://user:password@host:port/database` (`mariadb://` works too).
     pub url: String,
+    /// Pool size; 10 by default, at least 1.
     pub max_connections: u32,
+    /// Largest JSON document a call may carry (a payload, a result, a checkpoint,
+    /// progress), in bytes; [`DEFAULT_MAX_PAYLOAD_BYTES`] (1 MiB) by default. It must
+    /// fit in the server's `max_allowed_packet` with 64 KiB to spare, or the connect is
+    /// refused ([`StoreError::InvalidInput`]).
     pub max_payload_bytes: usize,
     /// `innodb_lock_wait_timeout` for the store's sessions, in whole seconds (at least 1);
     /// `None` keeps the server's (50 s unless configured). A write that waits longer is
@@ -84,6 +93,7 @@ pub struct MySqlConfig {
 }
 
 impl MySqlConfig {
+    /// The defaults for the database at `url`, to adjust before [`SqlStore::connect`].
     pub fn new(url: impl Into<String>) -> Self {
         MySqlConfig {
             url: url.into(),
@@ -279,7 +289,8 @@ impl Backend for MySqlBackend {
         self.limits
     }
 
-    /// At most [`sql::MAX_IN_LIST`]: each chunk's id list is one statement.
+    /// At most [`Sql::MAX_IN_LIST`](tasktable_sql::Sql::MAX_IN_LIST): each chunk's id list is
+    /// one statement.
     fn bulk_chunk_rows(&self) -> u32 {
         self.bulk_chunk_rows.min(sql::MAX_IN_LIST as u32)
     }

@@ -13,6 +13,8 @@
 //! each other; every worker write is fenced by `(id, lease_token, state = 'running')`;
 //! every time decision uses the database's clock (`now()`) unless the caller pins one.
 
+#![warn(missing_docs)]
+
 mod lease;
 mod migrate;
 mod sql;
@@ -33,6 +35,8 @@ use tokio::sync::broadcast;
 
 pub use lease::claim_statement;
 pub use migrate::migrations;
+/// The connection [`PgStore::submit_in`](SqlStore::submit_in) inserts on, inside the
+/// caller's transaction.
 pub use sqlx::postgres::PgConnection as Connection;
 /// A write transaction that never goes back to the pool open (see [`PgBackend::Pool`](Backend::Pool)).
 pub use tasktable_sqlx::Tx;
@@ -48,8 +52,11 @@ pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
 pub struct PgConfig {
     /// `postgres://user:password@host:port/database`
     pub url: String,
-    /// Pool size (the wake listener uses one more connection of its own).
+    /// Pool size (the wake listener uses one more connection of its own); 10 by
+    /// default, at least 1.
     pub max_connections: u32,
+    /// Largest JSON document a call may carry (a payload, a result, a checkpoint,
+    /// progress), in bytes; [`DEFAULT_MAX_PAYLOAD_BYTES`] (1 MiB) by default.
     pub max_payload_bytes: usize,
     /// Most rows one transaction of a bulk operator change locks
     /// (`tasktable_store::bulk`); 500 by default.
@@ -62,6 +69,7 @@ pub struct PgConfig {
 }
 
 impl PgConfig {
+    /// The defaults for the database at `url`, to adjust before [`SqlStore::connect`].
     pub fn new(url: impl Into<String>) -> Self {
         PgConfig {
             url: url.into(),

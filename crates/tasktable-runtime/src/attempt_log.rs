@@ -26,15 +26,23 @@ pub const MAX_ERROR_CHARS: usize = 1000;
 /// An attempt's end, as a log line names it.
 #[derive(Debug, Clone, Copy)]
 pub struct Ended<'a> {
+    /// The task whose attempt ended.
     pub task_id: TaskId,
+    /// The task's queue, the line's `queue` field.
     pub queue: &'a str,
+    /// The task's kind, the line's `kind` field.
     pub kind: &'a str,
-    /// The attempt's number, and the attempts its task allows.
+    /// The attempt's number, from 1.
     pub attempt: u32,
+    /// The attempts the task allows: a retryable end of the last one is written as the
+    /// task failing for good.
     pub max_attempts: u32,
     /// The worker that ran it (for a pull worker, the id it claimed with).
     pub worker: &'a str,
+    /// How the attempt ended; only the outcomes [`logs`] accepts get a line.
     pub outcome: AttemptOutcome,
+    /// The attempt's error, cut to [`MAX_ERROR_CHARS`] in the line; `None` when the end
+    /// recorded none (the rescuer's take-backs).
     pub error: Option<&'a str>,
 }
 

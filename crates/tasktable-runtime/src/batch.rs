@@ -23,26 +23,42 @@ pub const SAVE_EVERY: Duration = Duration::from_secs(1);
 /// What one item came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Item {
+    /// The item is finished: it counts as done, and the low-water mark may move past it.
     Done,
     /// The index is past the last item: an open-ended batch ends here (the items above
     /// it that run already are not counted).
     PastEnd,
 }
 
-/// Runs the items of batches of one kind.
+/// Runs the items of batches of one kind: register it with
+/// [`WorkerBuilder::register_batch`](crate::WorkerBuilder::register_batch), and submit
+/// each batch as a task of its kind, `NewTask::new(KIND, data).batch(spec)`
+/// (docs/batches.md). Each item answers an [`Item`] (re-exported by `tasktable` as
+/// `BatchItem`).
 ///
-/// ```ignore
+/// ```
+/// # use tasktable_runtime::{BatchContext, BatchHandler, HandlerError, Item as BatchItem};
+/// # #[derive(serde::Deserialize)]
+/// # struct Campaign { text: String }
+/// # struct User;
+/// # impl Campaign {
+/// #     async fn user(&self, i: u64) -> std::io::Result<Option<User>> { Ok((i < 9).then_some(User)) }
+/// # }
+/// # mod push {
+/// #     pub async fn send(_: &super::User, _: &str) -> std::io::Result<()> { Ok(()) }
+/// # }
 /// struct Notify;
 /// impl BatchHandler for Notify {
 ///     const KIND: &'static str = "notify_users";
 ///     type Data = Campaign;
-///     async fn item(&self, _: &BatchContext, index: u64, c: &Campaign) -> Result<Item, HandlerError> {
+///     async fn item(&self, _: &BatchContext, index: u64, c: &Campaign) -> Result<BatchItem, HandlerError> {
 ///         match c.user(index).await? {
-///             Some(user) => { push::send(&user, &c.text).await?; Ok(Item::Done) }
-///             None => Ok(Item::PastEnd),
+///             Some(user) => { push::send(&user, &c.text).await?; Ok(BatchItem::Done) }
+///             None => Ok(BatchItem::PastEnd), // an open-ended batch ends here
 ///         }
 ///     }
 /// }
+/// # fn main() {}
 /// ```
 pub trait BatchHandler: Send + Sync + 'static {
     /// The task kind of the batches it runs.
@@ -71,8 +87,10 @@ pub trait BatchHandler: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Item, HandlerError>> + Send;
 }
 
-/// What a batch handler sees: its task and lease (for the fencing token), and whether
-/// the batch is winding down.
+/// What a batch handler sees: the batch's task as claimed (its id, attempt and fencing
+/// token), and through it the signal to stop ([`TaskContext::stopped`]: a lost lease, a
+/// cancel, shutdown). An operator's pause or stop is no such signal: the items in flight
+/// run to their end before the runner gives the task back.
 #[derive(Clone, Debug)]
 pub struct BatchContext {
     task: TaskContext,

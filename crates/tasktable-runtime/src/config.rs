@@ -8,6 +8,7 @@ use tasktable_core::worker::{Protocol, Queues, WorkerFacts};
 /// A queue a worker takes tasks from, with its own limit.
 #[derive(Debug, Clone)]
 pub struct QueueConfig {
+    /// The queue's name, as tasks give it at submit (`default` unless they name one).
     pub name: String,
     /// Most tasks of this queue running at once on this worker.
     pub concurrency: usize,
@@ -39,7 +40,7 @@ pub struct WorkerConfig {
     /// Gone workers are removed from the registry this long after they went, unless an
     /// operator's drain still holds for them. Default 24 h.
     pub forget_workers_after: Duration,
-    /// Lease length; renewed every third of it. Default 30 s.
+    /// Lease length; renewed every third of it. At least 300 ms. Default 30 s.
     pub lease_for: Duration,
     /// Time between polls when no notification arrives (±20 % jitter). Default 1 s.
     pub poll_interval: Duration,
@@ -97,8 +98,12 @@ impl Default for WorkerConfig {
     }
 }
 
+/// Why [`WorkerBuilder::build`](crate::WorkerBuilder::build) refused to build a worker.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// A setting no worker can run with (a zero limit or interval, a lease under 300 ms,
+    /// a `worker_silence` under two heartbeats, an invalid group, schedule or retention),
+    /// or no handler registered; the text names the setting.
     #[error("invalid worker configuration: {0}")]
     Config(String),
 }
@@ -162,7 +167,10 @@ impl WorkerConfig {
     }
 }
 
-/// The most tasks a worker of `concurrency` claims ahead of its free slots.
+/// The most tasks a worker of `concurrency` claims ahead of its free slots: 80 per slot,
+/// and never more than 800 (two claims at the default `claim_batch`). It is a ceiling:
+/// how many a worker does claim ahead follows its handlers' recent run time, and is none
+/// until a handler has run.
 pub fn ahead_limit(concurrency: usize) -> usize {
     (80 * concurrency).min(AHEAD_MAX)
 }

@@ -28,10 +28,15 @@ pub enum StopReason {
 /// Why a fenced write from a handler did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum ContextError {
+    /// The attempt was told to stop, before the write or by the database's answer to
+    /// it; nothing was written, and the handler should stop.
     #[error("the task's lease is gone ({0:?}); stop working on it")]
     Stopped(StopReason),
+    /// The value could not be turned into JSON; nothing was sent.
     #[error("cannot store the value as JSON: {0}")]
     Serialize(#[from] serde_json::Error),
+    /// The store refused the write (a document over its size limit, say) or could not
+    /// be reached; it says nothing of the lease.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -68,15 +73,20 @@ impl TaskContext {
         }
     }
 
+    /// The id of the task this attempt runs.
     pub fn task_id(&self) -> TaskId {
         self.inner.task.id
     }
+    /// The task's kind: the [`Handler::KIND`](crate::Handler::KIND) it was claimed for.
     pub fn kind(&self) -> &str {
         &self.inner.task.kind
     }
+    /// The queue the task was claimed from.
     pub fn queue(&self) -> &str {
         &self.inner.task.queue
     }
+    /// The task's business key (a customer, a tenant; what a queue's `key_rate` counts
+    /// by), if it has one. Not unique, and not its idempotency key.
     pub fn key(&self) -> Option<&str> {
         self.inner.task.key.as_deref()
     }
@@ -84,6 +94,9 @@ impl TaskContext {
     pub fn attempt(&self) -> u32 {
         self.inner.task.attempt
     }
+    /// The attempts the task allows, as it was claimed: once [`TaskContext::attempt`]
+    /// reaches it, a retryable error fails the task for good. An operator may change it
+    /// while the attempt runs; the store decides with the value it finds then.
     pub fn max_attempts(&self) -> u32 {
         self.inner.task.max_attempts
     }
@@ -211,6 +224,7 @@ impl TaskContext {
         self.inner.reason.get().copied()
     }
 
+    /// Whether the handler must stop: [`TaskContext::stop_reason`] is `Some`.
     pub fn is_stopped(&self) -> bool {
         self.stop_reason().is_some()
     }

@@ -14,17 +14,24 @@ use tasktable_core::HandlerOutcome;
 
 /// Runs tasks of one kind.
 ///
-/// ```ignore
+/// ```
+/// # use tasktable_runtime::{Handler, HandlerError, TaskContext};
+/// # #[derive(serde::Deserialize)]
+/// # struct Email;
+/// # mod smtp {
+/// #     pub async fn send(_: &super::Email) -> std::io::Result<()> { Ok(()) }
+/// # }
 /// struct SendEmail;
 /// impl Handler for SendEmail {
 ///     const KIND: &'static str = "send_email";
 ///     type Payload = Email;
 ///     type Output = ();
-///     async fn run(&self, ctx: TaskContext, email: Email) -> Result<(), HandlerError> {
+///     async fn run(&self, _ctx: TaskContext, email: Email) -> Result<(), HandlerError> {
 ///         smtp::send(&email).await?; // any error is retryable
 ///         Ok(())
 ///     }
 /// }
+/// # fn main() {}
 /// ```
 pub trait Handler: Send + Sync + 'static {
     /// The task kind this handler runs.
@@ -34,6 +41,13 @@ pub trait Handler: Send + Sync + 'static {
     /// Stored as the task's result.
     type Output: Serialize + Send + 'static;
 
+    /// Runs one attempt. `Ok` completes the task, storing the output as its result (an
+    /// output that serializes to `null` stores none); an error does what the
+    /// [`HandlerError`] says, and a panic is a retryable error. A payload that does not
+    /// deserialize into `Payload` fails the task for good without a call. The attempt is
+    /// aborted when the task's timeout passes, and told to stop through
+    /// [`TaskContext::stopped`] when its lease is lost, the task is cancelled or
+    /// retargeted, or the worker shuts down: what it returns then is not recorded.
     fn run(
         &self,
         ctx: TaskContext,
@@ -57,11 +71,12 @@ enum ErrorKind {
 }
 
 impl HandlerError {
-    /// Retry after the task's backoff.
+    /// Retry after the task's backoff; when this was the task's last attempt, it fails.
     pub fn retry(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Retry(None), message)
     }
-    /// Retry after exactly `after` (for example a server's Retry-After).
+    /// Retry after exactly `after` (for example a server's Retry-After) instead of the
+    /// backoff; the attempt is spent all the same.
     pub fn retry_after(message: impl Into<String>, after: Duration) -> Self {
         Self::new(ErrorKind::Retry(Some(after)), message)
     }
@@ -73,7 +88,8 @@ impl HandlerError {
     pub fn snooze(after: Duration) -> Self {
         Self::new(ErrorKind::Snooze(after), "snoozed")
     }
-    /// Cancel the task.
+    /// Cancel the task, whatever attempts remain; `reason` is recorded as the attempt's
+    /// error.
     pub fn cancel(reason: impl Into<String>) -> Self {
         Self::new(ErrorKind::Cancel, reason)
     }

@@ -3,7 +3,11 @@ use rand::distr::{Alphanumeric, SampleString};
 /// Who a worker is: recorded on every task it runs and in the attempt history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerIdentity {
+    /// The worker's name: its key in the registry and the `worker_id` of the tasks it
+    /// runs. Keep it unique among live workers; an operator's drain holds for the id, so
+    /// a worker restarted under the same id stays drained.
     pub id: String,
+    /// The machine's host name, recorded as the `worker_host` of the tasks it runs.
     pub host: String,
 }
 

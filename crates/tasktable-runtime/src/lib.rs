@@ -16,6 +16,8 @@
 //! transition. It never reads the local clock to decide a lease: expiry is decided by
 //! the database; the local clock only times how long to wait.
 
+#![warn(missing_docs)]
+
 pub mod attempt_log;
 mod batch;
 mod claimer;

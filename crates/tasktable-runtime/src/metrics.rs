@@ -1,4 +1,4 @@
-//! What workers and rescuers record, through the [`metrics`](::metrics) facade.
+//! What workers and rescuers record, through the [`metrics`] facade.
 //!
 //! Nothing is recorded unless the process installed a recorder (`tasktable serve` and
 //! `tasktable worker --metrics-listen` install the Prometheus exporter of
@@ -20,8 +20,9 @@
 //! | `tasktable_lease_lost_total` | counter | queue, kind | attempts whose lease a worker lost: the database reported it gone, no renewal was confirmed for a whole lease length, or the end could not be recorded under it |
 //! | `tasktable_tasks_rescued_total` | counter | queue, outcome | running tasks whose lease had expired that the rescuer took back (`lease_expired` or `timed_out`) |
 //! | `tasktable_worker_running_tasks` | gauge | queue | tasks this process's workers are running now |
+//! | `tasktable_worker_waiting_tasks` | gauge | | tasks this process's workers claimed ahead of a free slot and have not started (leased and renewed while they wait) |
 //! | `tasktable_claims_total` | counter | queue | claim calls made to the database, whether or not they found work |
-//! | `tasktable_store_errors_total` | counter | call | failed database calls of the runtime: `claim`, `renew`, `finish` (each failed try; the completer retries), `rescue`, `schedule` |
+//! | `tasktable_store_errors_total` | counter | call | failed database calls of the runtime: `claim`, `renew`, `finish` (each failed try; the completer retries), `rescue`, `schedule`, `retention`, `heartbeat` (a heartbeat, or marking silent workers gone) |
 //! | `tasktable_tasks_purged_total` | counter | state, action | finished tasks this process's retention took: `deleted` or `archived` |
 //! | `tasktable_schedule_slots_total` | counter | schedule, result | slots of a schedule this process's scheduler settled: `fired` (a task was created) or `skipped` (by the overlap policy) |
 //! | `tasktable_batch_items_total` | counter | queue, kind, outcome | items of batches this process's runners ended: `done`, or `failed` for good (each spent the error budget) |
@@ -41,19 +42,39 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable_core::{AttemptOutcome, Task};
 
+/// Counter of attempts whose end this process recorded, by queue, kind and outcome.
 pub const ATTEMPTS_TOTAL: &str = "tasktable_attempts_total";
+/// Histogram of how long handlers ran, in seconds, by queue and kind.
 pub const ATTEMPT_DURATION_SECONDS: &str = "tasktable_attempt_duration_seconds";
+/// Histogram of the time from a task's `run_at` to its claim, in seconds by the
+/// database's clock, by queue and kind.
 pub const QUEUE_WAIT_SECONDS: &str = "tasktable_queue_wait_seconds";
+/// Counter of tasks this process's workers claimed, by queue and kind.
 pub const TASKS_CLAIMED_TOTAL: &str = "tasktable_tasks_claimed_total";
+/// Counter of attempts whose lease a worker lost, by queue and kind.
 pub const LEASE_LOST_TOTAL: &str = "tasktable_lease_lost_total";
+/// Counter of expired tasks this process's rescuer took back, by queue and outcome
+/// (`lease_expired` or `timed_out`).
 pub const TASKS_RESCUED_TOTAL: &str = "tasktable_tasks_rescued_total";
+/// Gauge of the tasks this process's workers run now, by queue.
 pub const WORKER_RUNNING_TASKS: &str = "tasktable_worker_running_tasks";
+/// Gauge of the tasks this process's workers claimed ahead of a free slot and have not
+/// started; no labels.
 pub const WORKER_WAITING_TASKS: &str = "tasktable_worker_waiting_tasks";
+/// Counter of claim calls, whether or not they found work, by queue.
 pub const CLAIMS_TOTAL: &str = "tasktable_claims_total";
+/// Counter of the runtime's failed database calls, by `call`.
 pub const STORE_ERRORS_TOTAL: &str = "tasktable_store_errors_total";
+/// Counter of schedule slots this process's scheduler settled, by schedule name and
+/// result (`fired` or `skipped`).
 pub const SCHEDULE_SLOTS_TOTAL: &str = "tasktable_schedule_slots_total";
+/// Counter of finished tasks this process's retention took, by state and action
+/// (`deleted` or `archived`).
 pub const TASKS_PURGED_TOTAL: &str = "tasktable_tasks_purged_total";
+/// Counter of batch items this process's runners ended, by queue, kind and outcome
+/// (`done` or `failed`).
 pub const BATCH_ITEMS_TOTAL: &str = "tasktable_batch_items_total";
+/// Counter of batch progress saves this process's runners made, by queue and kind.
 pub const BATCH_SAVES_TOTAL: &str = "tasktable_batch_saves_total";
 
 /// Every series above, for exporters and tests that want to list them.

@@ -20,7 +20,8 @@ use tasktable_store::{
 pub struct RescuerConfig {
     /// Time between scans. Default 5 s.
     pub interval: Duration,
-    /// Tasks taken back per store call. Default 500.
+    /// Tasks taken back per store call, and retries' waits ended per call (of those at
+    /// most [`MAX_AFFINITY_BATCH`], 1,000). Default 500.
     pub batch: u32,
     /// How long a worker may go without a heartbeat before each scan marks it gone in the
     /// registry (so broadcasts, affinities and fair shares stop counting it). Default
@@ -41,6 +42,18 @@ impl Default for RescuerConfig {
     }
 }
 
+/// Takes back running tasks whose lease ran out (their worker died, froze or lost the
+/// database), then ends the waits of retries for a previous worker that are over; each
+/// scan also marks silent workers gone in the registry. Safe to run on every node at
+/// once: a take-back is fenced by the lease token and applies only while the lease is
+/// still expired, so two rescuers never both apply, and a worker that renewed in time
+/// keeps its task.
+///
+/// [`Worker::run`](crate::Worker::run) runs one ([`WorkerConfig::rescue_interval`],
+/// 5 s by default); start one where no worker does, or step it with
+/// [`Rescuer::run_once`].
+///
+/// [`WorkerConfig::rescue_interval`]: crate::WorkerConfig::rescue_interval
 #[derive(Debug, Clone)]
 pub struct Rescuer {
     store: Arc<dyn Store>,
@@ -48,6 +61,8 @@ pub struct Rescuer {
 }
 
 impl Rescuer {
+    /// A rescuer on `store`, [shielded](tasktable_store::Shielded) so that no scan is
+    /// cut off half way.
     pub fn new(store: Arc<dyn Store>, config: RescuerConfig) -> Self {
         let store = tasktable_store::Shielded::wrap(store);
         Rescuer { store, config }
@@ -161,7 +176,9 @@ impl Rescuer {
         }
     }
 
-    /// Scans every `interval` until `stop` resolves.
+    /// Scans at once, then every `interval`, until `stop` resolves. A failed scan is
+    /// logged, counted (`tasktable_store_errors_total{call="rescue"}`) and tried again at
+    /// the next one.
     pub async fn run(self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         metrics::describe();

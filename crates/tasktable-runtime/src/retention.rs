@@ -18,6 +18,8 @@ use tasktable_store::{EventPruneParams, PurgeParams, Store, StoreResult};
 /// Settings of the [`Retainer`].
 #[derive(Debug, Clone)]
 pub struct RetentionConfig {
+    /// Which finished tasks go, after how long, and whether they are archived. Default:
+    /// none (a retainer with it sweeps nothing).
     pub policy: Retention,
     /// Time between sweeps. Default 1 min.
     pub interval: Duration,
@@ -38,17 +40,30 @@ impl Default for RetentionConfig {
 /// What one sweep took, per state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Swept {
+    /// Tasks deleted or archived, for each final state the policy gives an age, in the
+    /// order of [`Retention::ages`].
     pub by_state: Vec<(TaskState, u64)>,
     /// Events that concerned no task.
     pub events: u64,
 }
 
 impl Swept {
+    /// Tasks taken in all states; events are not counted.
     pub fn total(&self) -> u64 {
         self.by_state.iter().map(|(_, n)| n).sum()
     }
 }
 
+/// Keeps the tasks table from growing without end: deletes (or archives) finished tasks
+/// past their state's age, with their attempts, events and log lines, and events that
+/// concern no task past theirs ([`RetentionConfig::policy`]). It works in batches of one
+/// short transaction each and, after each full batch, rests as long as the batch took,
+/// so a large sweep takes at most half of the database's write time (on SQLite, that is
+/// what keeps claims going). Safe to run in every process at once: a batch locks only
+/// the finished rows it takes, and skips a row another process took.
+///
+/// [`Worker::run`](crate::Worker::run) runs one, every minute, when its
+/// [`retention`](crate::WorkerConfig::retention) removes anything.
 #[derive(Debug, Clone)]
 pub struct Retainer {
     store: Arc<dyn Store>,
@@ -56,13 +71,17 @@ pub struct Retainer {
 }
 
 impl Retainer {
+    /// A retainer on `store`, [shielded](tasktable_store::Shielded) so that no batch is
+    /// cut off half way.
     pub fn new(store: Arc<dyn Store>, config: RetentionConfig) -> Self {
         let store = tasktable_store::Shielded::wrap(store);
         Retainer { store, config }
     }
 
     /// One sweep at `now` (`None`: the database's clock): every state with an age, batch
-    /// after batch until one comes back short. `each` hears every batch.
+    /// after batch until one comes back short, then the events that concern no task.
+    /// `each` hears the count of every batch of tasks, the last, short one included. The
+    /// first failed store call ends the sweep with its error.
     pub async fn run_once(
         &self,
         now: Option<DateTime<Utc>>,
@@ -122,7 +141,9 @@ impl Retainer {
         Ok(swept)
     }
 
-    /// Sweeps every `interval` until `stop` resolves.
+    /// Sweeps at once, then every `interval`, until `stop` resolves. A failed sweep is
+    /// logged, counted (`tasktable_store_errors_total{call="retention"}`) and tried again
+    /// at the next one.
     pub async fn run(self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         metrics::describe();

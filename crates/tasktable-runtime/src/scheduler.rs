@@ -37,6 +37,13 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// Fires recurring schedules, and saves those declared in code when it starts. Every
+/// worker runs one by default ([`WorkerConfig::schedule_interval`]), and so does
+/// `tasktable serve`: no leader is needed, because the store fires each schedule in a
+/// transaction with its row locked ([`Store::schedule_run_due`]), so a slot fires once
+/// however many schedulers reach it together.
+///
+/// [`WorkerConfig::schedule_interval`]: crate::WorkerConfig::schedule_interval
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     store: Arc<dyn Store>,
@@ -44,12 +51,17 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// A scheduler on `store`, [shielded](tasktable_store::Shielded) so that no firing
+    /// is cut off half way.
     pub fn new(store: Arc<dyn Store>, config: SchedulerConfig) -> Self {
         let store = tasktable_store::Shielded::wrap(store);
         Scheduler { store, config }
     }
 
-    /// Saves the declared schedules (see the module's documentation).
+    /// Saves the declared schedules ([`SchedulerConfig::declared`]): a new name is
+    /// created, and a stored schedule of the same name is brought to the declared spec,
+    /// except its `enabled` flag, so an operator's disable survives restarts. Stops at
+    /// the first that fails.
     pub async fn declare(&self) -> StoreResult<()> {
         for spec in &self.config.declared {
             let saved = self

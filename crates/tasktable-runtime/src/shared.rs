@@ -26,25 +26,47 @@ pub enum WorkerEvent {
     /// The handler of a claimed task starts. A task claimed ahead of a free slot and given
     /// back before it started has no `Claimed`, only its `Finished` (outcome
     /// `interrupted`) or `Stopped`.
-    Claimed { task_id: TaskId, attempt: u32 },
+    Claimed {
+        /// The task whose handler starts.
+        task_id: TaskId,
+        /// The attempt's number, from 1.
+        attempt: u32,
+    },
     /// The attempt ended; `applied` is false when the lease was lost before the end was
     /// recorded, so the outcome was dropped.
     Finished {
+        /// The task whose attempt ended.
         task_id: TaskId,
+        /// The outcome recorded (an error that names the refusal when the store would
+        /// not take the planned one), or, when not `applied`, the one that was planned.
         outcome: AttemptOutcome,
+        /// Whether the store recorded the end under the attempt's lease.
         applied: bool,
     },
     /// The handler was told to stop and its outcome will not be recorded.
-    Stopped { task_id: TaskId, reason: StopReason },
+    Stopped {
+        /// The task whose handler was told to stop.
+        task_id: TaskId,
+        /// Why: a lost lease, a cancel or a new target (shutdown ends an attempt as
+        /// `Finished`, outcome `interrupted`).
+        reason: StopReason,
+    },
     /// The database renewed the lease of a running attempt, until `expires_at` (never
     /// past the attempt's deadline).
     Renewed {
+        /// The task whose lease was renewed.
         task_id: TaskId,
+        /// The attempt the lease belongs to.
         attempt: u32,
+        /// When the lease now ends, by the database's clock.
         expires_at: Option<DateTime<Utc>>,
     },
     /// A heartbeat reached the registry; `draining` is what it answered.
-    Beat { draining: bool },
+    Beat {
+        /// Whether an operator asked this worker to drain: it claims nothing new until
+        /// released.
+        draining: bool,
+    },
 }
 
 /// State the claim loop, executors and lease keeper share.

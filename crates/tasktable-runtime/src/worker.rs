@@ -24,7 +24,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Builds a [`Worker`].
+/// Builds a [`Worker`]: [`Worker::builder`], the settings that differ from
+/// [`WorkerConfig`]'s defaults, at least one handler, then [`WorkerBuilder::build`].
 pub struct WorkerBuilder {
     store: Arc<dyn Store>,
     config: WorkerConfig,
@@ -40,19 +41,27 @@ impl std::fmt::Debug for WorkerBuilder {
 }
 
 impl WorkerBuilder {
+    /// Replaces the whole configuration, undoing the settings made before it (not the
+    /// handlers): call it first, then the setters that adjust it.
     pub fn config(mut self, config: WorkerConfig) -> Self {
         self.config = config;
         self
     }
+    /// The worker's id and host ([`WorkerConfig::identity`]); a stable id keeps an
+    /// operator's drain across restarts.
     pub fn identity(mut self, identity: WorkerIdentity) -> Self {
         self.config.identity = identity;
         self
     }
+    /// Most tasks running at once over all queues ([`WorkerConfig::concurrency`],
+    /// default 10); also the limit of the `default` queue when no queue is named.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.config.concurrency = n;
         self
     }
-    /// Takes tasks from `name`, at most `concurrency` at once.
+    /// Takes tasks from `name`, at most `concurrency` at once (and never more than the
+    /// worker's own concurrency over all queues). Naming any queue replaces the `default`
+    /// queue: name it too to keep it.
     pub fn queue(mut self, name: impl Into<String>, concurrency: usize) -> Self {
         self.config.queues.push(QueueConfig {
             name: name.into(),
@@ -60,18 +69,29 @@ impl WorkerBuilder {
         });
         self
     }
+    /// The lease length ([`WorkerConfig::lease_for`], default 30 s, at least 300 ms);
+    /// leases are renewed every third of it.
     pub fn lease_for(mut self, d: Duration) -> Self {
         self.config.lease_for = d;
         self
     }
+    /// Time between claim rounds when no wake-up arrives ([`WorkerConfig::poll_interval`],
+    /// default 1 s, ±20 %): how late a worker finds tasks that became due by the clock or
+    /// were submitted where no wake-up reaches it.
     pub fn poll_interval(mut self, d: Duration) -> Self {
         self.config.poll_interval = d;
         self
     }
+    /// How long running handlers may go on after the shutdown signal
+    /// ([`WorkerConfig::shutdown_grace`], default 10 s) before their tasks are released
+    /// as interrupted.
     pub fn shutdown_grace(mut self, d: Duration) -> Self {
         self.config.shutdown_grace = d;
         self
     }
+    /// How often this worker's [`Rescuer`](crate::Rescuer) scans
+    /// ([`WorkerConfig::rescue_interval`], default 5 s); `None` runs none here, leaving
+    /// rescue to other processes.
     pub fn rescue_interval(mut self, d: Option<Duration>) -> Self {
         self.config.rescue_interval = d;
         self
@@ -81,6 +101,9 @@ impl WorkerBuilder {
         self.config.retention = policy;
         self
     }
+    /// How often this worker's [`Scheduler`](crate::Scheduler) looks for due schedules
+    /// ([`WorkerConfig::schedule_interval`], default 1 s); `None` runs none here, and
+    /// then no schedule may be declared.
     pub fn schedule_interval(mut self, d: Option<Duration>) -> Self {
         self.config.schedule_interval = d;
         self
@@ -112,20 +135,30 @@ impl WorkerBuilder {
         self.config.worker_silence = d;
         self
     }
-    /// Runs tasks of `H::KIND` with `handler`.
+    /// Runs tasks of `H::KIND` with `handler`; a later handler of the same kind, batch
+    /// or not, replaces it.
     pub fn register<H: Handler>(mut self, handler: H) -> Self {
         self.handlers
             .insert(H::KIND.to_owned(), Arc::new(Typed(handler)));
         self
     }
 
-    /// Runs batches of `H::KIND` with `handler` (docs/batches.md).
+    /// Runs batches of `H::KIND` with `handler` (docs/batches.md); like
+    /// [`WorkerBuilder::register`], it replaces an earlier handler of the same kind.
     pub fn register_batch<H: BatchHandler>(mut self, handler: H) -> Self {
         self.handlers
             .insert(H::KIND.to_owned(), Arc::new(Batched(handler)));
         self
     }
 
+    /// Checks the configuration and builds the worker, which claims nothing until it
+    /// runs. With no queue named, it takes the `default` queue (unless it takes every
+    /// queue).
+    ///
+    /// # Errors
+    ///
+    /// [`WorkerError::Config`] for a setting no worker can run with, or when no handler
+    /// is registered.
     pub fn build(self) -> Result<Worker, WorkerError> {
         let config = self.config.validate()?;
         if self.handlers.is_empty() {
@@ -141,7 +174,12 @@ impl WorkerBuilder {
     }
 }
 
-/// Claims tasks from its queues and runs them with the registered handlers.
+/// Claims tasks from its queues and runs them with the registered handlers. While it
+/// runs ([`Worker::run`]) it also renews its tasks' leases, writes the ends of attempts
+/// in batches, beats to the worker registry (and obeys an operator's drain), and runs a
+/// [`Rescuer`](crate::Rescuer), a [`Scheduler`](crate::Scheduler) and, when its
+/// retention removes anything, a [`Retainer`](crate::Retainer), as its
+/// [`WorkerConfig`] says.
 pub struct Worker {
     store: Arc<dyn Store>,
     config: WorkerConfig,
@@ -168,6 +206,8 @@ impl Worker {
         }
     }
 
+    /// This worker's id ([`WorkerIdentity::id`]), as the registry and its tasks'
+    /// `worker_id` show it.
     pub fn id(&self) -> &str {
         &self.config.identity.id
     }
@@ -187,7 +227,8 @@ impl Worker {
             .map(drop)
     }
 
-    /// Events from now on.
+    /// Events from now on. Subscribe before [`Worker::run`] to see them all; a receiver
+    /// that falls 4,096 events behind loses the oldest (`RecvError::Lagged`).
     pub fn subscribe(&self) -> broadcast::Receiver<WorkerEvent> {
         self.events.subscribe()
     }

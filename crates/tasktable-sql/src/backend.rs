@@ -53,6 +53,7 @@ pub trait Backend: Connect + Clone + std::fmt::Debug + Sized + 'static {
         tasks: &Checked<Vec<NewTask>>,
     ) -> StoreResult<Vec<Submitted>>;
 
+    /// The connections behind [`SqlStore::pool`](crate::SqlStore::pool).
     fn pool(&self) -> &Self::Pool;
 
     /// Sends what must go out before the connections close, then closes them.
@@ -71,6 +72,8 @@ pub trait Backend: Connect + Clone + std::fmt::Debug + Sized + 'static {
     /// against other migrators the database's way.
     async fn migrate(&self) -> StoreResult<()>;
 
+    /// The database's current time, read on a connection of its own, at the precision
+    /// the backend stores ([`Store::db_now`](tasktable_store::Store::db_now)).
     async fn db_now(&self) -> StoreResult<DateTime<Utc>>;
 
     /// The hot-path submit of tasks that run once and are no batch.
@@ -92,11 +95,16 @@ pub trait Backend: Connect + Clone + std::fmt::Debug + Sized + 'static {
     /// Renews leases of tasks that run once.
     async fn renew(&self, params: RenewParams) -> StoreResult<Vec<LeaseStatus>>;
 
+    /// The hot-path save of a checkpoint and progress of a task that runs once, fenced
+    /// by its lease; a missed fence answers why (`lease_rows.sql`).
     async fn checkpoint(&self, params: Checked<CheckpointParams>) -> StoreResult<LeaseStatus>;
 
     /// Ends attempts of tasks that run once.
     async fn finish(&self, params: Checked<FinishParams>) -> StoreResult<Vec<bool>>;
 
+    /// The rescuer's scan of tasks that run once: running tasks whose lease ended at
+    /// `now`, oldest expiry first (`task_list_expired.sql`). Expired runs of multi-run
+    /// tasks are the shared layer's ([`crate::runs::list_expired`]).
     async fn list_expired(&self, params: ExpiredParams) -> StoreResult<Vec<Task>>;
 
     /// Runs `work` in a write transaction of its own and commits it; what `work` returns
@@ -130,12 +138,16 @@ pub trait Backend: Connect + Clone + std::fmt::Debug + Sized + 'static {
     /// `wake`, and forgets what the backend's own caches knew of the tasks.
     fn changed(&self, wake: &[String]);
 
+    /// Wake-ups naming queues that may have due work: this process's changes, and on
+    /// PostgreSQL other processes' too
+    /// ([`Store::subscribe`](tasktable_store::Store::subscribe)).
     async fn subscribe(&self) -> StoreResult<broadcast::Receiver<Wake>>;
 }
 
 /// What a change did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Changed {
+    /// How many rows the change applied to: the `u64` an operator's change answers.
     pub count: u64,
     /// The queues whose workers should look for due tasks once the change commits,
     /// sorted, each once; empty unless the change may make tasks due.
@@ -145,6 +157,7 @@ pub struct Changed {
 /// What a change answers, among the rest: the queues whose workers should look for due
 /// tasks once it commits.
 pub trait Wakes: Send {
+    /// The queues to wake, each once; empty when no task may have become due.
     fn wake(&self) -> &[String];
 }
 

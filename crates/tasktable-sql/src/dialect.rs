@@ -4,12 +4,18 @@
 /// One of the SQL dialects tasktable speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dialect {
+    /// SQLite 3: `?` placeholders, times and JSON stored as text, no row locks (its
+    /// write transaction holds the whole database).
     Sqlite,
+    /// PostgreSQL: `$n` placeholders, arrays as arguments, `FOR UPDATE SKIP LOCKED`.
     Postgres,
+    /// MySQL 8.0.17+ and MariaDB 10.6+: `?` placeholders, one per id of a list, index
+    /// hints where InnoDB would lock what it scans.
     MySql,
 }
 
 impl Dialect {
+    /// Every dialect, for tests that render a statement in each.
     pub const ALL: [Dialect; 3] = [Dialect::Sqlite, Dialect::Postgres, Dialect::MySql];
 
     /// The placeholder of the `n`th argument (1-based).

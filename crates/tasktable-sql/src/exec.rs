@@ -10,8 +10,10 @@ use tasktable_store::{StoreError, StoreResult};
 /// backend's own column types.
 #[async_trait]
 pub trait Exec: Send {
+    /// A row of an answer, read by column name.
     type Row: Cells + Send;
 
+    /// The dialect to build statements in for this connection.
     fn dialect(&self) -> Dialect;
 
     /// Runs a statement and returns the rows it answers (none for most writes).
@@ -37,10 +39,16 @@ pub trait Exec: Send {
 pub trait Cells {
     /// Any integer column, whatever its width.
     fn int(&self, column: &str) -> StoreResult<Option<i64>>;
+    /// A floating-point column (`REAL` on SQLite, `DOUBLE PRECISION` elsewhere), or an
+    /// aggregate the database computed as one.
     fn float(&self, column: &str) -> StoreResult<Option<f64>>;
+    /// A text column.
     fn text(&self, column: &str) -> StoreResult<Option<String>>;
+    /// A boolean column (an integer on SQLite and MySQL).
     fn boolean(&self, column: &str) -> StoreResult<Option<bool>>;
+    /// A time column, as UTC (fixed-format text on SQLite).
     fn time(&self, column: &str) -> StoreResult<Option<DateTime<Utc>>>;
+    /// A JSON column, parsed (text on SQLite).
     fn json(&self, column: &str) -> StoreResult<Option<Value>>;
 }
 
@@ -57,7 +65,10 @@ pub(crate) fn count(row: &impl Cells, column: &str) -> StoreResult<u64> {
 /// Where a backend's connections come from: one for reads, and write transactions.
 #[async_trait]
 pub trait Connect: Send + Sync {
+    /// A connection for reads, given back to its pool when dropped.
     type Read: Exec;
+    /// A write transaction: committed with [`Commit::commit`], rolled back when dropped
+    /// without it.
     type Write: Exec + Commit;
 
     /// A connection for reads (on SQLite, one of the readers: never the writer).
@@ -70,5 +81,6 @@ pub trait Connect: Send + Sync {
 /// A transaction that ends by committing; dropped without it, it rolls back.
 #[async_trait]
 pub trait Commit: Send + Sized {
+    /// Commits; an error means the work may not have been kept.
     async fn commit(self) -> StoreResult<()>;
 }

@@ -46,6 +46,10 @@ const SOURCES: [Source; 3] = [
     },
 ];
 
+/// One read of the feed ([`Store::event_feed`](tasktable_store::Store::event_feed)): per
+/// source, up to `limit` rows above the cursor and the rows of the window at or below it,
+/// oldest first, with `more` set when a source had more above the cursor, and the
+/// database's time of the read. A `limit` outside 1 to [`MAX_FEED_ROWS`] is refused.
 pub async fn read<E: Exec>(e: &mut E, p: &FeedParams) -> StoreResult<Feed> {
     if p.limit == 0 || p.limit > MAX_FEED_ROWS {
         return Err(StoreError::InvalidInput(format!(

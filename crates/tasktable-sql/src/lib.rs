@@ -22,6 +22,15 @@
 //! [`tasktable_core::ChangeEffect`], never an SQL `CASE`. The one rule the hot path must
 //! decide inside its statements, whether a retried attempt goes back to `pending` or
 //! fails for good, is rendered as SQL once, in [`rules`], from core's definition.
+//!
+//! Who uses what: applications never call this crate; they hold a backend's store
+//! (`SqliteStore`, `PgStore`, `MySqlStore`: aliases of [`SqlStore`]) as a `Store`. Its
+//! public items are for the backend crates, which implement [`Backend`], [`Connect`],
+//! [`Exec`], [`Commit`] and [`Cells`], and build their hot path from [`hot`], [`rules`],
+//! [`row`] and [`migrate`]. The other public modules hold the queries [`SqlStore`] runs
+//! for the store's calls off the hot path, one module per family of calls.
+
+#![warn(missing_docs)]
 
 pub mod affinity;
 pub mod backend;

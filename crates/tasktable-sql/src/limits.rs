@@ -51,10 +51,13 @@ pub struct LimitedQueues {
 }
 
 impl LimitedQueues {
+    /// Whether `queue` was found limited and not found free since: its claims go to
+    /// [`claim_in`] directly.
     pub fn contains(&self, queue: &str) -> bool {
         self.limited.lock().expect("not poisoned").contains(queue)
     }
 
+    /// `queue` was found limited: its claims skip the hot path from now on.
     pub fn remember(&self, queue: &str) {
         self.limited
             .lock()
@@ -62,6 +65,8 @@ impl LimitedQueues {
             .insert(queue.to_owned());
     }
 
+    /// `queue` was found without a policy by [`claim_in`]: its claims go back to the
+    /// hot path.
     pub fn forget(&self, queue: &str) {
         self.limited.lock().expect("not poisoned").remove(queue);
     }

@@ -12,8 +12,12 @@ use tasktable_store::{StoreError, StoreResult};
 /// One migration: its version, its name and the SQL of one backend.
 #[derive(Debug, Clone)]
 pub struct Migration {
+    /// Its number, from 1, the same in every backend; recorded in
+    /// `tasktable_migrations` once applied.
     pub version: i64,
+    /// Its name, the rest of its file name (`0001_tasks.sql` is `tasks`).
     pub name: &'static str,
+    /// The statements, run as one script ([`Exec::script`]).
     pub sql: Cow<'static, str>,
 }
 

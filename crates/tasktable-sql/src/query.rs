@@ -110,6 +110,8 @@ pub async fn ids_matching<E: Exec>(e: &mut E, filter: &TaskFilter) -> StoreResul
         .collect()
 }
 
+/// A task's attempt history, oldest first (by the history row's id); empty for an
+/// unknown task.
 pub async fn attempts<E: Exec>(e: &mut E, task_id: TaskId) -> StoreResult<Vec<Attempt>> {
     let mut sql = Sql::new(
         e.dialect(),

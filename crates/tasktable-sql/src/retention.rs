@@ -38,6 +38,12 @@ fn push_eligible(sql: &mut Sql, state: TaskState, cutoff: DateTime<Utc>) {
         .bind(cutoff);
 }
 
+/// One batch of [`Store::task_purge`](tasktable_store::Store::task_purge): first rolls
+/// statistics up (the cutoff never passes the roll-up's watermark), picks up to `limit`
+/// tasks of the state finished before the cutoff, and takes them in a write transaction
+/// of their own; a short batch, the round's last, also deletes the key rate buckets that
+/// have filled up. A dry run only counts, and counts every eligible task. Answers the
+/// count and the cutoff used.
 pub async fn purge<B: Backend>(b: &B, p: &Checked<PurgeParams>) -> StoreResult<Purged> {
     debug_assert!(ATTEMPT_COLUMNS
         .split(", ")

@@ -42,6 +42,7 @@ fn whole(v: i64) -> u32 {
     v.clamp(0, i64::from(u32::MAX)) as u32
 }
 
+/// A `state` column's text as a [`TaskState`]; any other text is a database error.
 pub fn state(text: &str) -> StoreResult<TaskState> {
     text.parse().map_err(|e| StoreError::Database(Box::new(e)))
 }
@@ -53,6 +54,10 @@ pub fn target(column: Option<&str>) -> StoreResult<Target> {
     })
 }
 
+/// A task from a row of [`TASK_COLUMNS`] (or [`light_task_columns`]). Its `target` is
+/// the task's own: read from `affinity_target` while a retry waits for its previous
+/// worker, and from `run_target` for a multi-run task. A required column that is NULL,
+/// or a value that cannot be read, is a database error.
 pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
     let int = |c: &str| required(row.int(c), c);
     let text = |c: &str| required(row.text(c), c);
@@ -151,6 +156,7 @@ fn target_column(waiting_for_its_worker: bool, multi_run: bool) -> &'static str 
     }
 }
 
+/// An attempt's history row from a row of [`ATTEMPT_COLUMNS`].
 pub fn attempt_from_row(row: &impl Cells) -> StoreResult<Attempt> {
     let outcome = required(row.text("outcome"), "outcome")?;
     Ok(Attempt {

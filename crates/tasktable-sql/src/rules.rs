@@ -29,7 +29,10 @@ pub const FENCE: &str = "fence";
 /// another table, an expression), or an argument bound where it stands.
 #[derive(Debug, Clone)]
 pub enum Val<'a> {
+    /// SQL text written as it is: a placeholder the statement binds itself, a column, an
+    /// expression.
     Sql(&'a str),
+    /// A value bound as an argument where it stands.
     Arg(Arg),
 }
 
@@ -49,7 +52,9 @@ pub struct ClaimWrite<'a> {
     pub now: Val<'a>,
     /// `now` plus the lease asked for, capped at [`tasktable_core::MAX_LEASE`].
     pub lease_until: Val<'a>,
+    /// The claiming worker's id, written to `worker_id`.
     pub worker_id: Val<'a>,
+    /// The claiming worker's host, written to `worker_host`.
     pub worker_host: Val<'a>,
     /// The claim's fresh credential for this row.
     pub credential: Val<'a>,

@@ -92,10 +92,12 @@ async fn find<E: Exec>(e: &mut E, r: &ScheduleRef, lock: bool) -> StoreResult<Op
         .transpose()
 }
 
+/// The schedule an id or a name refers to, if any; a read that locks nothing.
 pub async fn get<E: Exec>(e: &mut E, r: &ScheduleRef) -> StoreResult<Option<Schedule>> {
     find(e, r, false).await
 }
 
+/// Every schedule, by name.
 pub async fn list<E: Exec>(e: &mut E) -> StoreResult<Vec<Schedule>> {
     let sql = Sql::new(
         e.dialect(),
@@ -232,6 +234,10 @@ pub async fn create<B: Backend>(b: &B, p: CreateScheduleParams) -> StoreResult<S
     Err(first_error.unwrap_or_else(|| StoreError::ScheduleNotFound(name.clone())))
 }
 
+/// Applies an edit under the schedule's row lock, moving its place as core's
+/// [`ScheduleEdit::covered_from`] says, and records the event when the spec changed; an
+/// empty edit changes nothing. [`StoreError::ScheduleNotFound`] for no such schedule,
+/// [`StoreError::ScheduleExists`] for a rename to another's name.
 pub async fn edit<B: Backend>(b: &B, p: EditScheduleParams) -> StoreResult<Schedule> {
     let p = &p;
     let (saved, _) = change(b, "schedule_edit", |mut tx| async move {
@@ -254,6 +260,8 @@ pub async fn edit<B: Backend>(b: &B, p: EditScheduleParams) -> StoreResult<Sched
     saved.ok_or_else(|| StoreError::ScheduleNotFound(p.schedule.clone()))
 }
 
+/// Deletes a schedule and records the event; the tasks it fired stay.
+/// [`StoreError::ScheduleNotFound`] for no such schedule.
 pub async fn delete<B: Backend>(b: &B, p: DeleteScheduleParams) -> StoreResult<()> {
     let p = &p;
     change(b, "schedule_delete", |mut tx| async move {
@@ -288,6 +296,10 @@ async fn due_ids<E: Exec>(e: &mut E, now: DateTime<Utc>, limit: u32) -> StoreRes
         .collect()
 }
 
+/// Fires up to `limit` schedules due at `now`, soonest first, each in a transaction of
+/// its own that locks its row and checks it is still due (one another scheduler fired
+/// meanwhile is passed over). A schedule that fails is logged and does not hold up the
+/// others; the first failure is returned only when nothing fired.
 pub async fn run_due<B: Backend>(b: &B, p: RunDueParams) -> StoreResult<Vec<Fired>> {
     let now = b.read().await?.now(p.now).await?;
     let mut fired = Vec::new();
@@ -486,6 +498,8 @@ async fn fire_due<B: Backend>(
     Ok(fired)
 }
 
+/// Fires a schedule at once for the slot of `now` (to the millisecond), whatever its
+/// `enabled` flag and overlap policy, and leaves its place among its slots as it was.
 pub async fn fire_now<B: Backend>(b: &B, p: FireNowParams) -> StoreResult<Fired> {
     let p = &p;
     let (fired, _) = change(b, "schedule_fire_now", |mut tx| async move {

@@ -12,13 +12,18 @@ pub enum Arg {
     Int(i64),
     /// An `INTEGER` column's value (priority, attempts): PostgreSQL wants it as `int4`.
     Int32(i32),
+    /// A text column's value; `None` is NULL.
     Text(Option<String>),
     /// A nullable integer column's value; `None` is NULL (typed, as PostgreSQL wants).
     MaybeInt(Option<i64>),
     /// A `DOUBLE PRECISION` (`REAL` on SQLite); `None` is NULL.
     Float(Option<f64>),
+    /// A boolean (an integer on SQLite and MySQL).
     Bool(bool),
+    /// A time (fixed-format text on SQLite, `DATETIME(6)` on MySQL, `timestamptz` on
+    /// PostgreSQL); `None` is NULL.
     Time(Option<DateTime<Utc>>),
+    /// A JSON document (text on SQLite).
     Json(Value),
     /// A list of ids as one array argument: only written for PostgreSQL (`= ANY($n)`).
     Ints(Vec<i64>),
@@ -67,6 +72,8 @@ pub struct Sql {
 }
 
 impl Sql {
+    /// A statement in `dialect` that starts with `text`, which holds no placeholders
+    /// (add them with [`Sql::bind`]).
     pub fn new(dialect: Dialect, text: impl Into<String>) -> Self {
         Sql {
             dialect,
@@ -75,10 +82,12 @@ impl Sql {
         }
     }
 
+    /// The dialect its placeholders and spellings are written in.
     pub fn dialect(&self) -> Dialect {
         self.dialect
     }
 
+    /// Appends SQL text as it is; values go through [`Sql::bind`], never into the text.
     pub fn push(&mut self, text: &str) -> &mut Self {
         self.text.push_str(text);
         self
@@ -136,14 +145,17 @@ impl Sql {
         self.push(")")
     }
 
+    /// The statement's text, with the dialect's placeholders.
     pub fn text(&self) -> &str {
         &self.text
     }
 
+    /// The arguments, in the order of their placeholders.
     pub fn args(&self) -> &[Arg] {
         &self.args
     }
 
+    /// The text and the arguments, for a backend to send.
     pub fn into_parts(self) -> (String, Vec<Arg>) {
         (self.text, self.args)
     }

@@ -226,6 +226,8 @@ async fn running<E: Exec>(e: &mut E) -> StoreResult<HashMap<String, u64>> {
     Ok(by_worker)
 }
 
+/// The registry by id, gone workers only when asked, each with the tasks and runs it
+/// holds a lease on now (counted at the read, not stored).
 pub async fn list<E: Exec>(e: &mut E, p: &WorkerListParams) -> StoreResult<Vec<WorkerInfo>> {
     let mut sql = Sql::new(
         e.dialect(),
@@ -258,6 +260,8 @@ async fn get<E: Exec>(e: &mut E, id: &str) -> StoreResult<Option<WorkerInfo>> {
     info_from_row(&row, running).map(Some)
 }
 
+/// Drains or releases a worker by id and answers its row as it now stands (`None`: no
+/// such worker, and nothing written); the event is recorded only when the flag changed.
 pub async fn set_draining<B: Backend>(
     b: &B,
     p: &WorkerDrainParams,
@@ -309,6 +313,9 @@ fn push_forgettable(sql: &mut Sql, gone_before: DateTime<Utc>) {
         .bind(false);
 }
 
+/// Marks gone the workers silent for `silence` at `now`, and deletes those gone for
+/// longer than `forget_after` that no drain holds. A plain read first: the write
+/// transaction opens only when there is something to do.
 pub async fn reap<B: Backend>(b: &B, p: &Checked<WorkerReapParams>) -> StoreResult<Reaped> {
     let mut read = b.read().await?;
     let now = read.now(p.now).await?;
@@ -350,6 +357,7 @@ pub async fn reap<B: Backend>(b: &B, p: &Checked<WorkerReapParams>) -> StoreResu
     .await
 }
 
+/// The workers not gone (draining ones included): the cluster's live nodes.
 pub async fn count_live<E: Exec>(e: &mut E) -> StoreResult<u64> {
     let sql = Sql::new(
         e.dialect(),

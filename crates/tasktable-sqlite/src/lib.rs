@@ -15,6 +15,8 @@
 //! and finishes that wait at the same moment share one transaction and one commit (see
 //! `group`).
 
+#![warn(missing_docs)]
+
 mod group;
 mod lease;
 mod sql;
@@ -36,6 +38,8 @@ use tasktable_sqlx::Tx;
 use tasktable_store::*;
 use tokio::sync::{broadcast, mpsc};
 
+/// The connection [`SqliteStore::submit_in`](SqlStore::submit_in) inserts on, inside the
+/// caller's transaction.
 pub use sqlx::sqlite::SqliteConnection as Connection;
 
 /// How to open the database.
@@ -43,13 +47,15 @@ pub use sqlx::sqlite::SqliteConnection as Connection;
 pub struct SqliteConfig {
     /// `sqlite://path/to/file.db` or a plain path.
     pub url: String,
-    /// Connections for reads (writes always use one).
+    /// Connections for reads (writes always use one); 4 by default, at least 1.
     pub read_connections: u32,
-    /// How long a writer waits for another process's write lock.
+    /// How long a writer waits for another process's write lock; 10 s by default.
     pub busy_timeout: Duration,
     /// `true` (the default) syncs the WAL on every commit, so an acknowledged submit
     /// survives a power cut; `false` trades that for speed (`synchronous = NORMAL`).
     pub sync_every_commit: bool,
+    /// Largest JSON document a call may carry (a payload, a result, a checkpoint,
+    /// progress), in bytes; [`DEFAULT_MAX_PAYLOAD_BYTES`] (1 MiB) by default.
     pub max_payload_bytes: usize,
     /// Most rows one transaction of a bulk operator change holds the writer for
     /// (`tasktable_store::bulk`); 500 by default.
@@ -57,6 +63,8 @@ pub struct SqliteConfig {
 }
 
 impl SqliteConfig {
+    /// The defaults for the database at `url`, to adjust before
+    /// [`SqlStore::connect`]; the file is created if missing.
     pub fn new(url: impl Into<String>) -> Self {
         SqliteConfig {
             url: url.into(),
@@ -76,7 +84,12 @@ pub type SqliteStore = SqlStore<SqliteBackend>;
 /// look at the database next to tasktable ([`SqlStore::pool`]).
 #[derive(Debug, Clone)]
 pub struct SqlitePools {
+    /// The one connection every write of the store goes through: a transaction of your
+    /// own on it holds up the store's writes until it ends. Open one with
+    /// [`Tx::begin`](tasktable_sqlx::Tx::begin) and `Some("BEGIN IMMEDIATE")`, so that
+    /// it cannot fail half way when it upgrades to a writer.
     pub writer: SqlitePool,
+    /// The readers (`read_connections` of them), which never wait for writers (WAL).
     pub reader: SqlitePool,
 }
 

@@ -9,16 +9,19 @@ use tasktable_store::{StoreError, StoreResult};
 pub const SQL_FORMAT: &str = "%Y-%m-%dT%H:%M:%fZ";
 const CHRONO_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.3fZ";
 
+/// `t` as stored: [`SQL_FORMAT`], cut to the millisecond.
 pub fn to_text(t: DateTime<Utc>) -> String {
     t.format(CHRONO_FORMAT).to_string()
 }
 
+/// A stored time; text in any other format is a database error.
 pub fn from_text(s: &str) -> StoreResult<DateTime<Utc>> {
     NaiveDateTime::parse_from_str(s, CHRONO_FORMAT)
         .map(|n| n.and_utc())
         .map_err(|e| StoreError::Database(format!("bad timestamp {s:?} in database: {e}").into()))
 }
 
+/// A nullable stored time; `None` (NULL) stays `None`.
 pub fn opt_from_text(s: Option<String>) -> StoreResult<Option<DateTime<Utc>>> {
     s.as_deref().map(from_text).transpose()
 }

@@ -16,6 +16,8 @@
 //! not in a release yet). [`Tx`] closes a connection whose `BEGIN` was not confirmed
 //! instead of returning it, and rolls back the rest as `sqlx::Transaction` does.
 
+#![warn(missing_docs)]
+
 mod first;
 
 pub use first::{first_connection, without_password, FIRST_CONNECTION_WAIT};
@@ -76,12 +78,16 @@ impl<DB: Database> Tx<DB> {
         }
     }
 
+    /// Commits the transaction. A commit that fails or is cut off leaves the `Tx` to its
+    /// drop, which rolls back what the server has not committed.
     pub async fn commit(mut self) -> sqlx::Result<()> {
         DB::TransactionManager::commit(&mut self.conn).await?;
         self.state = State::Ended;
         Ok(())
     }
 
+    /// Rolls the transaction back now and waits for it, rather than leaving the
+    /// `ROLLBACK` to the drop.
     pub async fn rollback(mut self) -> sqlx::Result<()> {
         DB::TransactionManager::rollback(&mut self.conn).await?;
         self.state = State::Ended;

@@ -4,7 +4,43 @@ use tasktable_core::{Actor, Attempt, NewTask, Task, TaskId};
 use tasktable_runtime::Handler;
 use tasktable_store::*;
 
-/// Submits, finds and changes tasks. Cheap to clone.
+/// Submits, finds and changes tasks: what an application and its operators do to the
+/// tasks table, with every change recorded in the event log under the client's
+/// [`Actor`]. Cheap to clone; clones share the store.
+///
+/// Calls the client does not wrap (schedules, batches, the worker registry, statistics)
+/// are on its [`store`](Client::store).
+///
+/// ```
+/// use serde_json::json;
+/// use tasktable::{Change, Client, NewTask, TaskFilter, TaskState, Target};
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+/// let store = tasktable::connect(&url).await?; // sqlite://tasks.db, postgres://...
+/// store.migrate().await?;
+/// let client = Client::new(store);
+///
+/// let task = NewTask::new("send_email", json!("ada@example.com"))
+///     .idempotency_key("welcome-ada") // a repeat returns the first task
+///     .held(true); // waits for a release
+/// let first = client.submit(task.clone()).await?;
+/// let again = client.submit(task).await?;
+/// assert!(first.created && !again.created && again.id == first.id);
+///
+/// // An operator's change, on one task or on every task a filter matches.
+/// let held = TaskFilter::default().kind("send_email").state(TaskState::Held);
+/// let released = client.update(Target::Filter(held), Change::Release).await?;
+/// assert_eq!(released, 1);
+/// let task = client.get(first.id).await?.expect("the task exists");
+/// assert_eq!(task.state, TaskState::Pending);
+///
+/// client.pause("default").await?; // workers stop claiming; running tasks finish
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Client {
     store: Arc<dyn Store>,
@@ -12,7 +48,8 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client whose changes the event log records as Rust code's (`rust`).
+    /// A client on `store`, [shielded](tasktable_store::Shielded) so that no call is cut
+    /// off half way, whose changes the event log records as Rust code's (`rust`).
     pub fn new(store: Arc<dyn Store>) -> Self {
         Client {
             store: Shielded::wrap(store),
@@ -30,11 +67,14 @@ impl Client {
         }
     }
 
+    /// The shielded store the client calls, for what it does not wrap: schedules,
+    /// batches, the worker registry, statistics.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
-    /// A task for handler `H` with a typed payload, to adjust and submit.
+    /// A task for handler `H` with a typed payload, to adjust and submit. Fails only
+    /// when the payload cannot be turned into JSON.
     pub fn task<H: Handler>(payload: &H::Payload) -> Result<NewTask, serde_json::Error>
     where
         H::Payload: Serialize,
@@ -42,6 +82,16 @@ impl Client {
         Ok(NewTask::new(H::KIND, serde_json::to_value(payload)?))
     }
 
+    /// Submits one task, `pending` (or `held` when it asks to be) and due when it says
+    /// (now by default). A task whose idempotency key another task holds is not created:
+    /// that task's id comes back with `created: false`. Idle workers of its queue are
+    /// woken: in this process on every backend, in others only on PostgreSQL (elsewhere
+    /// they find it at their next poll).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidTask`] or [`StoreError::PayloadTooLarge`] when the task fails
+    /// its checks; nothing is created.
     pub async fn submit(&self, task: NewTask) -> StoreResult<Submitted> {
         let mut out = self.submit_many(vec![task]).await?;
         Ok(out.remove(0))
@@ -58,10 +108,15 @@ impl Client {
             .await
     }
 
+    /// The task as it is now, with its payload, result, checkpoint and progress; `None`
+    /// when no task has the id (never submitted, or taken by retention).
     pub async fn get(&self, id: TaskId) -> StoreResult<Option<Task>> {
         self.store.task_get(id).await
     }
 
+    /// A page of the tasks `filter` matches, newest (highest id) first: at most `limit`
+    /// (1 to [`MAX_PAGE_SIZE`]) with ids below `after`. Pass the page's
+    /// [`next`](TaskPage::next) as `after` for the page that follows.
     pub async fn list(
         &self,
         filter: TaskFilter,
@@ -78,6 +133,8 @@ impl Client {
             .await
     }
 
+    /// A task's attempt history, oldest first: for each attempt that ended, the worker
+    /// and host that ran it, when, its outcome and its error. Empty for a task never run.
     pub async fn attempts(&self, id: TaskId) -> StoreResult<Vec<Attempt>> {
         self.store.attempt_list(id).await
     }
@@ -95,8 +152,9 @@ impl Client {
     }
 
     /// Follows what happens, live, from `from` (`None`: from now on): tasks submitted,
-    /// attempts ended, operators' changes, each given once by [`Follower::next`], which
-    /// waits for them; resume later from [`Follower::cursor`] without a gap
+    /// attempts ended, operators' changes, each given once by
+    /// [`Follower::next`](feed::Follower::next), which waits for them; resume later from
+    /// [`Follower::cursor`](feed::Follower::cursor) without a gap
     /// ([`tasktable_store::feed`]).
     pub async fn follow(
         &self,
@@ -135,22 +193,36 @@ impl Client {
             .await
     }
 
+    /// Cancels a held, pending or running task; a running handler is told to stop
+    /// ([`StopReason::Cancelled`](crate::StopReason::Cancelled)) and what it returns is
+    /// dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`] for an unknown id, [`StoreError::IllegalTransition`] for a
+    /// task already finished. The other one-task changes below fail the same way.
     pub async fn cancel(&self, id: TaskId) -> StoreResult<()> {
         self.update(Target::Id(id), Change::Cancel).await.map(drop)
     }
 
+    /// Makes a pending, failed or cancelled task due now; a failed or cancelled one gets
+    /// a fresh set of attempts.
     pub async fn retry(&self, id: TaskId) -> StoreResult<()> {
         self.update(Target::Id(id), Change::Retry).await.map(drop)
     }
 
+    /// Keeps a pending task from being claimed until [`Client::release`].
     pub async fn hold(&self, id: TaskId) -> StoreResult<()> {
         self.update(Target::Id(id), Change::Hold).await.map(drop)
     }
 
+    /// Lets a held task be claimed again, at its `run_at` as it was.
     pub async fn release(&self, id: TaskId) -> StoreResult<()> {
         self.update(Target::Id(id), Change::Release).await.map(drop)
     }
 
+    /// Stops every worker, in-process or pulling over HTTP, from claiming from `queue`;
+    /// running tasks go on to their end. Pausing a paused queue changes nothing.
     pub async fn pause(&self, queue: &str) -> StoreResult<()> {
         self.store
             .queue_set_paused(QueuePauseParams {
@@ -161,6 +233,7 @@ impl Client {
             .await
     }
 
+    /// Lets workers claim from `queue` again, and wakes its idle workers.
     pub async fn resume(&self, queue: &str) -> StoreResult<()> {
         self.store
             .queue_set_paused(QueuePauseParams {
@@ -187,6 +260,8 @@ impl Client {
             .await
     }
 
+    /// Every queue that has tasks, a pause or a policy, with its task counts by state,
+    /// sorted by name.
     pub async fn queues(&self) -> StoreResult<Vec<QueueInfo>> {
         self.store.queue_list().await
     }

@@ -17,13 +17,16 @@ use super::rows::*;
 /// again (a slot of a task that wants more runs came free).
 #[derive(Debug, Default)]
 pub struct Ended {
+    /// Whether the run's fence held and its end was written.
     pub applied: bool,
+    /// The queue whose workers should look again once the transaction commits.
     pub wake: Option<String>,
 }
 
 /// Ends one run under its lease, inside the caller's write transaction: locks the task,
 /// checks the run's fence (and, for the rescuer, that its lease or deadline passed),
-/// records the attempt, and moves the task as core's [`Runs::after_run`] says.
+/// records the attempt, and moves the task as core's
+/// [`Runs::after_run`](tasktable_core::runs::Runs::after_run) says.
 pub async fn finish_in<E: Exec>(
     e: &mut E,
     item: &FinishItem,

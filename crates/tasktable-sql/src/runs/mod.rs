@@ -12,7 +12,8 @@
 //! claim) and move the counters. A run's renewal, checkpoint and end are fenced on the
 //! run's row exactly as a task's are on the task's; the end of a run locks its task
 //! first (as the claim does, so the two never wait on each other in opposite orders),
-//! writes the attempt's history row, and applies [`Runs::after_run`].
+//! writes the attempt's history row, and applies
+//! [`Runs::after_run`](tasktable_core::runs::Runs::after_run).
 
 mod claim;
 mod finish;

@@ -17,7 +17,7 @@ pub(super) fn int(v: u32) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
 }
 
-/// The columns of `tasktable_runs` that [`run_from_row`] reads.
+/// The columns of `tasktable_runs` (aliased `r`) that a run is read from.
 pub const RUN_COLUMNS: &str = "r.task_id, r.run, r.worker_id, r.worker_host, r.state, \
     r.lease_token, r.lease_credential, r.lease_expires_at, r.deadline_at, r.checkpoint, \
     r.progress, r.result, r.error, r.resumed_from, r.started_at, r.finished_at";

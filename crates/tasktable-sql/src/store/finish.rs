@@ -21,6 +21,7 @@ pub trait LeaseLanes: Send + Sync {
     /// The hot path's renewal of leases of tasks that run once.
     async fn renew(&self, p: RenewParams) -> StoreResult<Vec<LeaseStatus>>;
 
+    /// Renews the lease of run `run` of a multi-run task, on the run's row.
     async fn renew_run(
         &self,
         lease: &Lease,
@@ -29,8 +30,10 @@ pub trait LeaseLanes: Send + Sync {
         now: Option<DateTime<Utc>>,
     ) -> StoreResult<LeaseStatus>;
 
+    /// The hot path's checkpoint of a task that runs once.
     async fn checkpoint(&self, p: Checked<CheckpointParams>) -> StoreResult<LeaseStatus>;
 
+    /// Saves the checkpoint and progress of run `run`, on the run's row.
     async fn checkpoint_run(
         &self,
         p: &Checked<CheckpointParams>,
@@ -40,6 +43,7 @@ pub trait LeaseLanes: Send + Sync {
     /// The hot path's end of attempts of tasks that run once.
     async fn finish(&self, p: Checked<FinishParams>) -> StoreResult<Vec<bool>>;
 
+    /// Ends run `run` in a transaction of its own ([`crate::runs::finish_in`]).
     async fn finish_run(
         &self,
         item: &FinishItem,
@@ -80,6 +84,8 @@ pub async fn renew(lanes: &impl LeaseLanes, p: RenewParams) -> StoreResult<Vec<L
     Ok(out)
 }
 
+/// Saves a checkpoint: on the run's row for a run's lease, through the hot path
+/// otherwise.
 pub async fn checkpoint(
     lanes: &impl LeaseLanes,
     p: Checked<CheckpointParams>,
