@@ -104,11 +104,18 @@ pub struct SqliteDb {
 
 impl SqliteDb {
     pub async fn fresh() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("tasktable.db").display());
-        let store = SqliteStore::open(&url).await.expect("open sqlite");
+        let db = SqliteDb::empty();
+        let store = SqliteStore::open(&db.url).await.expect("open sqlite");
         store.migrate().await.expect("migrate");
         store.close().await;
+        db
+    }
+
+    /// A database with no tables yet (the file is made when a store first opens it), for
+    /// tests that build its schema their own way.
+    pub fn empty() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("tasktable.db").display());
         SqliteDb { _dir: dir, url }
     }
 

@@ -82,6 +82,16 @@ impl MySqlDb {
     /// A fresh, migrated database. `None` when the server cannot be reached outside CI
     /// (after printing why); inside CI that panics.
     pub async fn fresh() -> Option<Self> {
+        let db = MySqlDb::empty().await?;
+        let store = MySqlStore::open(&db.url).await.expect("open mysql");
+        store.migrate().await.expect("migrate");
+        store.close().await;
+        Some(db)
+    }
+
+    /// A fresh database with no tables, for tests that build its schema their own way;
+    /// `None` as for [`MySqlDb::fresh`].
+    pub async fn empty() -> Option<Self> {
         if let Err(reason) = server().await {
             crate::unreachable("mysql", &reason);
             return None;
@@ -95,9 +105,6 @@ impl MySqlDb {
         .await;
         let _ = conn.close().await;
         let url = url_for(&server_url(), &name);
-        let store = MySqlStore::open(&url).await.expect("open mysql");
-        store.migrate().await.expect("migrate");
-        store.close().await;
         Some(MySqlDb { name, url })
     }
 

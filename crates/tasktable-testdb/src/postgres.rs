@@ -175,6 +175,23 @@ impl PgDb {
         Some(PgDb { name, url })
     }
 
+    /// A fresh database with no tables (not copied from the template), for tests that
+    /// build its schema their own way; `None` as for [`PgDb::fresh`].
+    pub async fn empty() -> Option<Self> {
+        let mut conn = match admin().await {
+            Ok(conn) => conn,
+            Err(reason) => {
+                crate::unreachable("postgres", &reason);
+                return None;
+            }
+        };
+        let name = new_name();
+        run(&mut conn, &format!("CREATE DATABASE \"{name}\"")).await;
+        let _ = conn.close().await;
+        let url = url_for(&server_url(), &name);
+        Some(PgDb { name, url })
+    }
+
     pub fn url(&self) -> &str {
         &self.url
     }
