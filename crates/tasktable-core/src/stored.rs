@@ -75,24 +75,6 @@ pub fn contains_nul(value: &Value) -> bool {
     }
 }
 
-/// How deep arrays and objects may nest in a payload or a batch's data: a value inside
-/// at most 16 of them. Deeper input is refused ([`InvalidTask::TooDeep`]), so that the
-/// OpenAPI document can state the whole rule without a schema that refers to itself,
-/// which common client generators cannot follow.
-///
-/// [`InvalidTask::TooDeep`]: crate::task::InvalidTask::TooDeep
-pub const MAX_PAYLOAD_NESTING: usize = 16;
-
-/// Whether arrays and objects nest more than `limit` deep in `value` (a scalar nests 0
-/// deep, `[1]` 1, `{"a": [1]}` 2). Looks no deeper than `limit + 1`.
-pub fn nests_deeper_than(value: &Value, limit: usize) -> bool {
-    match value {
-        Value::Array(items) => limit == 0 || items.iter().any(|v| nests_deeper_than(v, limit - 1)),
-        Value::Object(map) => limit == 0 || map.values().any(|v| nests_deeper_than(v, limit - 1)),
-        _ => false,
-    }
-}
-
 /// `value` as it is stored: every NUL in a string or key replaced.
 pub fn stored_value(value: Value) -> Value {
     if !contains_nul(&value) {
@@ -128,28 +110,6 @@ pub fn stored_error(message: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn nesting_counts_arrays_and_objects_on_the_deepest_path() {
-        let nested = |n: usize| {
-            (0..n).fold(json!(1), |v, i| {
-                if i % 2 == 0 {
-                    json!([v])
-                } else {
-                    json!({"k": v})
-                }
-            })
-        };
-        for n in 0..40 {
-            let v = json!([1, "x", nested(n)]);
-            for limit in 0..40 {
-                assert_eq!(nests_deeper_than(&v, limit), n + 1 > limit, "{n} {limit}");
-            }
-        }
-        assert!(!nests_deeper_than(&json!("s"), 0));
-        assert!(nests_deeper_than(&json!([]), 0));
-        assert!(!nests_deeper_than(&json!({}), 1));
-    }
 
     #[test]
     fn nul_becomes_the_replacement_character_in_strings_and_keys() {

@@ -243,16 +243,11 @@ impl NewTask {
     }
 }
 
-/// Refuses a payload or a batch's data that PostgreSQL cannot store (NUL in a string or
-/// key) or whose arrays and objects nest deeper than [`MAX_PAYLOAD_NESTING`].
-///
-/// [`MAX_PAYLOAD_NESTING`]: crate::stored::MAX_PAYLOAD_NESTING
+/// Refuses a payload or a batch's data that PostgreSQL cannot store: NUL in a string or
+/// a key, at any depth.
 pub fn check_payload(field: &'static str, value: &Value) -> Result<(), InvalidTask> {
     if crate::stored::contains_nul(value) {
         return Err(InvalidTask::Nul(field));
-    }
-    if crate::stored::nests_deeper_than(value, crate::stored::MAX_PAYLOAD_NESTING) {
-        return Err(InvalidTask::TooDeep(field));
     }
     Ok(())
 }
@@ -318,9 +313,6 @@ pub enum InvalidTask {
     /// JSON holding a NUL character in a string or a key, in the field named.
     #[error("{0} contains a NUL character (\\u0000), which PostgreSQL cannot store; tasktable refuses it on every backend")]
     Nul(&'static str),
-    /// Arrays and objects nest deeper than [`crate::stored::MAX_PAYLOAD_NESTING`].
-    #[error("{0} nests arrays and objects more than {max} deep", max = crate::stored::MAX_PAYLOAD_NESTING)]
-    TooDeep(&'static str),
 }
 
 /// A stored task: one row of `tasktable_tasks`.
@@ -588,10 +580,6 @@ mod tests {
             (
                 NewTask::new("k", json!({"a": ["x\u{0}"]})),
                 "payload contains a NUL character",
-            ),
-            (
-                NewTask::new("k", (0..17).fold(json!(1), |v, _| json!([v]))),
-                "payload nests arrays and objects more than 16 deep",
             ),
         ];
         for (task, want) in cases {
