@@ -81,8 +81,14 @@ struct ClientArgs {
         default_value = "http://127.0.0.1:8080"
     )]
     server: String,
-    /// Bearer token (see `tasktable token new`).
-    #[arg(long, global = true, env = "TASKTABLE_TOKEN", hide_env_values = true)]
+    /// Bearer token (see `tasktable token new`); one that begins with '-' is taken too.
+    #[arg(
+        long,
+        global = true,
+        env = "TASKTABLE_TOKEN",
+        hide_env_values = true,
+        allow_hyphen_values = true
+    )]
     token: Option<String>,
     /// Print the server's JSON answer (one document) instead of text.
     #[arg(long, global = true)]

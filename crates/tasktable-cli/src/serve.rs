@@ -9,9 +9,11 @@ use crate::worker::{self, HandlerArgs};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 use tasktable::{Rescuer, RescuerConfig, Retainer, RetentionConfig, Scheduler, SchedulerConfig};
 use tasktable_dashboard::DashConfig;
 use tasktable_server::host::AllowedHosts;
+use tasktable_server::listen::ConnectionLimits;
 use tasktable_server::{AppState, Limits, Role, TokenSet};
 use tokio_util::sync::CancellationToken;
 
@@ -63,6 +65,24 @@ pub struct ServeArgs {
     /// Largest request body accepted.
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes)]
     max_body_bytes: usize,
+    /// How long a request's headers may take to arrive, and a kept-alive connection may
+    /// idle between requests, before the connection is closed.
+    #[arg(long, value_name = "DURATION", value_parser = crate::input::duration, default_value = "10s")]
+    header_timeout: Duration,
+    /// How long a request's body may take to arrive after its headers (400 bad_body
+    /// beyond). Event streams and long-poll claims are not timed by either limit.
+    #[arg(long, value_name = "DURATION", value_parser = crate::input::duration, default_value = "30s")]
+    body_timeout: Duration,
+    /// Most connections open at once; further ones are closed at once. Default: the
+    /// process's file descriptor limit (raised to its hard limit) less 128 kept for the
+    /// database and files.
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Most connections open at once from one client address. Default: half of
+    /// --max-connections. Behind a reverse proxy every client has the proxy's address:
+    /// raise it there.
+    #[arg(long, value_name = "N")]
+    max_connections_per_address: Option<usize>,
     /// Tasks the in-process worker runs at once with the built-in handlers (`http` and
     /// `http_batch`, and `exec` when allowed); 0 runs no worker here.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -78,6 +98,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             MIN_WORKER_SILENCE.as_secs()
         )));
     }
+    let limits = connection_limits(&args)?;
     let tokens = load_tokens(&args)?;
     let addrs = resolve(&args.listen).await?;
     if tokens.is_empty() && addrs.iter().any(|a| !a.ip().is_loopback()) {
@@ -193,11 +214,9 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .merge(tasktable_dashboard::router_with(state.clone(), dashboard));
     // Last, so the rule covers every route: API, dashboard, /metrics and /healthz.
     let app = tasktable_server::host::enforce(app, &state.tokens, allowed);
-    // Client addresses, for counting failed dashboard sign-ins per address.
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(stop.clone().cancelled_owned())
-        .await;
+    let served =
+        tasktable_server::listen::serve(listener, app, limits, stop.clone().cancelled_owned())
+            .await;
     stop.cancel();
     if let Some(worker) = worker {
         let _ = worker.await;
@@ -209,6 +228,43 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     }
     tracing::info!("stopped");
     served.map_err(|e| CliError::failure(format!("the server failed: {e}")))
+}
+
+/// The connection limits the flags ask for, checked; the caps default to what this
+/// process's descriptor limit allows.
+fn connection_limits(args: &ServeArgs) -> Result<ConnectionLimits, CliError> {
+    let mut limits = ConnectionLimits::for_this_process();
+    for (flag, value) in [
+        ("--header-timeout", args.header_timeout),
+        ("--body-timeout", args.body_timeout),
+    ] {
+        if value < Duration::from_millis(100) {
+            return Err(CliError::usage(format!("{flag} must be at least 100ms")));
+        }
+    }
+    limits.header_timeout = args.header_timeout;
+    limits.body_timeout = args.body_timeout;
+    if let Some(n) = args.max_connections {
+        if n == 0 || n > limits.max_connections {
+            return Err(CliError::usage(format!(
+                "--max-connections must be 1 to {} here (the file descriptor limit less {} for the database and files)",
+                limits.max_connections,
+                tasktable_server::listen::RESERVED_DESCRIPTORS
+            )));
+        }
+        limits.max_connections = n;
+        limits.max_per_address = (n / 2).max(1);
+    }
+    if let Some(n) = args.max_connections_per_address {
+        if n == 0 || n > limits.max_connections {
+            return Err(CliError::usage(format!(
+                "--max-connections-per-address must be 1 to --max-connections ({})",
+                limits.max_connections
+            )));
+        }
+        limits.max_per_address = n;
+    }
+    Ok(limits)
 }
 
 async fn resolve(listen: &str) -> Result<Vec<SocketAddr>, CliError> {

@@ -225,10 +225,8 @@ pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
         let app = tasktable_server::metrics::recorded_only_router();
         let stopped = stop.clone().cancelled_owned();
         tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-            {
+            let limits = tasktable_server::listen::ConnectionLimits::for_this_process();
+            if let Err(e) = tasktable_server::listen::serve(listener, app, limits, stopped).await {
                 tracing::error!(error = %e, "the metrics listener failed");
             }
         })

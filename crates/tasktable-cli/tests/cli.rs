@@ -1105,6 +1105,7 @@ fn a_token_from_token_new_authenticates_with_the_line_it_prints() {
     .json();
     let token = made["token"].as_str().unwrap();
     let line = made["tokens_file_line"].as_str().unwrap();
+    assert!(token.starts_with("tt_"), "never '-' first: {token}");
     assert!(
         token.len() >= 43
             && token
@@ -1144,6 +1145,40 @@ fn a_token_from_token_new_authenticates_with_the_line_it_prints() {
     server
         .tt_as(Some(ADMIN), &["ls"], None)
         .fails(5, "unknown or revoked token");
+}
+
+#[test]
+fn a_token_that_begins_with_a_dash_is_taken_on_the_command_line() {
+    let token = "-dash-first-token-of-32-characters";
+    let server = Server::start_with(
+        &["--workers", "0"],
+        &[("TASKTABLE_TOKENS", &format!("admin:{token}"))],
+    );
+    let by_flag = format!("--token={token}");
+    for args in [
+        vec!["--token", token, "ls", "--json"],
+        vec![by_flag.as_str(), "ls", "--json"],
+        vec!["ls", "--token", token, "--json"],
+    ] {
+        let mut cmd = command(&args);
+        cmd.env("TASKTABLE_SERVER", &server.url);
+        let listed = finish(cmd, None).json();
+        assert_eq!(listed["tasks"], json!([]), "{args:?}");
+    }
+    let listed = server.tt_as(Some(token), &["ls", "--json"], None).json();
+    assert_eq!(listed["tasks"], json!([]), "from TASKTABLE_TOKEN");
+}
+
+#[test]
+fn serve_refuses_a_token_listed_under_two_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("t.db").display());
+    let mut cmd = command(&["serve", "--database-url", &db, "--listen", "127.0.0.1:0"]);
+    cmd.env(
+        "TASKTABLE_TOKENS",
+        "reader:same-token-of-32-characters-long,admin:same-token-of-32-characters-long",
+    );
+    finish(cmd, None).fails(2, "\"env-2\" is the same token as \"env-1\"");
 }
 
 #[test]

@@ -63,6 +63,9 @@ pub struct DashConfig {
     pub secure_cookies: bool,
     /// Most sessions held at once; when full, the oldest ends. Default 10,000.
     pub max_sessions: usize,
+    /// Most sessions of one token at once; when a token has as many, its own oldest
+    /// ends, so no token can sign the others out. Default 100.
+    pub max_sessions_per_token: usize,
     /// How long a session lasts after sign-in. Default 12 hours.
     pub session_ttl: Duration,
     /// How failed sign-ins are slowed down.
@@ -80,6 +83,7 @@ impl Default for DashConfig {
         DashConfig {
             secure_cookies: false,
             max_sessions: 10_000,
+            max_sessions_per_token: 100,
             session_ttl: Duration::from_secs(12 * 3600),
             sign_in: ThrottleConfig::default(),
             max_scan_rows: 1000,
@@ -110,12 +114,17 @@ pub fn router(app: AppState) -> Router {
 }
 
 /// The dashboard's routes, to merge with the API's router. Serve the result with
-/// `into_make_service_with_connect_info::<SocketAddr>()` so failed sign-ins are counted
-/// per client address; without it all clients share one count.
+/// `tasktable_server::listen::serve` (or axum's
+/// `into_make_service_with_connect_info::<SocketAddr>()`) so failed sign-ins are counted
+/// per client address; without the client's address all clients share one count.
 pub fn router_with(app: AppState, config: DashConfig) -> Router {
     let state = DashState {
         app,
-        sessions: Arc::new(Sessions::new(config.max_sessions, config.session_ttl)),
+        sessions: Arc::new(Sessions::new(
+            config.max_sessions,
+            config.max_sessions_per_token,
+            config.session_ttl,
+        )),
         throttle: Arc::new(SignInThrottle::new(config.sign_in.clone())),
         config: Arc::new(DashConfig {
             max_scan_rows: config.max_scan_rows.max(1),

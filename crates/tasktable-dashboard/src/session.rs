@@ -14,7 +14,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
@@ -48,6 +48,7 @@ impl Session {
 #[derive(Debug)]
 pub struct Sessions {
     max: usize,
+    max_per_token: usize,
     ttl: Duration,
     inner: Mutex<Inner>,
 }
@@ -57,13 +58,30 @@ struct Inner {
     by_id: HashMap<String, Session>,
     /// Session ids by creation, oldest first.
     order: BTreeMap<u64, String>,
+    /// Each token's sessions by creation, oldest first.
+    by_token: HashMap<String, BTreeSet<u64>>,
     next_seq: u64,
 }
 
 impl Inner {
     fn remove_oldest(&mut self) {
-        if let Some((_, id)) = self.order.pop_first() {
-            self.by_id.remove(&id);
+        if let Some((&seq, _)) = self.order.first_key_value() {
+            self.remove_seq(seq);
+        }
+    }
+
+    fn remove_seq(&mut self, seq: u64) {
+        let Some(id) = self.order.remove(&seq) else {
+            return;
+        };
+        if let Some(session) = self.by_id.remove(&id) {
+            let name = &session.principal.name;
+            if let Some(seqs) = self.by_token.get_mut(name) {
+                seqs.remove(&seq);
+                if seqs.is_empty() {
+                    self.by_token.remove(name);
+                }
+            }
         }
     }
 }
@@ -73,10 +91,13 @@ fn random_hex() -> String {
 }
 
 impl Sessions {
-    /// At most `max` sessions (at least one), each lasting `ttl`.
-    pub fn new(max: usize, ttl: Duration) -> Self {
+    /// At most `max` sessions (at least one), each lasting `ttl`, and at most
+    /// `max_per_token` of one token's (at least one): a token signing in again and again
+    /// ends its own oldest sessions, never another token's, until `max` is reached.
+    pub fn new(max: usize, max_per_token: usize, ttl: Duration) -> Self {
         Sessions {
             max: max.max(1),
+            max_per_token: max_per_token.max(1),
             ttl,
             inner: Mutex::default(),
         }
@@ -98,11 +119,21 @@ impl Sessions {
             }
             inner.remove_oldest();
         }
+        let name = principal.name.clone();
+        while let Some(&oldest) = inner
+            .by_token
+            .get(&name)
+            .filter(|seqs| seqs.len() >= self.max_per_token)
+            .and_then(|seqs| seqs.first())
+        {
+            inner.remove_seq(oldest);
+        }
         while inner.by_id.len() >= self.max {
             inner.remove_oldest();
         }
         let seq = inner.next_seq;
         inner.next_seq += 1;
+        inner.by_token.entry(name).or_default().insert(seq);
         let session = Session {
             id: random_hex(),
             principal,
@@ -126,8 +157,8 @@ impl Sessions {
 
     pub fn remove(&self, id: &str) {
         let mut inner = self.inner.lock().expect("sessions lock");
-        if let Some(session) = inner.by_id.remove(id) {
-            inner.order.remove(&session.seq);
+        if let Some(seq) = inner.by_id.get(id).map(|s| s.seq) {
+            inner.remove_seq(seq);
         }
     }
 
@@ -233,7 +264,7 @@ mod tests {
 
     #[test]
     fn a_session_ends_at_its_expiry() {
-        let sessions = Sessions::new(10, Duration::from_secs(60));
+        let sessions = Sessions::new(10, 10, Duration::from_secs(60));
         let t0 = Instant::now();
         let s = sessions.create_at(someone(), t0);
         assert!(sessions
@@ -249,7 +280,7 @@ mod tests {
 
     #[test]
     fn a_full_store_ends_the_oldest_session_first() {
-        let sessions = Sessions::new(3, Duration::from_secs(3600));
+        let sessions = Sessions::new(3, 3, Duration::from_secs(3600));
         let t0 = Instant::now();
         let made: Vec<Session> = (0..5)
             .map(|i| sessions.create_at(someone(), t0 + Duration::from_secs(i)))
@@ -267,8 +298,37 @@ mod tests {
     }
 
     #[test]
+    fn one_token_signing_in_again_and_again_ends_only_its_own_sessions() {
+        let sessions = Sessions::new(100, 5, Duration::from_secs(3600));
+        let t0 = Instant::now();
+        let admin = Principal {
+            name: "admin".into(),
+            role: Role::Admin,
+            queues: None,
+        };
+        let kept = sessions.create_at(admin, t0);
+        let mine: Vec<Session> = (0..1000)
+            .map(|i| sessions.create_at(someone(), t0 + Duration::from_millis(i)))
+            .collect();
+        let later = t0 + Duration::from_secs(2);
+        assert!(
+            sessions.get_at(&kept.id, later).is_some(),
+            "the admin stays signed in"
+        );
+        let alive = mine
+            .iter()
+            .filter(|s| sessions.get_at(&s.id, later).is_some())
+            .count();
+        assert_eq!(alive, 5, "the token keeps its newest five");
+        assert!(sessions.get_at(&mine[999].id, later).is_some());
+        let inner = sessions.inner.lock().unwrap();
+        assert_eq!((inner.by_id.len(), inner.order.len()), (6, 6));
+        assert_eq!(inner.by_token["ops"].len(), 5);
+    }
+
+    #[test]
     fn signing_out_frees_the_place_and_its_index_entry() {
-        let sessions = Sessions::new(2, Duration::from_secs(3600));
+        let sessions = Sessions::new(2, 2, Duration::from_secs(3600));
         let t0 = Instant::now();
         let a = sessions.create_at(someone(), t0);
         let b = sessions.create_at(someone(), t0);
@@ -277,6 +337,7 @@ mod tests {
         assert!(sessions.get_at(&b.id, t0).is_some(), "nobody evicted");
         assert!(sessions.get_at(&c.id, t0).is_some());
         assert_eq!(sessions.inner.lock().unwrap().order.len(), 2);
+        assert_eq!(sessions.inner.lock().unwrap().by_token["ops"].len(), 2);
     }
 
     #[test]
@@ -300,7 +361,7 @@ mod tests {
 
     #[test]
     fn the_cookie_is_secure_only_when_asked() {
-        let sessions = Sessions::new(1, Duration::from_secs(60));
+        let sessions = Sessions::new(1, 1, Duration::from_secs(60));
         let s = sessions.create(someone());
         let plain = cookie_for(&s, sessions.ttl(), false);
         assert!(plain.contains("HttpOnly; SameSite=Strict") && !plain.contains("Secure"));

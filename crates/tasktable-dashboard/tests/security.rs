@@ -7,7 +7,7 @@
 mod common;
 
 use base64::Engine;
-use common::{client, csrf, tokens, Ui, ADMIN, OPERATOR};
+use common::{client, csrf, tokens, Ui, ADMIN, OPERATOR, READER};
 use reqwest::header::{HeaderMap, HOST, LOCATION, RETRY_AFTER, SET_COOKIE};
 use reqwest::{Client, StatusCode};
 use serde_json::json;
@@ -374,6 +374,36 @@ async fn the_oldest_session_ends_when_the_store_is_full() {
     for client in &clients[1..] {
         ui.page(client, "/ui").await;
     }
+}
+
+#[tokio::test]
+async fn one_token_signing_in_again_and_again_signs_no_one_else_out() {
+    let config = DashConfig {
+        max_sessions: 4,
+        max_sessions_per_token: 2,
+        ..DashConfig::default()
+    };
+    let Some(ui) = Ui::start_with("sqlite", tokens(), config).await else {
+        return;
+    };
+    let (admin, status) = ui.sign_in(ADMIN).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let mut readers = Vec::new();
+    for _ in 0..10 {
+        let (client, status) = ui.sign_in(READER).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        readers.push(client);
+    }
+    ui.page(&admin, "/ui").await;
+    let mut signed_in = 0;
+    for client in &readers {
+        let resp = client.get(ui.url("/ui")).send().await.unwrap();
+        if resp.status() == StatusCode::OK {
+            signed_in += 1;
+        }
+    }
+    assert_eq!(signed_in, 2, "the reader token keeps its newest two");
+    ui.page(&readers[9], "/ui").await;
 }
 
 /// A client whose connections come from `addr` (any 127.0.0.0/8 address is this machine).

@@ -215,6 +215,14 @@ impl TokenSet {
                 "token name {name:?} is used twice"
             )));
         }
+        // One token under two names (or roles) would act as whichever matched last:
+        // refused, so that a token has exactly one role.
+        if let Some(other) = self.entries.iter().find(|e| e.digest == digest) {
+            return Err(TokenConfigError(format!(
+                "token {name:?} is the same token as {:?}, listed before it; give each role a token of its own",
+                other.name
+            )));
+        }
         if queues.is_some() && role != Role::Worker {
             return Err(TokenConfigError(format!(
                 "token {name:?} has role {role}: only worker tokens can be limited to queues"
@@ -315,6 +323,33 @@ impl TokenSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_listed_twice_is_refused_naming_where() {
+        let line = |role: &str, name: &str| {
+            format!(
+                "{role} {name} {}\n",
+                token_digest("same-token-of-32-characters-long")
+            )
+        };
+        let mut set = TokenSet::default();
+        let twice = format!("{}# comment\n{}", line("reader", "a"), line("admin", "b"));
+        let err = set.add_file_contents(&twice).unwrap_err().0;
+        assert!(err.contains("tokens file line 3"), "{err}");
+        assert!(err.contains("the same token as \"a\""), "{err}");
+
+        let mut set = TokenSet::default();
+        set.add_file_contents(&line("reader", "a")).unwrap();
+        let err = set
+            .add_env_value("admin:same-token-of-32-characters-long")
+            .unwrap_err()
+            .0;
+        assert!(
+            err.contains("\"env-1\" is the same token as \"a\""),
+            "{err}"
+        );
+        assert_eq!(set.len(), 1, "nothing was added");
+    }
 
     #[test]
     fn roles_allow_exactly_their_access() {

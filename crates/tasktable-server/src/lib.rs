@@ -27,6 +27,7 @@ mod extract;
 mod guard;
 pub mod host;
 mod leases;
+pub mod listen;
 pub mod live;
 pub mod metrics;
 mod openapi;
@@ -255,7 +256,8 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serves `router(state)` on `listener` until `shutdown` resolves, then lets requests in
-/// flight finish. Without tokens, only loopback host names are answered ([`host`]).
+/// flight finish. Without tokens, only loopback host names are answered ([`host`]);
+/// connections are held to [`listen::ConnectionLimits::for_this_process`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
@@ -263,9 +265,6 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let tokens = state.tokens.clone();
     let app = host::enforce(router(state), &tokens, host::AllowedHosts::default());
-    // Client addresses, for the registry of pull-protocol workers.
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = listen::ConnectionLimits::for_this_process();
+    listen::serve(listener, app, limits, shutdown).await
 }

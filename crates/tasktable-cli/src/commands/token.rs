@@ -4,6 +4,9 @@
 use crate::error::CliError;
 use crate::output;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+/// How every token `token new` makes begins.
+pub const TOKEN_PREFIX: &str = "tt_";
 use base64::Engine;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
@@ -48,7 +51,9 @@ pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
     rand::rngs::OsRng.try_fill_bytes(&mut bytes).map_err(|e| {
         CliError::failure(format!("the operating system gave no random bytes: {e}"))
     })?;
-    let token = URL_SAFE_NO_PAD.encode(bytes);
+    // A prefix of its own: the token never starts with '-' (which a command line would
+    // read as an option), and a secret scanner can tell it from other random strings.
+    let token = format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes));
     let digest = token_digest(&token);
     let name = match &args.name {
         Some(name) if name.is_empty() || name.chars().any(char::is_whitespace) => {

@@ -101,15 +101,34 @@ impl Server {
     /// `tasktable serve` with `args` after its listen address and database (a SQLite
     /// file in the server's directory unless `args` name a `--database-url`).
     pub fn start_with(args: &[&str]) -> Server {
+        Server::start_limited(args, None)
+    }
+
+    /// As [`Server::start_with`], in a process whose open files are limited to
+    /// `descriptors` (soft and hard) when given.
+    pub fn start_limited(args: &[&str], descriptors: Option<u64>) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = format!("sqlite://{}", dir.path().join("tasktable.db").display());
         let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
-        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        let mut all = vec!["serve"];
+        if !args.contains(&"--listen") {
+            all.extend(["--listen", "127.0.0.1:0"]);
+        }
         if !args.contains(&"--database-url") {
             all.extend(["--database-url", db.as_str()]);
         }
         all.extend_from_slice(args);
-        let mut child = command(&all)
+        let mut cmd = command(&all);
+        if let Some(n) = descriptors {
+            // util-linux's prlimit sets the limit and runs the server in its place.
+            let mut limited = Command::new("prlimit");
+            limited.arg(format!("--nofile={n}:{n}")).arg(BIN).args(&all);
+            for var in ENV {
+                limited.env_remove(var);
+            }
+            cmd = limited;
+        }
+        let mut child = cmd
             .env("TASKTABLE_TOKENS", format!("admin:{ADMIN},reader:{READER}"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
