@@ -360,8 +360,8 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(refused.exception.code, "protocol_unsupported")
         self.assertIn("upgrade the server", refused.exception.message)
         tasks = [self.ops.get(i) for i in ids]
-        self.assertEqual({t["state"] for t in tasks}, {"pending"}, "whatever it claimed went back")
-        self.assertEqual({t["attempt"] for t in tasks}, {0}, "and spent no attempt")
+        self.assertEqual({t["state"] for t in tasks}, {"pending"})
+        self.assertEqual([t["attempts"] for t in tasks], [[]] * 5, "nothing was claimed")
 
     # A worker in a process of its own, for the tests that signal it.
 

@@ -230,7 +230,17 @@ export class Worker {
       process.once("SIGINT", onSignal);
     }
     this.log.info(`worker ${this.workerId} takes ${Object.keys(this.handlers).join(", ")} from queue ${this.o.queue}, ${this.o.concurrency} at once`);
-    const keeper = this.keepLeases();
+    // One beat before any claim: a server that does not speak this package's protocol
+    // refuses it, and the worker stops having claimed nothing.
+    const starting = await this.beat(true);
+    if (this.fatal) {
+      if (this.o.handleSignals) {
+        process.off("SIGTERM", onSignal);
+        process.off("SIGINT", onSignal);
+      }
+      throw this.fatal;
+    }
+    const keeper = this.keepLeases(starting);
     // While every slot is busy, tasks that waited past their patience are given back.
     const patience = setInterval(() => this.giveBackStale(), PATIENCE_CHECK_MS);
     patience.unref();
@@ -479,10 +489,10 @@ export class Worker {
 
   /** Renews every held lease in one request per third of the lease, and beats the
    * registry; ends once shutting down with nothing held. */
-  private async keepLeases(): Promise<void> {
+  /** `starting`: run()'s first beat could not be delivered and is tried again at once. */
+  private async keepLeases(starting: boolean): Promise<void> {
     const every = Math.max(this.o.leaseMs / 3, 200);
-    let nextBeat = 0;
-    let starting = true;
+    let nextBeat = starting ? 0 : Date.now() + this.o.beatEveryMs;
     while (!(this.stopping && this.held.size === 0)) {
       if (Date.now() >= nextBeat) {
         starting = await this.beat(starting);

@@ -81,14 +81,9 @@ struct ClientArgs {
         default_value = "http://127.0.0.1:8080"
     )]
     server: String,
-    /// Bearer token (see `tasktable token new`); one that begins with '-' is taken too.
-    #[arg(
-        long,
-        global = true,
-        env = "TASKTABLE_TOKEN",
-        hide_env_values = true,
-        allow_hyphen_values = true
-    )]
+    /// Bearer token (see `tasktable token new`); one that begins with '-' is given as
+    /// --token=-... or in TASKTABLE_TOKEN.
+    #[arg(long, global = true, env = "TASKTABLE_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Print the server's JSON answer (one document) instead of text.
     #[arg(long, global = true)]

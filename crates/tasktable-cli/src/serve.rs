@@ -70,17 +70,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", value_parser = crate::input::duration, default_value = "10s")]
     header_timeout: Duration,
     /// How long a request's body may take to arrive after its headers (400 bad_body
-    /// beyond). Event streams and long-poll claims are not timed by either limit.
+    /// beyond), and how long a write of an answer may wait for the client to read it
+    /// (the connection is closed beyond). Event streams and long-poll claims are not
+    /// timed while their client reads.
     #[arg(long, value_name = "DURATION", value_parser = crate::input::duration, default_value = "30s")]
     body_timeout: Duration,
     /// Most connections open at once; further ones are closed at once. Default: the
-    /// process's file descriptor limit (raised to its hard limit) less 128 kept for the
-    /// database and files.
+    /// process's soft limit on open files (ulimit -n) less 128 kept for the database and
+    /// files.
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
-    /// Most connections open at once from one client address. Default: half of
-    /// --max-connections. Behind a reverse proxy every client has the proxy's address:
-    /// raise it there.
+    /// Most connections open at once from one client (an IPv4 address or an IPv6 /64).
+    /// Default: an eighth of --max-connections. Behind a reverse proxy every client has
+    /// the proxy's address: raise it there.
     #[arg(long, value_name = "N")]
     max_connections_per_address: Option<usize>,
     /// Tasks the in-process worker runs at once with the built-in handlers (`http` and
@@ -247,13 +249,13 @@ fn connection_limits(args: &ServeArgs) -> Result<ConnectionLimits, CliError> {
     if let Some(n) = args.max_connections {
         if n == 0 || n > limits.max_connections {
             return Err(CliError::usage(format!(
-                "--max-connections must be 1 to {} here (the file descriptor limit less {} for the database and files)",
+                "--max-connections must be 1 to {} here (the soft limit on open files less {} for the database and files; raise it with ulimit -n)",
                 limits.max_connections,
                 tasktable_server::listen::RESERVED_DESCRIPTORS
             )));
         }
         limits.max_connections = n;
-        limits.max_per_address = (n / 2).max(1);
+        limits.max_per_address = (n / 8).max(1);
     }
     if let Some(n) = args.max_connections_per_address {
         if n == 0 || n > limits.max_connections {

@@ -1156,9 +1156,8 @@ fn a_token_that_begins_with_a_dash_is_taken_on_the_command_line() {
     );
     let by_flag = format!("--token={token}");
     for args in [
-        vec!["--token", token, "ls", "--json"],
         vec![by_flag.as_str(), "ls", "--json"],
-        vec!["ls", "--token", token, "--json"],
+        vec!["ls", by_flag.as_str(), "--json"],
     ] {
         let mut cmd = command(&args);
         cmd.env("TASKTABLE_SERVER", &server.url);
@@ -1167,6 +1166,15 @@ fn a_token_that_begins_with_a_dash_is_taken_on_the_command_line() {
     }
     let listed = server.tt_as(Some(token), &["ls", "--json"], None).json();
     assert_eq!(listed["tasks"], json!([]), "from TASKTABLE_TOKEN");
+    // A missing value is still missing, not the next flag taken for a token.
+    let mut cmd = command(&["ls", "--token", "--json"]);
+    cmd.env("TASKTABLE_SERVER", &server.url);
+    let run = finish(cmd, None);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("a value is required for '--token"),
+        "{run:?}"
+    );
 }
 
 #[test]

@@ -252,3 +252,45 @@ fn serve_refuses_connection_limits_it_cannot_keep() {
         );
     }
 }
+
+#[test]
+fn a_client_that_never_reads_its_answers_is_disconnected() {
+    // Two connections from one client fill its place (an eighth of 16).
+    let server = Server::start_with(&[
+        "--workers",
+        "0",
+        "--body-timeout",
+        "1s",
+        "--max-connections",
+        "16",
+    ]);
+    let greedy: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let stream = connect(&server);
+            // Far more answer than the socket buffers hold, none of it read.
+            let ask = request("GET", "/api/v1/openapi.json", "").repeat(100);
+            stream.set_write_timeout(Some(GUARD)).unwrap();
+            let mut writer = &stream;
+            let _ = writer.write_all(ask.as_bytes());
+            stream
+        })
+        .collect();
+    // Once the stalled writes time out, the client has room again. Polled: no signal
+    // says when the server gave up on them.
+    let deadline = std::time::Instant::now() + GUARD;
+    loop {
+        let mut probe = connect(&server);
+        let _ = probe.write_all(request("GET", "/healthz", "").as_bytes());
+        let mut reader = BufReader::new(probe);
+        let mut status = String::new();
+        if reader.read_line(&mut status).is_ok() && status.contains(" 200 ") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stalled connections were kept"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(greedy);
+}

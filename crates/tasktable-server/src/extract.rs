@@ -62,15 +62,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 "request body does not match the expected shape: expected a JSON object",
             ));
         }
-        // Read again, as axum's extractor does, so an error names the field at fault.
-        serde_path_to_error::deserialize(value)
-            .map(Body)
-            .map_err(|e| {
-                ApiError::invalid(format!(
-                    "request body does not match the expected shape: {e}"
-                ))
-            })
+        shaped(value).map(Body)
     }
+}
+
+/// `value` read into `T` (the value being a JSON object), as [`Body`] reads it: an error
+/// names the field at fault.
+pub fn shaped<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        ApiError::invalid(format!(
+            "request body does not match the expected shape: {e}"
+        ))
+    })
 }
 
 fn json_rejection(rejection: JsonRejection) -> ApiError {

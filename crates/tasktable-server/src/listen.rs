@@ -6,12 +6,16 @@
 //! - A request's body must arrive whole within [`ConnectionLimits::body_timeout`] of its
 //!   headers, however it trickles; else the read fails and the request is answered
 //!   `400 bad_body`.
-//! - Open connections are capped in total and per client address, below the process's
-//!   file descriptor limit, so connections can never use up the descriptors the database
-//!   and the listener need. One over a cap is closed at once, and the log says so.
+//! - An answer the client does not read is given up when a write has made no progress
+//!   for the body timeout, so a client that stops reading cannot keep its connection.
+//! - Open connections are capped in total and per client (an IPv4 address, or an IPv6
+//!   /64, which one host commonly holds whole), below the process's file descriptor
+//!   limit, so connections can never use up the descriptors the database and the
+//!   listener need. One over a cap is closed at once, and the log says so.
+//! - At shutdown, connections get [`SHUTDOWN_GRACE`] to finish what they are doing.
 //!
-//! Answers being written are never cut: an event stream or a long-poll claim waits on the
-//! server's side, which none of these limits times.
+//! An event stream or a long-poll claim is not cut while its client reads: it waits on
+//! the server's side, which none of these limits times.
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -27,6 +31,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
@@ -37,8 +42,12 @@ pub const RESERVED_DESCRIPTORS: usize = 128;
 /// How long headers may take to arrive, by default.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a body may take to arrive after its headers, by default.
+/// How long a body may take to arrive after its headers, and a write of an answer may
+/// wait for the client to read, by default.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long connections may go on after the shutdown signal before they are closed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// What the server allows a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,42 +55,49 @@ pub struct ConnectionLimits {
     /// Headers (of a connection's first request, and of each next one) must arrive
     /// within this, or the connection is closed.
     pub header_timeout: Duration,
-    /// A body must arrive whole within this of its request's headers.
+    /// A body must arrive whole within this of its request's headers, and a write of an
+    /// answer must make progress within it.
     pub body_timeout: Duration,
     /// Open connections at most.
     pub max_connections: usize,
-    /// Open connections from one client address at most.
+    /// Open connections from one client (an IPv4 address or an IPv6 /64) at most.
     pub max_per_address: usize,
 }
 
 impl ConnectionLimits {
-    /// Limits sized to this process: the connection cap is the descriptor limit (the soft
-    /// one, raised first to the hard one where that is allowed) less
-    /// [`RESERVED_DESCRIPTORS`], and one address may hold half of it.
+    /// Limits sized to this process: the connection cap is its soft limit on open files
+    /// less [`RESERVED_DESCRIPTORS`], and one client may hold an eighth of it. The limit
+    /// itself is left as it is (children such as `exec` tasks inherit it): raise it with
+    /// `ulimit -n` or the service manager (`LimitNOFILE=`).
     pub fn for_this_process() -> Self {
-        let descriptors = raise_descriptor_limit();
+        let descriptors = descriptor_limit();
         let max_connections = descriptors.saturating_sub(RESERVED_DESCRIPTORS).max(16);
         ConnectionLimits {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections,
-            max_per_address: (max_connections / 2).max(1),
+            max_per_address: (max_connections / 8).max(1),
         }
     }
 }
 
-/// The soft limit on open files after raising it to the hard limit (capped at 1,048,576:
-/// a larger table only costs memory), or 1,024 where it cannot be read.
-fn raise_descriptor_limit() -> usize {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        return 1024;
-    };
-    let wanted = hard.min(1 << 20);
-    if wanted > soft && setrlimit(Resource::RLIMIT_NOFILE, wanted, hard).is_ok() {
-        return wanted as usize;
+/// The soft limit on open files, or 1,024 where it cannot be read.
+fn descriptor_limit() -> usize {
+    use nix::sys::resource::{getrlimit, Resource};
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft as usize)
+}
+
+/// Whom a connection counts against: its IPv4 address, or its IPv6 address's /64.
+fn client_of(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(v6) & !((1u128 << 64) - 1),
+            )),
+        },
+        v4 => v4,
     }
-    soft as usize
 }
 
 /// Serves `app` on `listener` within `limits` until `shutdown` resolves, then lets the
@@ -124,8 +140,9 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Some(slot) = Slot::take(&open, peer.ip(), &limits) else {
-            refusals.note(peer.ip(), &limits);
+        let client = client_of(peer.ip());
+        let Some(slot) = Slot::take(&open, client, &limits) else {
+            refusals.note(client, &limits);
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -138,6 +155,7 @@ pub async fn serve(
                 app.clone().oneshot(req)
             },
         ));
+        let stream = WriteDeadline::new(stream, limits.body_timeout);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
@@ -146,7 +164,15 @@ pub async fn serve(
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_ms = SHUTDOWN_GRACE.as_millis() as u64,
+            "connections still busy after the shutdown grace were closed"
+        );
+    }
     Ok(())
 }
 
@@ -270,5 +296,120 @@ impl HttpBody for Deadline {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// A connection whose writes fail once one has made no progress for `limit`: a client
+/// that stops reading its answers cannot hold the connection, and its place under the
+/// caps, for ever.
+struct WriteDeadline<S> {
+    inner: S,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S, limit: Duration) -> Self {
+        WriteDeadline {
+            inner,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// After the inner write returned Pending: Pending until the stall lasted `limit`.
+    fn poll_stall(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
+        let limit = self.limit;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the client read nothing of its answer for {} s",
+                    limit.as_secs_f64()
+                ),
+            )),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn progressed<T>(&mut self, done: Poll<T>, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        match done {
+            Poll::Ready(value) => {
+                self.stalled = None;
+                Poll::Ready(Ok(value))
+            }
+            Poll::Pending => self.poll_stall(cx).map(Err),
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Ready(Ok(n)) => self.progressed(Poll::Ready(n), cx),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.progressed(Poll::Pending, cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(Ok(n)) => self.progressed(Poll::Ready(n), cx),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.progressed(Poll::Pending, cx),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Ready(Ok(())) => self.progressed(Poll::Ready(()), cx),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.progressed(Poll::Pending, cx),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_of;
+    use std::net::IpAddr;
+
+    #[test]
+    fn a_client_is_an_ipv4_address_or_an_ipv6_slash_64() {
+        let of = |a: &str| client_of(a.parse::<IpAddr>().unwrap()).to_string();
+        assert_eq!(of("10.1.2.3"), "10.1.2.3");
+        assert_eq!(of("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::");
+        assert_eq!(of("2001:db8:1:2:ffff:1:2:3"), "2001:db8:1:2::");
+        assert_ne!(of("2001:db8:1:3::1"), of("2001:db8:1:2::1"));
+        assert_eq!(of("::ffff:192.0.2.7"), "192.0.2.7");
     }
 }

@@ -196,7 +196,7 @@ fn check_protocol(version: Option<u32>) -> ApiResult<()> {
         StatusCode::UNPROCESSABLE_ENTITY,
         "protocol_unsupported",
         format!(
-            "the worker speaks pull protocol {version}, this server {OLDEST} to {NEWEST}: {advice} (docs/operations.md, upgrades)"
+            "the worker speaks pull protocol {version}, this server {OLDEST} to {NEWEST}: {advice} (docs/operations.md, Upgrading)"
         ),
     ))
 }
@@ -209,8 +209,16 @@ type PeerAddress = Option<Extension<ConnectInfo<SocketAddr>>>;
 pub async fn heartbeat(
     State(state): State<AppState>,
     caller: PeerAddress,
-    crate::extract::Body(b): crate::extract::Body<HeartbeatBody>,
+    crate::extract::Body(raw): crate::extract::Body<serde_json::Value>,
 ) -> ApiResult<Response> {
+    // The version first, from the raw object: a worker of another version may send a
+    // heartbeat this server cannot read, and must still learn why it is refused.
+    if let Some(version) = raw.get("protocol_version").and_then(|v| v.as_f64()) {
+        if version.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&version) {
+            check_protocol(Some(version as u32))?;
+        }
+    }
+    let b: HeartbeatBody = crate::extract::shaped(raw)?;
     check_protocol(b.protocol_version)?;
     let facts = WorkerFacts {
         id: b.worker_id,

@@ -260,11 +260,23 @@ async fn bad_heartbeats_are_refused_and_register_nothing(s: Server) {
         assert!(message.contains(says), "{body} -> {message:?}");
     }
     // A worker of a pull protocol the server does not speak is told which side to upgrade.
-    for (version, says) in [
-        (2, "upgrade the server"),
-        (0, "upgrade the worker's package"),
+    // A newer worker's heartbeat may hold what this server cannot read: the version is
+    // looked at first.
+    for (body, says) in [
+        (
+            json!({"worker_id": "w", "protocol_version": 2}),
+            "upgrade the server",
+        ),
+        (
+            json!({"worker_id": "w", "protocol_version": 2, "features": ["x"], "capacity": "many"}),
+            "upgrade the server",
+        ),
+        (
+            json!({"worker_id": "w", "protocol_version": 0}),
+            "upgrade the worker's package",
+        ),
     ] {
-        let body = json!({"worker_id": "w", "protocol_version": version});
+        let version = body["protocol_version"].clone();
         let answer = s.post("/api/v1/heartbeat", body).await;
         assert_error(&answer, 422, "protocol_unsupported");
         let message = answer.1["error"]["message"].as_str().unwrap();

@@ -234,6 +234,8 @@ class Worker:
         self._threads: List[threading.Thread] = []
         #: Why the worker stopped on its own, raised by run() once it has shut down.
         self._fatal: Optional[TasktableError] = None
+        #: Whether the beat run() sends first still has to announce the start.
+        self._first_beat_pending = True
 
     # Lifecycle.
 
@@ -243,6 +245,11 @@ class Worker:
                 signal.signal(sig, lambda *_: self.stop())
         log.info("worker %s takes %s from queue %s, %d at once", self.worker_id,
                  ", ".join(self.handlers), self.queue, self.concurrency)
+        # One beat before any claim: a server that does not speak this package's protocol
+        # refuses it, and the worker stops having claimed nothing.
+        self._first_beat_pending = self._beat(True)
+        if self._fatal is not None:
+            raise self._fatal
         # Handlers run on daemon threads: one that ignores its stop signal cannot keep the
         # process alive after its task was given back.
         for n in range(self.concurrency):
@@ -538,8 +545,9 @@ class Worker:
 
     def _keep_leases(self) -> None:
         every = max(self.lease_ms / 3000, 0.2)
-        next_beat = 0.0
-        starting = True
+        # run() beat once already; a beat it could not deliver is tried again at once.
+        starting = self._first_beat_pending
+        next_beat = 0.0 if starting else time.monotonic() + self.beat_every
         while not (self._stopping.is_set() and not self._held_now()):
             now = time.monotonic()
             if now >= next_beat:
