@@ -936,25 +936,25 @@ fn every_error_is_one_line_with_an_exit_code_of_its_kind() {
 }
 
 /// A database that refuses the connection is told within seconds, with its cause and its URL
-/// without the password: `serve`, `worker` and `migrate` exit instead of waiting out a
+/// with the password hidden: `serve`, `worker` and `migrate` exit instead of waiting out a
 /// pool's timeout, and the password never reaches the terminal.
 #[test]
-fn an_unreachable_database_is_named_with_its_cause_and_without_its_password() {
+fn an_unreachable_database_is_named_with_its_cause_and_its_password_hidden() {
     for (verb, url, shown) in [
         (
             "serve",
             "postgres://app:hunter2@127.0.0.1:1/tasks",
-            "postgres://app@127.0.0.1:1/tasks",
+            "postgres://app:[redacted]@127.0.0.1:1/tasks",
         ),
         (
             "worker",
             "postgres://app:hunter2@127.0.0.1:1/tasks",
-            "postgres://app@127.0.0.1:1/tasks",
+            "postgres://app:[redacted]@127.0.0.1:1/tasks",
         ),
         (
             "migrate",
             "mysql://root:hunter2@127.0.0.1:1/test",
-            "mysql://root@127.0.0.1:1/test",
+            "mysql://root:[redacted]@127.0.0.1:1/test",
         ),
     ] {
         let run = finish(command(&[verb, "--database-url", url]), None);
@@ -1205,6 +1205,23 @@ fn serve_shows_readers_the_built_in_handlers_secrets_redacted() {
         as_admin["task"]["payload"]["headers"]["Authorization"],
         "Bearer sekr1t"
     );
+    // Spellings the handler sends with their password (WHATWG reads each as
+    // `https://bot:pa55word@h.example/`) are hidden as well.
+    for url in [
+        "https:/bot:pa55word@h.example",
+        "https:\\\\bot:pa55word@h.example",
+        "https:bot:pa55word@h.example",
+    ] {
+        let payload = json!({ "url": url }).to_string();
+        let id = server.tt(&["submit", "http", &payload, "--json"]).json()["id"].to_string();
+        let run = server.tt_as(Some(READER), &["show", &id, "--json"], None);
+        assert!(!run.stdout.contains("pa55word"), "{url:?}: {}", run.stdout);
+        assert_eq!(
+            run.json()["task"]["payload"]["url"],
+            "https://bot:[redacted]@h.example/",
+            "{url:?}"
+        );
+    }
 }
 
 #[test]

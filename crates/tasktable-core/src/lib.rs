@@ -10,8 +10,8 @@
 //! means ([`worker`]), who may run a task ([`target`]), what a queue's policy lets a claim take ([`policy`]), how a task that wants several runs
 //! counts them ([`runs`]), what becomes of text a worker writes on its way into a row and
 //! how far a lease or a delay may reach ([`stored`]), the bounds of names and counts
-//! ([`names`]), who did something ([`actor`]), and where a URL holds its password
-//! ([`url`]).
+//! ([`names`]), who did something ([`actor`]), and how a URL is read and its password
+//! hidden ([`url`]).
 //!
 //! Must not know: SQL, any database, tokio, or the time of day. Every function here is
 //! pure: the current time and any randomness are passed in as arguments, so the rules can
@@ -26,6 +26,7 @@ pub mod change;
 pub mod event;
 pub mod names;
 pub mod outcome;
+pub mod ownership;
 pub mod policy;
 pub mod retention;
 pub mod runs;

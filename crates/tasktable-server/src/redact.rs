@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-/// What replaces a secret value.
-pub const REDACTED: &str = "[redacted]";
+/// What replaces a secret value, as it replaces a URL's password.
+pub const REDACTED: &str = tasktable_core::url::REDACTED;
 
 /// The secret fields of payloads, by task kind.
 #[derive(Debug, Clone, Default)]
@@ -14,7 +14,8 @@ pub struct Redactions {
     /// `(kind, JSON pointer)`: the object at the pointer holds only secret values; its
     /// names stay visible.
     objects: Vec<(String, String)>,
-    /// `(kind, JSON pointer)`: a URL string whose password (`user:password@`) is secret.
+    /// `(kind, JSON pointer)`: a URL string whose password (`user:password@`) is secret,
+    /// read as the `http` handler reads it ([`tasktable_core::url::redact_password`]).
     urls: Vec<(String, String)>,
 }
 
@@ -43,17 +44,9 @@ impl Redactions {
         }
         for (_, pointer) in self.urls.iter().filter(|(k, _)| k == kind) {
             if let Some(Value::String(url)) = payload.pointer_mut(pointer) {
-                *url = without_password(url);
+                *url = tasktable_core::url::redact_password(url);
             }
         }
-    }
-}
-
-/// `url` with the password of its user information replaced.
-fn without_password(url: &str) -> String {
-    match tasktable_core::url::password_range(url) {
-        Some(r) => format!("{}{REDACTED}{}", &url[..r.start], &url[r.end..]),
-        None => url.to_owned(),
     }
 }
 
@@ -99,13 +92,35 @@ mod tests {
         let mut odd = json!({"headers": "not an object", "url": 7});
         redactions().apply("http", &mut odd);
         assert_eq!(odd, json!({"headers": "not an object", "url": 7}));
-        for url in [
-            "https://h/p@x",
-            "https://user@h/",
-            "no scheme:pw@h",
-            "https://h",
-        ] {
-            assert_eq!(without_password(url), url);
+        for url in ["https://h/p@x", "https://user@h/", "https://h"] {
+            let mut payload = json!({ "url": url });
+            redactions().apply("http", &mut payload);
+            assert_eq!(payload, json!({ "url": url }));
         }
+    }
+
+    #[test]
+    fn a_url_password_is_hidden_in_every_spelling_the_handler_sends() {
+        for url in [
+            "https:/bot:s3cret@h.example/x",
+            "https:\\\\bot:s3cret@h.example/x",
+            "https:bot:s3cret@h.example/x",
+            "HTTPS://bot:s3cret@h.example/x",
+            "ht\ttps://bot:s3cret@h.example/x",
+        ] {
+            let mut payload = json!({ "url": url });
+            redactions().apply("http", &mut payload);
+            assert_eq!(
+                payload,
+                json!({"url": "https://bot:[redacted]@h.example/x"}),
+                "{url:?}"
+            );
+        }
+        let mut unparsed = json!({"url": "https://bot:s3/cret@h.example:99999/"});
+        redactions().apply("http", &mut unparsed);
+        assert_eq!(
+            unparsed,
+            json!({"url": "https://[redacted]@h.example:99999/"})
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! Readers see the secret fields of payloads redacted, in lists and in a task's view;
-//! operators, who submit and edit payloads, and the worker that claims the task, see them
-//! whole.
+//! Readers see the secret fields of payloads redacted, in lists and in a task's view (a
+//! URL's password in every spelling the `http` handler sends it in); operators, who submit
+//! and edit payloads, and the worker that claims the task, see them whole.
 
 mod common;
 
@@ -8,7 +8,10 @@ use common::Server;
 use serde_json::json;
 use tasktable_server::Role;
 
-on_every_backend!(readers_see_secret_payload_fields_redacted);
+on_every_backend!(
+    readers_see_secret_payload_fields_redacted,
+    readers_see_no_url_password_in_any_spelling_the_handler_sends,
+);
 
 async fn readers_see_secret_payload_fields_redacted(mut s: Server) {
     let payload = json!({
@@ -61,4 +64,54 @@ async fn readers_see_secret_payload_fields_redacted(mut s: Server) {
         claimed["tasks"][0]["payload"], payload,
         "the claimer gets it whole"
     );
+}
+
+/// The `http` handler parses its URL by WHATWG rules, which read each of these as
+/// `https://bot:pa55word@hooks.example/x` and send the password; readers are shown that
+/// URL with the password hidden.
+async fn readers_see_no_url_password_in_any_spelling_the_handler_sends(mut s: Server) {
+    let mut ids = Vec::new();
+    for url in [
+        "https:/bot:pa55word@hooks.example/x",
+        "https:\\\\bot:pa55word@hooks.example/x",
+        "https:\\bot:pa55word@hooks.example/x",
+        "https:bot:pa55word@hooks.example/x",
+    ] {
+        let (status, answer) = s
+            .post(
+                "/api/v1/tasks",
+                json!({"kind": "http", "payload": {"url": url}}),
+            )
+            .await;
+        assert_eq!(status, 201, "{answer}");
+        ids.push((url, answer["id"].as_i64().unwrap()));
+    }
+
+    s.as_role(Role::Reader);
+    let list = s
+        .request(reqwest::Method::GET, "/api/v1/tasks")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !list.contains("pa55word"),
+        "a reader sees a password: {list}"
+    );
+    for (url, id) in ids {
+        let path = format!("/api/v1/tasks/{id}");
+        let text = s
+            .request(reqwest::Method::GET, &path)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!text.contains("pa55word"), "{url:?}: a reader sees {text}");
+        let shown = s.get(&path).await.1["task"]["payload"]["url"].clone();
+        assert_eq!(shown, "https://bot:[redacted]@hooks.example/x", "{url:?}");
+    }
 }

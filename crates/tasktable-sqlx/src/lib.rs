@@ -20,7 +20,7 @@
 
 mod first;
 
-pub use first::{first_connection, without_password, FIRST_CONNECTION_WAIT};
+pub use first::{first_connection, FIRST_CONNECTION_WAIT};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool, TransactionManager};

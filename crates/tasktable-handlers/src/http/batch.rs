@@ -56,7 +56,7 @@ impl BatchHandler for HttpBatchHandler {
     ) -> Result<Item, HandlerError> {
         let mut secrets: Vec<String> = data.headers.values().cloned().collect();
         secrets.extend(
-            reqwest::Url::parse(&data.url)
+            tasktable_core::url::parse_http(&data.url)
                 .ok()
                 .and_then(|url| url.password().map(str::to_owned)),
         );

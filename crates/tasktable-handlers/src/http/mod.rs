@@ -138,7 +138,7 @@ impl Handler for HttpHandler {
         let mut secrets: Vec<String> = payload.headers.values().cloned().collect();
         // A careless server may quote the URL's password back, too.
         secrets.extend(
-            reqwest::Url::parse(&payload.url)
+            tasktable_core::url::parse_http(&payload.url)
                 .ok()
                 .and_then(|url| url.password().map(str::to_owned)),
         );

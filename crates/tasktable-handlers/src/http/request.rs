@@ -101,13 +101,8 @@ pub(super) struct Prepared {
 impl Prepared {
     /// Checks the payload; an `Err` says why it can never be sent (no header values).
     pub fn new(payload: HttpPayload, task_timeout: Option<Duration>) -> Result<Self, String> {
-        let url = Url::parse(&payload.url).map_err(|e| format!("invalid url: {e}"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "url scheme {:?} is not allowed; use http or https",
-                url.scheme()
-            ));
-        }
+        // The one parse that redaction shares, so readers never see a password this sends.
+        let url = tasktable_core::url::parse_http(&payload.url)?;
         let mut headers = HeaderMap::new();
         for (name, value) in &payload.headers {
             let key = HeaderName::from_bytes(name.as_bytes())
@@ -206,6 +201,48 @@ mod tests {
         let err = Prepared::new(payload(v), None).unwrap_err();
         assert!(err.contains("Authorization"), "{err}");
         assert!(!err.contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn readers_are_shown_the_url_this_sends_to_without_its_password() {
+        for url in [
+            "https://bot:s3cr3t@h.example/x",
+            "https:/bot:s3cr3t@h.example/x",
+            "https:\\bot:s3cr3t@h.example/x",
+            "https:\\\\bot:s3cr3t@h.example/x",
+            "https:bot:s3cr3t@h.example/x",
+            "HTTPS://bot:s3cr3t@H.EXAMPLE/x",
+            "ht\ttps://bot:s3c\nr3t@h.example/x",
+            " \u{1}https:/bot:s3cr3t@h.example/x\u{0} ",
+            "https://bot:s3cr3t%40x@[::1]:8443/x",
+            "http:bot:s3@cr3t@h.example:8080",
+        ] {
+            let sent = Prepared::new(HttpPayload::new(url), None).unwrap().url;
+            assert!(
+                sent.password().is_some_and(|p| p.contains("cr3t")),
+                "{url:?}"
+            );
+            let shown = tasktable_core::url::redact_password(url);
+            assert!(!shown.contains("cr3t"), "{url:?} is shown as {shown:?}");
+            let read = Url::parse(&shown).unwrap();
+            assert_eq!(
+                (read.host_str(), read.port(), read.username(), read.path()),
+                (sent.host_str(), sent.port(), sent.username(), sent.path()),
+                "{url:?} is shown as {shown:?}"
+            );
+        }
+        for unsendable in [
+            "https://bot:s3cr3t@h.example:99999/",
+            "https:/bot:s3cr3t@[::1/",
+            "https://bot:s3/cr3t@h.example/",
+        ] {
+            assert!(Prepared::new(HttpPayload::new(unsendable), None).is_err());
+            let shown = tasktable_core::url::redact_password(unsendable);
+            assert!(
+                !shown.contains("cr3t"),
+                "{unsendable:?} is shown as {shown:?}"
+            );
+        }
     }
 
     #[test]
