@@ -85,6 +85,12 @@ pub struct ServeArgs {
     /// the proxy's address: raise it there.
     #[arg(long, value_name = "N")]
     max_connections_per_address: Option<usize>,
+    /// Most live pull workers one token may register (each worker id belongs to the token
+    /// that first used it); a heartbeat or claim that would register one more is refused
+    /// with 403 too_many_workers until one leaves or falls silent.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_workers_per_token,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_workers_per_token: u32,
     /// Tasks the in-process worker runs at once with the built-in handlers (`http` and
     /// `http_batch`, and `exec` when allowed); 0 runs no worker here.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -202,6 +208,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let mut state = AppState::new(store, tokens);
     state.stop = stop.clone();
     state.limits.max_body_bytes = args.max_body_bytes;
+    state.limits.max_workers_per_token = args.max_workers_per_token;
     // Readers see the built-in handlers' secret payload fields redacted, in the API and
     // on the dashboard alike.
     state.redactions = std::sync::Arc::new(tasktable_server::redact::Redactions::new(

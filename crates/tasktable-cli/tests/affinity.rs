@@ -48,6 +48,8 @@ async fn fail_once_as(store: &dyn Store, worker: &str) -> Vec<i64> {
             address: None,
             starting: true,
             now: None,
+            owner: None,
+            max_live_per_owner: None,
         })
         .await
         .unwrap();

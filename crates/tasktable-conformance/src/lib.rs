@@ -235,11 +235,15 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@area $backend, workers, 2;
             workers::registry::heartbeats_register_update_and_bring_back_a_worker,
             workers::registry::a_drain_outlives_a_restart_until_released,
-            workers::registry::whether_a_worker_is_draining_is_one_read,
+            workers::registry::a_workers_standing_is_one_read,
             workers::registry::a_rescuer_marks_silent_workers_gone,
             workers::registry::silent_workers_are_marked_gone_then_forgotten_unless_drained,
             workers::registry::the_registry_counts_what_each_worker_runs,
             workers::registry::bad_worker_facts_are_refused_and_change_nothing,
+            workers::ownership::a_worker_id_belongs_to_the_token_that_first_used_it,
+            workers::ownership::ids_without_a_token_go_to_the_first_token_unless_in_process,
+            workers::ownership::a_token_holds_at_most_its_cap_of_live_workers,
+            workers::ownership::the_registry_reads_a_page_at_a_time,
             workers::discovery::discovery_finds_each_queue_with_pending_tasks_once,
             workers::discovery::a_due_check_sees_due_tasks_of_its_kinds_in_queues_not_paused,
         );

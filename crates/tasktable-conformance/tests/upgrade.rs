@@ -873,7 +873,10 @@ async fn reads_back(s: &dyn Store, f: &str) {
     );
 
     let mut workers = s
-        .worker_list(WorkerListParams { include_gone: true })
+        .worker_list(WorkerListParams {
+            include_gone: true,
+            ..Default::default()
+        })
         .await
         .expect("worker_list");
     workers.sort_by(|a, b| a.facts.id.cmp(&b.facts.id));
@@ -892,6 +895,8 @@ async fn reads_back(s: &dyn Store, f: &str) {
                     protocol: Protocol::Process,
                 },
                 address: None,
+                // Rows from before version 15 have no owner.
+                owner: None,
                 state: WorkerState::Gone,
                 draining: false,
                 started_at: at("09:00:00"),
@@ -912,6 +917,7 @@ async fn reads_back(s: &dyn Store, f: &str) {
                     protocol: Protocol::Process,
                 },
                 address: None,
+                owner: None,
                 state: WorkerState::Draining,
                 draining: true,
                 started_at: at("09:00:00"),
@@ -1152,6 +1158,7 @@ async fn runs(store: &Arc<dyn Store>, f: &str) {
     let drained = s
         .worker_list(WorkerListParams {
             include_gone: false,
+            ..Default::default()
         })
         .await
         .expect("worker_list");

@@ -212,6 +212,9 @@ pub struct WorkerInfo {
     pub facts: WorkerFacts,
     /// The address it reaches the database (or the API) from, as that side sees it.
     pub address: Option<String>,
+    /// The token that owns its id ([`crate::ownership`]), by name; `None`: no token does
+    /// (an in-process worker, or a pull worker of a server without tokens).
+    pub owner: Option<String>,
     /// What the registry shows, from `draining` and whether it is gone
     /// ([`WorkerState::of`]).
     pub state: WorkerState,

@@ -259,6 +259,8 @@ mod tests {
             name: "ops".into(),
             role: Role::Operator,
             queues: None,
+            groups: None,
+            authenticated: true,
         }
     }
 
@@ -305,6 +307,8 @@ mod tests {
             name: "admin".into(),
             role: Role::Admin,
             queues: None,
+            groups: None,
+            authenticated: true,
         };
         let kept = sessions.create_at(admin, t0);
         let mine: Vec<Session> = (0..1000)

@@ -53,11 +53,7 @@ fn signed_in(state: &DashState, headers: &HeaderMap, session: &Session) -> Respo
 
 pub async fn login_page(State(state): State<DashState>, headers: HeaderMap) -> Response {
     if state.app.tokens.is_empty() {
-        let session = state.sessions.create(Principal {
-            name: "anonymous".into(),
-            role: Role::Admin,
-            queues: None,
-        });
+        let session = state.sessions.create(Principal::anonymous());
         return signed_in(&state, &headers, &session);
     }
     login_form(None).into_response()

@@ -25,6 +25,18 @@ use tasktable_store::{TaskFilter, WorkerDrainParams, WorkerListParams};
 /// Tasks listed per worker; the count says how many it runs.
 const SHOWN_PER_WORKER: usize = 20;
 
+/// Workers of the registry on one page, by id; a link leads to the next.
+const PAGE: u32 = 200;
+
+/// What the workers page may be asked: where its page starts, and messages of a form.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct WorkersQuery {
+    /// The last id of the previous page.
+    after: Option<String>,
+    done: Option<String>,
+    error: Option<String>,
+}
+
 #[derive(Debug, Default)]
 struct Running {
     host: String,
@@ -61,14 +73,32 @@ fn tasks_cell(r: Option<&Running>) -> Markup {
 pub async fn workers(
     State(state): State<DashState>,
     session: Session,
-    Query(f): Query<Flash>,
+    Query(q): Query<WorkersQuery>,
 ) -> Response {
+    let f = Flash {
+        done: q.done,
+        error: q.error,
+    };
+    let after = q.after.filter(|a| tasktable_core::worker::valid_name(a));
     let store = state.app.store.as_ref();
     let registry = match store
-        .worker_list(WorkerListParams { include_gone: true })
+        .worker_list(WorkerListParams {
+            include_gone: true,
+            after: after.clone(),
+            limit: Some(PAGE),
+        })
         .await
     {
         Ok(w) => w,
+        Err(e) => return crate::failure::page_for(e),
+    };
+    // A full page may have more after it; the workers running tasks but not registered
+    // are those of this page's range of ids that the page does not hold.
+    let next = (registry.len() == PAGE as usize)
+        .then(|| registry.last().map(|w| w.facts.id.clone()))
+        .flatten();
+    let live = match store.worker_count_live().await {
+        Ok(n) => n,
         Err(e) => return crate::failure::page_for(e),
     };
     let total = match scan::by_queue_counts(store, None, &[TaskState::Running]).await {
@@ -95,13 +125,12 @@ pub async fn workers(
         Ok(c) => c,
         Err(e) => return crate::failure::page_for(e),
     };
-    let live = registry
-        .iter()
-        .filter(|w| w.state != WorkerState::Gone)
-        .count();
+    let in_range = |id: &String| {
+        after.as_ref().is_none_or(|a| id > a) && next.as_ref().is_none_or(|n| id <= n)
+    };
     let unregistered: Vec<(&String, &Running)> = running
         .iter()
-        .filter(|(id, _)| !registry.iter().any(|w| &w.facts.id == *id))
+        .filter(|(id, _)| in_range(id) && !registry.iter().any(|w| &w.facts.id == *id))
         .collect();
     let button = |w: &WorkerInfo| {
         let (op, label) = if w.draining {
@@ -163,6 +192,9 @@ pub async fn workers(
                     tr { td colspan="10" .muted { "No worker has registered, and no task is running." } }
                 }
             }
+        }
+        @if let Some(next) = &next {
+            p { a id="next-page" href=(links::with_query("/ui/workers", &[("after", next)])) { "Next page" } }
         }
     };
     page("Workers", "Workers", Some(&session), true, body).into_response()

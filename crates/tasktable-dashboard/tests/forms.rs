@@ -370,6 +370,8 @@ async fn the_task_page_shows_the_affinity_and_whom_a_retry_waits_for(backend: &s
             address: None,
             starting: true,
             now: None,
+            owner: None,
+            max_live_per_owner: None,
         })
         .await
         .unwrap();

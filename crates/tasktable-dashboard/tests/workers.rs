@@ -14,7 +14,31 @@ on_every_backend!(
     the_page_lists_the_registry_and_workers_that_never_registered,
     an_operator_drains_and_releases_a_worker,
     readers_and_bad_forms_change_no_worker,
+    the_registry_is_shown_a_page_at_a_time,
 );
+
+/// 200 workers a page, by id, and a link to the next; the live count is the registry's.
+async fn the_registry_is_shown_a_page_at_a_time(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    for i in 0..205 {
+        register(&ui, &format!("w-{i:03}"), Queues::All).await;
+    }
+    let (client, _) = ui.sign_in(READER).await;
+    let first = ui.page(&client, "/ui/workers").await;
+    assert!(first.contains("205 live."), "{first}");
+    assert_eq!(first.matches("<tr data-worker=").count(), 200);
+    assert!(first.contains("w-199") && !first.contains("w-200"));
+    assert!(
+        first.contains("href=\"/ui/workers?after=w-199\""),
+        "a link to the next page"
+    );
+    let second = ui.page(&client, "/ui/workers?after=w-199").await;
+    assert_eq!(second.matches("<tr data-worker=").count(), 5);
+    assert!(second.contains("w-204") && !second.contains("w-199"));
+    assert!(!second.contains("id=\"next-page\""), "the last page");
+}
 
 /// A form's fields.
 type Fields<'a> = Vec<(&'a str, &'a str)>;
@@ -35,6 +59,8 @@ async fn register(ui: &Ui, id: &str, queues: Queues) {
             address: None,
             starting: true,
             now: None,
+            owner: None,
+            max_live_per_owner: None,
         })
         .await
         .unwrap();
@@ -42,7 +68,10 @@ async fn register(ui: &Ui, id: &str, queues: Queues) {
 
 async fn worker(ui: &Ui, id: &str) -> WorkerInfo {
     ui.store
-        .worker_list(WorkerListParams { include_gone: true })
+        .worker_list(WorkerListParams {
+            include_gone: true,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_iter()

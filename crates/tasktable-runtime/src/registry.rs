@@ -20,6 +20,8 @@ pub(crate) async fn beat(shared: &Shared, starting: bool) -> StoreResult<()> {
             address: None,
             starting,
             now: None,
+            owner: None,
+            max_live_per_owner: None,
         })
         .await?;
     let was = shared.draining.swap(status.draining, Ordering::Relaxed);

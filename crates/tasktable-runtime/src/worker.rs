@@ -222,6 +222,8 @@ impl Worker {
                 address: None,
                 starting: true,
                 now: None,
+                owner: None,
+                max_live_per_owner: None,
             })
             .await
             .map(drop)
@@ -338,7 +340,7 @@ impl Worker {
         {
             let _ = service.await;
         }
-        if let Err(e) = shared.store.worker_leave(id.clone()).await {
+        if let Err(e) = shared.store.worker_leave(id.clone().into()).await {
             tracing::warn!(error = %e, "could not mark this worker gone in the registry");
         }
         services.stop().await;

@@ -85,12 +85,28 @@ pub const MIN_TOKEN_LEN: usize = 16;
 #[error("{0}")]
 pub struct TokenConfigError(pub String);
 
+/// What a worker token is limited to: the queues its workers may take and the groups
+/// they may join. `None`: no limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerLimits {
+    /// The only queues its workers may register for and claim from.
+    pub queues: Option<Vec<String>>,
+    /// The only groups its workers may register in and claim for.
+    pub groups: Option<Vec<String>>,
+}
+
+impl WorkerLimits {
+    fn is_none(&self) -> bool {
+        self.queues.is_none() && self.groups.is_none()
+    }
+}
+
 #[derive(Clone)]
 struct Entry {
     name: String,
     role: Role,
     digest: [u8; 32],
-    queues: Option<Vec<String>>,
+    limits: WorkerLimits,
 }
 
 /// Who a request authenticated as.
@@ -100,9 +116,26 @@ pub struct Principal {
     pub role: Role,
     /// The only queues a worker token may claim from; `None`: every queue.
     pub queues: Option<Vec<String>>,
+    /// The only groups a worker token's workers may join; `None`: any group.
+    pub groups: Option<Vec<String>>,
+    /// Whether the caller presented a token: the worker ids it uses become that token's
+    /// ([`tasktable_core::ownership`]). `false` only on a server without tokens.
+    pub authenticated: bool,
 }
 
 impl Principal {
+    /// Every caller of a server without tokens: an admin bound to no token, which the
+    /// binary allows only on a loopback address.
+    pub fn anonymous() -> Self {
+        Principal {
+            name: "anonymous".into(),
+            role: Role::Admin,
+            queues: None,
+            groups: None,
+            authenticated: false,
+        }
+    }
+
     /// This caller as the event log records it, reaching the server as `kind` (a token,
     /// the command line, the dashboard).
     pub fn actor(&self, kind: tasktable_core::ActorKind) -> tasktable_core::Actor {
@@ -115,23 +148,51 @@ impl Principal {
             .as_ref()
             .is_none_or(|queues| queues.iter().any(|q| q == queue))
     }
+
+    /// The groups of `groups` this caller's workers may not join.
+    pub fn groups_outside<'a>(&self, groups: &'a [String]) -> Vec<&'a str> {
+        match &self.groups {
+            None => Vec::new(),
+            Some(allowed) => groups
+                .iter()
+                .filter(|g| !allowed.contains(g))
+                .map(String::as_str)
+                .collect(),
+        }
+    }
+
+    /// The token worker ids used by this caller belong to; `None` on a server without
+    /// tokens, where every caller is trusted alike.
+    pub fn worker_owner(&self) -> Option<String> {
+        self.authenticated.then(|| self.name.clone())
+    }
 }
 
 /// Parses a queue list written `a,b` (tokens file) or `a+b` (environment): the queues a
-/// worker token is limited to. Such names cannot hold whitespace or any of `: , + @`; a
-/// queue named so can only be claimed by an unlimited token.
+/// worker token is limited to. Such names cannot hold whitespace or any of `: , + @ # |`;
+/// a queue named so can only be claimed by an unlimited token.
 pub fn parse_queue_list(text: &str, separator: char) -> Result<Vec<String>, TokenConfigError> {
-    let reserved = |c: char| c.is_whitespace() || c.is_control() || ":,+@".contains(c);
-    let queues: Vec<String> = text.split(separator).map(str::to_owned).collect();
-    for q in &queues {
-        if q.is_empty() || q.chars().count() > 255 || q.chars().any(reserved) {
+    parse_list("queue", text, separator)
+}
+
+/// Parses a group list, written as a queue list ([`parse_queue_list`]): the groups a
+/// worker token's workers may join.
+pub fn parse_group_list(text: &str, separator: char) -> Result<Vec<String>, TokenConfigError> {
+    parse_list("group", text, separator)
+}
+
+fn parse_list(what: &str, text: &str, separator: char) -> Result<Vec<String>, TokenConfigError> {
+    let reserved = |c: char| c.is_whitespace() || c.is_control() || ":,+@#|".contains(c);
+    let names: Vec<String> = text.split(separator).map(str::to_owned).collect();
+    for n in &names {
+        if n.is_empty() || n.chars().count() > 255 || n.chars().any(reserved) {
             return Err(TokenConfigError(format!(
-                "queue list {text:?}: each queue must be 1 to 255 characters without spaces or any \
-                 of : , + @, separated by {separator:?}"
+                "{what} list {text:?}: each {what} must be 1 to 255 characters without spaces or \
+                 any of : , + @ # |, separated by {separator:?}"
             )));
         }
     }
-    Ok(queues)
+    Ok(names)
 }
 
 /// The configured tokens. Empty means authentication is off, which the binary allows only
@@ -175,7 +236,7 @@ impl TokenSet {
         role: Role,
         token: &str,
     ) -> Result<(), TokenConfigError> {
-        self.add_plain_with(name, role, token, None)
+        self.add_plain_with(name, role, token, WorkerLimits::default())
     }
 
     /// Adds a worker token, given in plain text, that may claim only from `queues`.
@@ -185,7 +246,21 @@ impl TokenSet {
         token: &str,
         queues: Vec<String>,
     ) -> Result<(), TokenConfigError> {
-        self.add_plain_with(name, Role::Worker, token, Some(queues))
+        let limits = WorkerLimits {
+            queues: Some(queues),
+            groups: None,
+        };
+        self.add_plain_with(name, Role::Worker, token, limits)
+    }
+
+    /// Adds a worker token, given in plain text, with `limits`.
+    pub fn add_plain_worker(
+        &mut self,
+        name: &str,
+        token: &str,
+        limits: WorkerLimits,
+    ) -> Result<(), TokenConfigError> {
+        self.add_plain_with(name, Role::Worker, token, limits)
     }
 
     fn add_plain_with(
@@ -193,14 +268,14 @@ impl TokenSet {
         name: &str,
         role: Role,
         token: &str,
-        queues: Option<Vec<String>>,
+        limits: WorkerLimits,
     ) -> Result<(), TokenConfigError> {
         if token.len() < MIN_TOKEN_LEN {
             return Err(TokenConfigError(format!(
                 "token {name:?} is shorter than {MIN_TOKEN_LEN} characters; generate one with `tasktable token new`"
             )));
         }
-        self.push(name, role, Sha256::digest(token.as_bytes()).into(), queues)
+        self.push(name, role, Sha256::digest(token.as_bytes()).into(), limits)
     }
 
     fn push(
@@ -208,7 +283,7 @@ impl TokenSet {
         name: &str,
         role: Role,
         digest: [u8; 32],
-        queues: Option<Vec<String>>,
+        limits: WorkerLimits,
     ) -> Result<(), TokenConfigError> {
         if self.entries.iter().any(|e| e.name == name) {
             return Err(TokenConfigError(format!(
@@ -223,24 +298,25 @@ impl TokenSet {
                 other.name
             )));
         }
-        if queues.is_some() && role != Role::Worker {
+        if !limits.is_none() && role != Role::Worker {
             return Err(TokenConfigError(format!(
-                "token {name:?} has role {role}: only worker tokens can be limited to queues"
+                "token {name:?} has role {role}: only worker tokens can be limited to queues or groups"
             )));
         }
         self.entries.push(Entry {
             name: name.to_owned(),
             role,
             digest,
-            queues,
+            limits,
         });
         Ok(())
     }
 
     /// Reads a tokens file: one token per line, `<role> <name> sha256:<hex digest>`, and
     /// for a worker token optionally ` queues=<queue>,<queue>` to limit the queues it may
-    /// claim from; blank lines and lines starting with `#` are ignored. Plain-text tokens
-    /// are refused so the file is not itself a secret.
+    /// claim from and ` groups=<group>,<group>` to limit the groups its workers may join;
+    /// blank lines and lines starting with `#` are ignored. Plain-text tokens are refused
+    /// so the file is not itself a secret.
     pub fn add_file_contents(&mut self, text: &str) -> Result<(), TokenConfigError> {
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -249,20 +325,27 @@ impl TokenSet {
             }
             let bad = |why: &str| TokenConfigError(format!("tokens file line {}: {why}", n + 1));
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let (role, name, digest, queues) =
-                match fields[..] {
-                    [role, name, digest] => (role, name, digest, None),
-                    [role, name, digest, limit] => {
-                        let list = limit.strip_prefix("queues=").ok_or_else(|| {
-                            bad("the fourth field, if any, must be queues=<queue>,<queue>")
-                        })?;
-                        let queues = parse_queue_list(list, ',').map_err(|e| bad(&e.0))?;
-                        (role, name, digest, Some(queues))
-                    }
-                    _ => return Err(bad(
-                        "expected `<role> <name> sha256:<hex>` and, for a worker, `queues=<a>,<b>`",
-                    )),
+            let [role, name, digest, ref rest @ ..] = fields[..] else {
+                return Err(bad(
+                    "expected `<role> <name> sha256:<hex>` and, for a worker, `queues=<a>,<b>` or `groups=<a>,<b>`",
+                ));
+            };
+            let mut limits = WorkerLimits::default();
+            for field in rest {
+                let (slot, list) = if let Some(list) = field.strip_prefix("queues=") {
+                    (&mut limits.queues, parse_queue_list(list, ','))
+                } else if let Some(list) = field.strip_prefix("groups=") {
+                    (&mut limits.groups, parse_group_list(list, ','))
+                } else {
+                    return Err(bad(
+                        "the fields after the digest, if any, are queues=<queue>,<queue> and groups=<group>,<group>",
+                    ));
                 };
+                if slot.is_some() {
+                    return Err(bad(&format!("{field:?} is given twice")));
+                }
+                *slot = Some(list.map_err(|e| bad(&e.0))?);
+            }
             let role: Role = role.parse().map_err(|e: TokenConfigError| bad(&e.0))?;
             let hex_digest = digest
                 .strip_prefix("sha256:")
@@ -271,14 +354,15 @@ impl TokenSet {
                 .ok()
                 .and_then(|b| <[u8; 32]>::try_from(b).ok())
                 .ok_or_else(|| bad("sha256 digest must be 64 hex digits"))?;
-            self.push(name, role, bytes, queues)
+            self.push(name, role, bytes, limits)
                 .map_err(|e| bad(&e.0))?;
         }
         Ok(())
     }
 
     /// Reads `TASKTABLE_TOKENS`-style text: comma-separated `<role>:<token>` pairs; a
-    /// worker token may be limited to queues as `worker@<queue>+<queue>:<token>`.
+    /// worker token may be limited to queues as `worker@<queue>+<queue>:<token>`, to
+    /// groups as `worker#<group>+<group>:<token>`, or to both, `worker@<q>#<g>:<token>`.
     pub fn add_env_value(&mut self, value: &str) -> Result<(), TokenConfigError> {
         for (n, pair) in value
             .split(',')
@@ -292,12 +376,17 @@ impl TokenSet {
                     n + 1
                 ))
             })?;
-            let (role, queues) = match role.trim().split_once('@') {
-                Some((role, list)) => (role, Some(parse_queue_list(list, '+')?)),
+            let (role, groups) = match role.trim().split_once('#') {
+                Some((role, list)) => (role, Some(parse_group_list(list, '+')?)),
                 None => (role.trim(), None),
             };
+            let (role, queues) = match role.split_once('@') {
+                Some((role, list)) => (role, Some(parse_queue_list(list, '+')?)),
+                None => (role, None),
+            };
             let role: Role = role.parse()?;
-            self.add_plain_with(&format!("env-{}", n + 1), role, token.trim(), queues)?;
+            let limits = WorkerLimits { queues, groups };
+            self.add_plain_with(&format!("env-{}", n + 1), role, token.trim(), limits)?;
         }
         Ok(())
     }
@@ -315,7 +404,9 @@ impl TokenSet {
         found.map(|e| Principal {
             name: e.name.clone(),
             role: e.role,
-            queues: e.queues.clone(),
+            queues: e.limits.queues.clone(),
+            groups: e.limits.groups.clone(),
+            authenticated: true,
         })
     }
 }
@@ -401,6 +492,53 @@ mod tests {
     }
 
     #[test]
+    fn worker_tokens_may_be_limited_to_groups() {
+        let mut set = TokenSet::default();
+        let file = format!(
+            "worker gpu {} groups=gpu,eu queues=render\n",
+            token_digest("gpu-worker-token-1234")
+        );
+        set.add_file_contents(&file).unwrap();
+        set.add_env_value(
+            "worker@thumbs#cpu+us:env-worker-token-12345, worker#ap:env-worker-token-67890",
+        )
+        .unwrap();
+        let gpu = set.authenticate("gpu-worker-token-1234").unwrap();
+        assert_eq!(gpu.queues, Some(vec!["render".into()]));
+        let asked = ["gpu".to_owned(), "us".to_owned()];
+        assert_eq!(gpu.groups_outside(&asked), ["us"]);
+        let env = set.authenticate("env-worker-token-12345").unwrap();
+        assert_eq!(
+            (env.queues, env.groups),
+            (
+                Some(vec!["thumbs".into()]),
+                Some(vec!["cpu".into(), "us".into()])
+            )
+        );
+        let ap = set.authenticate("env-worker-token-67890").unwrap();
+        assert_eq!(
+            (ap.queues.clone(), ap.groups.clone()),
+            (None, Some(vec!["ap".into()]))
+        );
+        assert_eq!(ap.worker_owner().as_deref(), Some("env-2"));
+        let mut set = TokenSet::default();
+        let twice = format!("worker w {} groups=a groups=b", token_digest("x"));
+        let err = set.add_file_contents(&twice).unwrap_err().0;
+        assert!(err.contains("given twice"), "{err}");
+        let err = set
+            .add_env_value("operator#gpu:0123456789abcdefxyz")
+            .unwrap_err()
+            .0;
+        assert!(err.contains("only worker tokens"), "{err}");
+        let err = set
+            .add_env_value("worker#:0123456789abcdefxyz")
+            .unwrap_err()
+            .0;
+        assert!(err.contains("group list"), "{err}");
+        assert!(set.is_empty());
+    }
+
+    #[test]
     fn bad_configuration_says_what_is_wrong() {
         let mut set = TokenSet::default();
         let err = set
@@ -430,7 +568,10 @@ mod tests {
         let err = set
             .add_file_contents(&format!("worker w {} limit=a", token_digest("x")))
             .unwrap_err();
-        assert!(err.0.contains("queues="), "{err}");
+        assert!(
+            err.0.contains("queues=") && err.0.contains("groups="),
+            "{err}"
+        );
         assert!(set.is_empty(), "a refused line adds nothing");
         set.add_env_value("reader:0123456789abcdef, admin:fedcba9876543210")
             .unwrap();

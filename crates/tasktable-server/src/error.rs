@@ -87,6 +87,20 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// A worker call whose token may not act as the worker id, or may not register one
+    /// more (docs/security.md).
+    pub fn worker_refused(refusal: tasktable_core::ownership::WorkerRefusal) -> Self {
+        use tasktable_core::ownership::WorkerRefusal::*;
+        let code = match refusal {
+            NotOwned { .. } | InProcess { .. } => "worker_not_owned",
+            TooMany { .. } => "too_many_workers",
+            GroupsNotRegistered { .. } => "worker_groups_unregistered",
+        };
+        Self::new(StatusCode::FORBIDDEN, code, refusal.to_string())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
@@ -125,6 +139,7 @@ impl From<StoreError> for ApiError {
             StoreError::InvalidTask { .. }
             | StoreError::InvalidInput(_)
             | StoreError::InvalidSchedule(_) => ApiError::invalid(message),
+            StoreError::WorkerRefused(refusal) => ApiError::worker_refused(refusal),
             StoreError::PayloadTooLarge { .. } => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
             }

@@ -1,6 +1,6 @@
 //! Authorization in front of every route, and JSON answers for unknown routes and methods.
 
-use crate::auth::{Access, Principal, Role, TokenSet};
+use crate::auth::{Access, Principal, TokenSet};
 use crate::error::ApiError;
 use crate::AppState;
 use axum::extract::{Request, State};
@@ -75,11 +75,7 @@ pub fn require_json(req: &Request) -> Result<(), ApiError> {
 /// caller is an anonymous admin: the binary allows that only on loopback.
 pub fn authorize(tokens: &TokenSet, access: Access, req: &Request) -> Result<Principal, ApiError> {
     if tokens.is_empty() {
-        return Ok(Principal {
-            name: "anonymous".into(),
-            role: Role::Admin,
-            queues: None,
-        });
+        return Ok(Principal::anonymous());
     }
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
         return Err(ApiError::unauthorized(

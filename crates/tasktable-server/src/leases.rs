@@ -96,6 +96,7 @@ pub(crate) fn check_name(field: &str, value: &str) -> ApiResult<()> {
 pub async fn claim(
     State(state): State<AppState>,
     Extension(caller): Extension<Principal>,
+    from: crate::workers::PeerAddress,
     Body(req): Body<ClaimRequest>,
 ) -> ApiResult<Response> {
     let queue = req.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_owned());
@@ -146,6 +147,7 @@ pub async fn claim(
             "each of groups is 1 to {MAX_NAME_CHARS} characters, not all whitespace, without control characters or '|'"
         )));
     }
+    crate::workers::check_token_groups(&caller, &req.groups)?;
     let params = ClaimParams {
         worker_host: req.worker_host.unwrap_or_else(|| "remote".to_owned()),
         worker_groups: req.groups,
@@ -180,14 +182,11 @@ pub async fn claim(
     });
     let mut wakes = state.store.subscribe().await?;
     let deadline = Instant::now() + wait;
+    let from = crate::workers::address(from);
     loop {
         // A drain holds whatever the worker does: a draining worker's claim gets nothing
         // (it waits out its wait, as a claim on an empty queue does).
-        let tasks = if state
-            .store
-            .worker_draining(params.worker_id.clone())
-            .await?
-        {
+        let tasks = if crate::workers::claimant_draining(&state, &caller, &params, &from).await? {
             Vec::new()
         } else {
             state.store.task_claim(params.clone()).await?

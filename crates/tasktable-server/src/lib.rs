@@ -73,6 +73,8 @@ pub struct Limits {
     pub max_event_streams: usize,
     /// How often an event stream reads the database when nothing woke it.
     pub event_poll: Duration,
+    /// Most live worker ids one token may own ([`tasktable_core::ownership`]).
+    pub max_workers_per_token: u32,
 }
 
 impl Default for Limits {
@@ -87,6 +89,7 @@ impl Default for Limits {
             max_lease_calls: 1000,
             max_event_streams: 64,
             event_poll: Duration::from_secs(1),
+            max_workers_per_token: 1000,
         }
     }
 }

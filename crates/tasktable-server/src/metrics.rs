@@ -217,7 +217,10 @@ async fn store_gauges(store: &dyn Store) -> StoreResult<String> {
         "Workers in the registry by state (active, draining, gone), read at scrape time.",
     );
     let registry = store
-        .worker_list(WorkerListParams { include_gone: true })
+        .worker_list(WorkerListParams {
+            include_gone: true,
+            ..Default::default()
+        })
         .await?;
     for state in [
         WorkerState::Active,

@@ -2,6 +2,7 @@
 //! release it (a path names a worker by its id); and the heartbeat and leave calls of
 //! workers of the pull protocol, which register them with the address they call from.
 
+use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, NoValues, Path, Query};
 use crate::AppState;
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::net::SocketAddr;
 use tasktable_core::worker::{Protocol, Queues, WorkerFacts, WorkerInfo};
-use tasktable_store::{WorkerBeatParams, WorkerDrainParams, WorkerListParams};
+use tasktable_store::{WorkerBeatParams, WorkerDrainParams, WorkerLeaveParams, WorkerListParams};
 
 /// The worker operations, by the name they have in paths.
 pub const WORKER_OPERATIONS: &[&str] = &["drain", "release"];
@@ -26,6 +27,8 @@ pub struct WorkerView {
     pub id: String,
     pub host: String,
     pub address: Option<String>,
+    /// The token that owns its id, by name; `null`: none.
+    pub owner: Option<String>,
     pub pid: Option<u32>,
     pub version: String,
     pub groups: Vec<String>,
@@ -48,6 +51,7 @@ impl From<WorkerInfo> for WorkerView {
             id: f.id,
             host: f.host,
             address: w.address,
+            owner: w.owner,
             pid: f.pid,
             version: f.version,
             groups: f.groups,
@@ -67,6 +71,9 @@ impl From<WorkerInfo> for WorkerView {
     }
 }
 
+/// Workers a page holds when the request does not say.
+pub const DEFAULT_WORKER_PAGE: u32 = 500;
+
 /// What `GET /api/v1/workers` may be asked.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,6 +81,12 @@ pub struct ListQuery {
     /// `true`: workers that left or fell silent too.
     #[serde(default)]
     include_gone: Option<String>,
+    /// The id the previous page ended with (its `next`).
+    #[serde(default)]
+    after: Option<String>,
+    /// Most workers in the page.
+    #[serde(default)]
+    limit: Option<String>,
 }
 
 fn flag(name: &str, value: Option<&str>) -> ApiResult<bool> {
@@ -84,6 +97,23 @@ fn flag(name: &str, value: Option<&str>) -> ApiResult<bool> {
             "invalid_query",
             format!("{name} is true or false, not {other:?}"),
         )),
+    }
+}
+
+fn page_size(value: Option<&str>) -> ApiResult<u32> {
+    let max = tasktable_store::MAX_WORKER_PAGE;
+    match value {
+        None => Ok(DEFAULT_WORKER_PAGE),
+        Some(text) => text
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_query",
+                    format!("limit is a whole number from 1 to {max}, not {text:?}"),
+                )
+            }),
     }
 }
 
@@ -100,30 +130,45 @@ fn worker_id(text: &str) -> ApiResult<&str> {
     Ok(text)
 }
 
+/// A page of the registry by id, with the live count and the cursor of the next page
+/// (`null` when the page is not full).
 pub async fn list(
     State(state): State<AppState>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
     let include_gone = flag("include_gone", q.include_gone.as_deref())?;
-    let workers: Vec<WorkerView> = state
+    let limit = page_size(q.limit.as_deref())?;
+    if let Some(after) = &q.after {
+        worker_id(after).map_err(|_| {
+            ApiError::bad_request(
+                "invalid_query",
+                "after is a worker id: 1 to 255 characters without control characters",
+            )
+        })?;
+    }
+    let found = state
         .store
-        .worker_list(WorkerListParams { include_gone })
-        .await?
-        .into_iter()
-        .map(WorkerView::from)
-        .collect();
+        .worker_list(WorkerListParams {
+            include_gone,
+            after: q.after,
+            limit: Some(limit),
+        })
+        .await?;
+    // A full page may have more after it (the page after it may be empty).
+    let next = (found.len() == limit as usize)
+        .then(|| found.last().map(|w| w.facts.id.clone()))
+        .flatten();
+    let workers: Vec<WorkerView> = found.into_iter().map(WorkerView::from).collect();
     let live = state.store.worker_count_live().await?;
-    Ok(Json(json!({ "workers": workers, "live": live })).into_response())
+    Ok(Json(json!({ "workers": workers, "live": live, "next": next })).into_response())
 }
 
 pub async fn show(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let id = worker_id(&id)?;
     let found = state
         .store
-        .worker_list(WorkerListParams { include_gone: true })
+        .worker_get(id.to_owned())
         .await?
-        .into_iter()
-        .find(|w| w.facts.id == id)
         .ok_or_else(|| ApiError::not_found(format!("worker {id:?} not found")))?;
     Ok(Json(json!({ "worker": WorkerView::from(found) })).into_response())
 }
@@ -202,13 +247,109 @@ fn check_protocol(version: Option<u32>) -> ApiResult<()> {
 }
 
 /// The address a caller reached the server from, when the server was started with it.
-type PeerAddress = Option<Extension<ConnectInfo<SocketAddr>>>;
+pub(crate) type PeerAddress = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+/// The caller's address as the registry keeps it.
+pub(crate) fn address(from: PeerAddress) -> Option<String> {
+    from.map(|Extension(ConnectInfo(addr))| addr.ip().to_string())
+}
+
+/// Refuses groups a token's workers may not join.
+pub(crate) fn check_token_groups(caller: &Principal, groups: &[String]) -> ApiResult<()> {
+    let outside = caller.groups_outside(groups);
+    if outside.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(format!(
+        "token {:?} may join only the groups {}, not {}",
+        caller.name,
+        caller.groups.as_deref().unwrap_or_default().join(", "),
+        outside.join(", ")
+    )))
+}
+
+/// Refuses queues a token's workers may not take: a limited token's workers list theirs.
+fn check_token_queues(caller: &Principal, queues: &Queues) -> ApiResult<()> {
+    let Some(allowed) = &caller.queues else {
+        return Ok(());
+    };
+    let outside: Vec<&str> = match queues {
+        Queues::All => vec!["every queue"],
+        Queues::Listed(q) => q
+            .iter()
+            .filter(|q| !allowed.contains(q))
+            .map(String::as_str)
+            .collect(),
+    };
+    if outside.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(format!(
+        "token {:?} may take only the queues {}, not {}: list them in queues",
+        caller.name,
+        allowed.join(", "),
+        outside.join(", ")
+    )))
+}
+
+/// Whether the worker a claim names is draining, once the caller is known to act as it:
+/// the id is the caller's token's, or free (then the claim registers it to the token,
+/// with what the claim says of it), and the claim's groups are ones it registered. One
+/// read by key when the worker is known, as the drain check alone would be.
+pub(crate) async fn claimant_draining(
+    state: &AppState,
+    caller: &Principal,
+    claim: &tasktable_store::ClaimParams,
+    from: &Option<String>,
+) -> ApiResult<bool> {
+    use tasktable_core::ownership::{may_act_as, unregistered_groups, Held, WorkerRefusal};
+    let owner = caller.worker_owner();
+    let id = &claim.worker_id;
+    let Some(standing) = state.store.worker_standing(id.clone()).await? else {
+        let facts = WorkerFacts {
+            id: id.clone(),
+            host: claim.worker_host.clone(),
+            pid: None,
+            version: "unknown".to_owned(),
+            groups: claim.worker_groups.clone(),
+            queues: Queues::Listed(vec![claim.queue.clone()]),
+            capacity: claim.limit,
+            protocol: Protocol::Pull,
+        };
+        let status = state
+            .store
+            .worker_beat(WorkerBeatParams {
+                address: from.clone(),
+                starting: true,
+                owner,
+                max_live_per_owner: Some(state.limits.max_workers_per_token),
+                ..WorkerBeatParams::new(facts)
+            })
+            .await?;
+        return Ok(status.draining);
+    };
+    let held = Held {
+        owner: standing.owner.as_deref(),
+        protocol: standing.protocol,
+    };
+    may_act_as(id, Some(held), owner.as_deref()).map_err(ApiError::worker_refused)?;
+    let groups = unregistered_groups(&standing.groups, &claim.worker_groups);
+    if !groups.is_empty() {
+        let refusal = WorkerRefusal::GroupsNotRegistered {
+            id: id.clone(),
+            groups,
+        };
+        return Err(ApiError::worker_refused(refusal));
+    }
+    Ok(standing.draining)
+}
 
 /// Registers (or refreshes) a pull-protocol worker, with the address it calls from;
 /// answers whether an operator asked it to drain: then it must claim nothing new.
 pub async fn heartbeat(
     State(state): State<AppState>,
-    caller: PeerAddress,
+    Extension(caller): Extension<Principal>,
+    from: PeerAddress,
     crate::extract::Body(raw): crate::extract::Body<serde_json::Value>,
 ) -> ApiResult<Response> {
     // The version first, from the raw object: a worker of another version may send a
@@ -230,13 +371,16 @@ pub async fn heartbeat(
         capacity: b.capacity.unwrap_or(1),
         protocol: Protocol::Pull,
     };
+    check_token_groups(&caller, &facts.groups)?;
+    check_token_queues(&caller, &facts.queues)?;
     let status = state
         .store
         .worker_beat(WorkerBeatParams {
-            facts,
-            address: caller.map(|Extension(ConnectInfo(addr))| addr.ip().to_string()),
+            address: address(from),
             starting: b.starting,
-            now: None,
+            owner: caller.worker_owner(),
+            max_live_per_owner: Some(state.limits.max_workers_per_token),
+            ..WorkerBeatParams::new(facts)
         })
         .await?;
     Ok(Json(json!({
@@ -258,6 +402,7 @@ pub struct LeaveBody {
 /// A pull-protocol worker that stops: the registry marks it gone at once.
 pub async fn leave(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     crate::extract::Body(b): crate::extract::Body<LeaveBody>,
 ) -> ApiResult<Response> {
     if !tasktable_core::target::valid_member(&b.worker_id) {
@@ -266,6 +411,12 @@ pub async fn leave(
             tasktable_core::worker::MAX_NAME_CHARS
         )));
     }
-    state.store.worker_leave(b.worker_id).await?;
+    state
+        .store
+        .worker_leave(WorkerLeaveParams {
+            id: b.worker_id,
+            owner: caller.worker_owner(),
+        })
+        .await?;
     Ok(Json(json!({ "left": true })).into_response())
 }

@@ -409,6 +409,14 @@ async fn a_waiting_claim_returns_at_once_when_the_server_stops() {
 }
 
 async fn targeted_tasks_go_to_the_workers_and_groups_they_name(s: Server) {
+    // A worker claims for the groups its heartbeat registered.
+    let (status, body) = s
+        .post(
+            "/api/v1/heartbeat",
+            json!({"worker_id": "py-a", "groups": ["gpu"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
     let for_gpu = submit(&s, json!({"kind": "k", "target": {"groups": ["gpu"]}})).await;
     let for_b = submit(&s, json!({"kind": "k", "target": {"workers": ["py-b"]}})).await;
     let claim = |worker: &'static str, groups: Value| {

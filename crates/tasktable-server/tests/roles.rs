@@ -231,7 +231,44 @@ fn matrix(id: i64, batch: i64) -> Vec<Row> {
     ]
 }
 
-on_every_backend!(every_endpoint_answers_each_role_as_it_should);
+on_every_backend!(
+    every_endpoint_answers_each_role_as_it_should,
+    worker_calls_check_the_role_then_the_worker_ids_owner
+);
+
+/// The calls that name a worker id answer the role first (`forbidden`), then whose the
+/// id is (`worker_not_owned`, for an admin too: owning an id is identity, not
+/// permission); only its owner's calls pass.
+async fn worker_calls_check_the_role_then_the_worker_ids_owner(mut s: Server) {
+    s.as_role(Role::Worker);
+    let (status, body) = s
+        .post("/api/v1/heartbeat", json!({"worker_id": "owned"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let calls = [
+        ("/api/v1/heartbeat", json!({"worker_id": "owned"})),
+        (
+            "/api/v1/claim",
+            json!({"kinds": ["none"], "worker_id": "owned"}),
+        ),
+        ("/api/v1/leave", json!({"worker_id": "owned"})),
+    ];
+    for (path, body) in &calls {
+        for (role, code) in [
+            (Role::Operator, Some("forbidden")),
+            (Role::Reader, Some("forbidden")),
+            (Role::Admin, Some("worker_not_owned")),
+            (Role::Worker, None),
+        ] {
+            s.as_role(role);
+            let answer = s.post(path, body.clone()).await;
+            match code {
+                Some(code) => common::assert_error(&answer, 403, code),
+                None => assert_eq!(answer.0, 200, "{role} on {path}: {}", answer.1),
+            }
+        }
+    }
+}
 
 async fn every_endpoint_answers_each_role_as_it_should(mut s: Server) {
     let (_, body) = s.post("/api/v1/tasks", json!({"kind": "k"})).await;
@@ -253,6 +290,8 @@ async fn every_endpoint_answers_each_role_as_it_should(mut s: Server) {
             address: None,
             starting: true,
             now: None,
+            owner: None,
+            max_live_per_owner: None,
         })
         .await
         .unwrap();
@@ -287,7 +326,7 @@ async fn every_endpoint_answers_each_role_as_it_should(mut s: Server) {
                 let answer = serde_json::from_str(&text).unwrap_or(Value::String(text));
                 (status, answer)
             } else {
-                s.call(method.clone(), path, body.clone()).await
+                s.call(method.clone(), path, own_worker(body, role)).await
             };
             if allowed[i] {
                 // A second create of one name is a conflict, and a second delete finds
@@ -375,4 +414,14 @@ async fn without_tokens_every_caller_is_admin() {
         200,
         "authentication is off when no token is configured"
     );
+}
+
+/// `body` with its worker id made the role's own: a worker id belongs to the token that
+/// first used it, so each role's calls name a worker of its own.
+fn own_worker(body: &Option<Value>, role: Role) -> Option<Value> {
+    let mut body = body.clone()?;
+    if let Some(id) = body.get("worker_id").and_then(Value::as_str) {
+        body["worker_id"] = Value::String(format!("{id}-{role}"));
+    }
+    Some(body)
 }

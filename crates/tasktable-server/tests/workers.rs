@@ -23,6 +23,8 @@ async fn beat(s: &Server, id: &str) -> WorkerStatus {
             address: None,
             starting: true,
             now: None,
+            owner: None,
+            max_live_per_owner: None,
         })
         .await
         .unwrap()
@@ -31,7 +33,7 @@ async fn beat(s: &Server, id: &str) -> WorkerStatus {
 async fn workers_are_listed_shown_drained_and_released(s: Server) {
     let (status, empty) = s.get("/api/v1/workers").await;
     assert_eq!(status, 200, "{empty}");
-    assert_eq!(empty, json!({"workers": [], "live": 0}));
+    assert_eq!(empty, json!({"workers": [], "live": 0, "next": null}));
 
     beat(&s, "w-1").await;
     beat(&s, "w-2").await;
@@ -212,7 +214,10 @@ async fn pull_workers_register_with_the_address_they_call_from_and_hear_of_a_dra
 /// A drain holds for a pull worker that ignores it: the server gives its claims nothing,
 /// while another worker's claim takes the task.
 async fn a_draining_pull_worker_claims_nothing_whatever_it_does(s: Server) {
-    beat(&s, "stubborn").await;
+    let (status, beat) = s
+        .post("/api/v1/heartbeat", json!({"worker_id": "stubborn"}))
+        .await;
+    assert_eq!(status, 200, "{beat}");
     s.post("/api/v1/workers/stubborn/drain", json!({})).await;
     let (status, submitted) = s
         .post("/api/v1/tasks", json!({"kind": "k", "payload": null}))

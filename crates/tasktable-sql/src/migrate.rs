@@ -23,7 +23,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 14] = [
+pub const MIGRATIONS: [(i64, &str); 15] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -38,6 +38,7 @@ pub const MIGRATIONS: [(i64, &str); 14] = [
     (12, "batches"),
     (13, "events"),
     (14, "submitters_and_logs"),
+    (15, "worker_owners"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -122,6 +123,13 @@ macro_rules! backend_migrations {
                 name: "submitters_and_logs",
                 sql: ::std::borrow::Cow::Borrowed(include_str!(
                     "../migrations/0014_submitters_and_logs.sql"
+                )),
+            },
+            $crate::migrate::Migration {
+                version: 15,
+                name: "worker_owners",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0015_worker_owners.sql"
                 )),
             },
         ]

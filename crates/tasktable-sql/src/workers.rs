@@ -12,14 +12,15 @@ use crate::{Arg, Backend, Cells, Dialect, Exec, Sql};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
+use tasktable_core::ownership::{may_act_as, Held, WorkerRefusal};
 use tasktable_core::worker::{Protocol, Queues, WorkerFacts, WorkerInfo, WorkerState};
 use tasktable_store::{
     Checked, Reaped, StoreError, StoreResult, WorkerBeatParams, WorkerDrainParams,
-    WorkerListParams, WorkerReapParams, WorkerStatus,
+    WorkerLeaveParams, WorkerListParams, WorkerReapParams, WorkerStanding, WorkerStatus,
 };
 
 const COLUMNS: &str = "id, host, address, pid, version, worker_groups, queues, capacity, \
-    protocol, draining, started_at, last_seen_at, gone_at";
+    protocol, draining, started_at, last_seen_at, gone_at, owner";
 
 /// Most queues [`discover`] returns: MySQL stops a recursive query at 1,000 rounds.
 pub const MAX_DISCOVERED_QUEUES: i64 = 500;
@@ -89,6 +90,7 @@ fn info_from_row(row: &impl Cells, running: u64) -> StoreResult<WorkerInfo> {
             protocol: Protocol::parse(&protocol).ok_or_else(|| bad_row("protocol"))?,
         },
         address: row.text("address")?,
+        owner: row.text("owner")?,
         state: WorkerState::of(draining, gone_at.is_some()),
         draining,
         started_at: required(row.time("started_at"), "started_at")?,
@@ -115,6 +117,22 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
     let now = tx.now(p.now).await?;
     let d = tx.dialect();
     let f = &p.facts;
+    if let Some(owner) = &p.owner {
+        let standing = standing_in(tx, &f.id, true).await?;
+        may_act_as(&f.id, standing.as_ref().map(held), Some(owner))?;
+        if let (true, Some(limit)) = (
+            standing.as_ref().is_none_or(|s| s.gone),
+            p.max_live_per_owner,
+        ) {
+            if live_owned(tx, owner, &f.id).await? >= u64::from(limit) {
+                return Err(WorkerRefusal::TooMany {
+                    token: owner.clone(),
+                    limit,
+                }
+                .into());
+            }
+        }
+    }
     let queues = match &f.queues {
         Queues::All => Value::Null,
         Queues::Listed(q) => Value::from(q.clone()),
@@ -150,7 +168,9 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
         .bind(now)
         .push(", ")
         .bind(now)
-        .push(", NULL)");
+        .push(", NULL, ")
+        .bind(Arg::Text(p.owner.clone()))
+        .push(")");
     // The drain flag is the operator's; a beat never changes it. A gone worker that beats
     // is back.
     let mut set = vec![
@@ -167,97 +187,168 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
     if p.starting {
         set.push("started_at");
     }
-    sql.push(&d.upsert(&["id"], &set)).push(", gone_at = NULL");
+    // An owner stays; a beat bound to a token gives an id without one to that token.
+    sql.push(&d.upsert(&["id"], &set))
+        .push(", gone_at = NULL, owner = COALESCE(tasktable_workers.owner, ")
+        .push(&d.inserted("owner"))
+        .push(")");
     tx.execute(sql).await?;
+    let standing = required(Ok(standing_in(tx, &f.id, false).await?), "worker")?;
+    if let Some(owner) = &p.owner {
+        // Another token's beat of a new id may have committed between the look above and
+        // the insert: the row is then that token's, and this beat is rolled back.
+        if standing.owner.as_ref() != Some(owner) {
+            return Err(WorkerRefusal::NotOwned { id: f.id.clone() }.into());
+        }
+    }
     Ok(WorkerStatus {
-        draining: draining(tx, &f.id).await?,
+        draining: standing.draining,
     })
 }
 
-/// Whether the worker `id` is draining; `false` for an id the registry does not hold.
-pub async fn draining<E: Exec>(e: &mut E, id: &str) -> StoreResult<bool> {
-    let mut read = Sql::new(
-        e.dialect(),
-        "SELECT draining FROM tasktable_workers WHERE id = ",
-    );
-    read.bind(id);
-    match e.fetch(read).await?.first() {
-        Some(r) => required(r.boolean("draining"), "draining"),
-        None => Ok(false),
+fn held(s: &WorkerStanding) -> Held<'_> {
+    Held {
+        owner: s.owner.as_deref(),
+        protocol: s.protocol,
     }
 }
 
-/// Marks a worker gone now (it is shutting down).
-pub async fn leave<B: Backend>(b: &B, id: &str) -> StoreResult<()> {
+/// How the registry holds `id` (`None`: not at all); `lock`: the row is locked until the
+/// transaction ends.
+pub async fn standing_in<E: Exec>(
+    e: &mut E,
+    id: &str,
+    lock: bool,
+) -> StoreResult<Option<WorkerStanding>> {
+    let d = e.dialect();
+    let mut read = Sql::new(
+        d,
+        "SELECT owner, protocol, worker_groups, draining, gone_at FROM tasktable_workers \
+         WHERE id = ",
+    );
+    read.bind(id);
+    if lock {
+        read.push(d.lock_rows());
+    }
+    let Some(row) = e.fetch(read).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    let protocol = required(row.text("protocol"), "protocol")?;
+    Ok(Some(WorkerStanding {
+        owner: row.text("owner")?,
+        protocol: Protocol::parse(&protocol).ok_or_else(|| bad_row("protocol"))?,
+        groups: names(
+            required(row.json("worker_groups"), "worker_groups")?,
+            "worker_groups",
+        )?,
+        draining: required(row.boolean("draining"), "draining")?,
+        gone: row.time("gone_at")?.is_some(),
+    }))
+}
+
+/// Live workers `owner` holds, other than `except`.
+async fn live_owned<E: Exec>(e: &mut E, owner: &str, except: &str) -> StoreResult<u64> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        "SELECT COUNT(*) AS n FROM tasktable_workers WHERE gone_at IS NULL AND owner = ",
+    );
+    sql.bind(owner).push(" AND id <> ").bind(except);
+    let row = required(Ok(e.fetch(sql).await?.into_iter().next()), "count")?;
+    count(&row, "n")
+}
+
+/// Marks a worker gone now (it is shutting down), if the caller may act as it.
+pub async fn leave<B: Backend>(b: &B, p: &WorkerLeaveParams) -> StoreResult<()> {
     b.transact("worker_leave", |mut tx| async move {
+        if let Some(owner) = &p.owner {
+            let standing = standing_in(&mut tx, &p.id, true).await?;
+            may_act_as(&p.id, standing.as_ref().map(held), Some(owner))?;
+        }
         let now = tx.now(None).await?;
         let mut sql = Sql::new(tx.dialect(), "UPDATE tasktable_workers SET gone_at = ");
         sql.bind(now)
             .push(" WHERE gone_at IS NULL AND id = ")
-            .bind(id);
+            .bind(p.id.as_str());
         tx.execute(sql).await?;
         Ok((tx, ()))
     })
     .await
 }
 
-/// Tasks each worker holds a lease on now.
-async fn running<E: Exec>(e: &mut E) -> StoreResult<HashMap<String, u64>> {
-    // A multi-run task's runs are counted on their workers, not the task.
-    let tasks = Sql::new(
-        e.dialect(),
-        "SELECT worker_id, COUNT(*) AS n FROM tasktable_tasks \
-         WHERE state = 'running' AND worker_id IS NOT NULL AND copies IS NULL \
-         GROUP BY worker_id",
-    );
-    let runs = Sql::new(
-        e.dialect(),
-        "SELECT worker_id, COUNT(*) AS n FROM tasktable_runs WHERE state = 'running' \
-         GROUP BY worker_id",
-    );
+/// Tasks each of the workers `ids` holds a lease on now.
+async fn running<E: Exec>(e: &mut E, ids: &[&str]) -> StoreResult<HashMap<String, u64>> {
     let mut by_worker = HashMap::new();
-    for sql in [tasks, runs] {
-        for row in e.fetch(sql).await? {
-            *by_worker
-                .entry(required(row.text("worker_id"), "worker_id")?)
-                .or_insert(0) += count(&row, "n")?;
+    for chunk in ids.chunks(Sql::MAX_IN_LIST) {
+        // A multi-run task's runs are counted on their workers, not the task.
+        let mut tasks = Sql::new(
+            e.dialect(),
+            "SELECT worker_id, COUNT(*) AS n FROM tasktable_tasks \
+             WHERE state = 'running' AND copies IS NULL AND ",
+        );
+        tasks
+            .push_in_texts("worker_id", chunk)
+            .push(" GROUP BY worker_id");
+        let mut runs = Sql::new(
+            e.dialect(),
+            "SELECT worker_id, COUNT(*) AS n FROM tasktable_runs WHERE state = 'running' AND ",
+        );
+        runs.push_in_texts("worker_id", chunk)
+            .push(" GROUP BY worker_id");
+        for sql in [tasks, runs] {
+            for row in e.fetch(sql).await? {
+                *by_worker
+                    .entry(required(row.text("worker_id"), "worker_id")?)
+                    .or_insert(0) += count(&row, "n")?;
+            }
         }
     }
     Ok(by_worker)
 }
 
-/// The registry by id, gone workers only when asked, each with the tasks and runs it
-/// holds a lease on now (counted at the read, not stored).
-pub async fn list<E: Exec>(e: &mut E, p: &WorkerListParams) -> StoreResult<Vec<WorkerInfo>> {
-    let mut sql = Sql::new(
-        e.dialect(),
-        format!("SELECT {COLUMNS} FROM tasktable_workers"),
-    );
-    if !p.include_gone {
-        sql.push(" WHERE gone_at IS NULL");
-    }
-    sql.push(" ORDER BY id");
-    let rows = e.fetch(sql).await?;
-    let running = running(e).await?;
+/// Workers of `rows`, each with the tasks and runs it holds a lease on now (counted at
+/// the read, not stored).
+async fn with_running<E: Exec>(e: &mut E, rows: Vec<E::Row>) -> StoreResult<Vec<WorkerInfo>> {
+    let ids: Vec<String> = rows
+        .iter()
+        .map(|r| required(r.text("id"), "id"))
+        .collect::<StoreResult<_>>()?;
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let running = running(e, &id_refs).await?;
     rows.iter()
-        .map(|r| {
-            let id = required(r.text("id"), "id")?;
-            info_from_row(r, running.get(&id).copied().unwrap_or(0))
-        })
+        .zip(&ids)
+        .map(|(r, id)| info_from_row(r, running.get(id).copied().unwrap_or(0)))
         .collect()
 }
 
-async fn get<E: Exec>(e: &mut E, id: &str) -> StoreResult<Option<WorkerInfo>> {
+/// The registry by id, gone workers only when asked, a page of it when asked.
+pub async fn list<E: Exec>(e: &mut E, p: &WorkerListParams) -> StoreResult<Vec<WorkerInfo>> {
+    let mut sql = Sql::new(
+        e.dialect(),
+        format!("SELECT {COLUMNS} FROM tasktable_workers WHERE 1 = 1"),
+    );
+    if !p.include_gone {
+        sql.push(" AND gone_at IS NULL");
+    }
+    if let Some(after) = &p.after {
+        sql.push(" AND id > ").bind(after.as_str());
+    }
+    sql.push(" ORDER BY id");
+    if let Some(limit) = p.limit {
+        sql.push(" LIMIT ").bind(i64::from(limit));
+    }
+    let rows = e.fetch(sql).await?;
+    with_running(e, rows).await
+}
+
+/// One worker by id, gone or not.
+pub async fn get<E: Exec>(e: &mut E, id: &str) -> StoreResult<Option<WorkerInfo>> {
     let mut sql = Sql::new(
         e.dialect(),
         format!("SELECT {COLUMNS} FROM tasktable_workers WHERE id = "),
     );
     sql.bind(id);
-    let Some(row) = e.fetch(sql).await?.into_iter().next() else {
-        return Ok(None);
-    };
-    let running = running(e).await?.get(id).copied().unwrap_or(0);
-    info_from_row(&row, running).map(Some)
+    let rows = e.fetch(sql).await?;
+    Ok(with_running(e, rows).await?.into_iter().next())
 }
 
 /// Drains or releases a worker by id and answers its row as it now stands (`None`: no

@@ -193,6 +193,40 @@ impl Limits {
                 tasktable_core::worker::MAX_NAME_CHARS
             ));
         }
+        if p.owner
+            .as_deref()
+            .is_some_and(|o| !tasktable_core::worker::valid_name(o))
+        {
+            return invalid(format!(
+                "owner must be 1 to {} characters",
+                tasktable_core::worker::MAX_NAME_CHARS
+            ));
+        }
+        if p.max_live_per_owner == Some(0) {
+            return invalid("max_live_per_owner must be at least 1".into());
+        }
+        Ok(Checked(p))
+    }
+
+    /// A listing of the registry: a page of 1 to [`MAX_WORKER_PAGE`](crate::MAX_WORKER_PAGE)
+    /// workers, after an id that is a name.
+    pub fn worker_list(
+        &self,
+        p: crate::WorkerListParams,
+    ) -> StoreResult<Checked<crate::WorkerListParams>> {
+        if p.limit
+            .is_some_and(|l| l == 0 || l > crate::MAX_WORKER_PAGE)
+        {
+            return Err(crate::StoreError::InvalidInput(format!(
+                "a page of workers holds 1 to {}",
+                crate::MAX_WORKER_PAGE
+            )));
+        }
+        if p.after.as_deref().is_some_and(|a| a.contains('\0')) {
+            return Err(crate::StoreError::InvalidInput(
+                "after must not hold NUL".into(),
+            ));
+        }
         Ok(Checked(p))
     }
 

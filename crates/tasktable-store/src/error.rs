@@ -65,6 +65,10 @@ pub enum StoreError {
     /// name, recurrence, template or missed-slot policy).
     #[error("invalid schedule: {0}")]
     InvalidSchedule(#[from] InvalidSchedule),
+    /// A worker call bound to a token that may not act as the worker id, or that would
+    /// make the token hold more live workers than it may; nothing changed.
+    #[error("{0}")]
+    WorkerRefused(#[from] tasktable_core::ownership::WorkerRefusal),
     /// A JSON document larger than the store's
     /// [`Limits::max_payload_bytes`](crate::Limits::max_payload_bytes): a payload
     /// submitted or edited, a result, a checkpoint or progress. The whole call is refused.

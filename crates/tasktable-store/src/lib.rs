@@ -57,7 +57,8 @@ pub use schedule::{
 pub use shielded::Shielded;
 pub use stats::{GroupStats, Percentiles, SeriesPoint, Stats, StatsParams, WindowTotals};
 pub use worker::{
-    Reaped, WorkerBeatParams, WorkerDrainParams, WorkerListParams, WorkerReapParams, WorkerStatus,
+    Reaped, WorkerBeatParams, WorkerDrainParams, WorkerLeaveParams, WorkerListParams,
+    WorkerReapParams, WorkerStanding, WorkerStatus, MAX_WORKER_PAGE,
 };
 
 use async_trait::async_trait;
@@ -282,15 +283,23 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn task_get_archived(&self, id: TaskId) -> StoreResult<Option<(Task, Vec<Attempt>)>>;
 
     /// Saves a worker's heartbeat (its facts, the database's now as its last sight of
-    /// it; a gone worker comes back) and tells it whether to drain.
+    /// it; a gone worker comes back) and tells it whether to drain. A beat bound to a
+    /// token ([`WorkerBeatParams::owner`]) that may not act as the id, or would pass its
+    /// cap, is refused with [`StoreError::WorkerRefused`] and changes nothing.
     async fn worker_beat(&self, params: WorkerBeatParams) -> StoreResult<WorkerStatus>;
 
     /// Marks a worker gone at once, by the database's clock: it is shutting down. Nothing
-    /// for an id the registry does not hold, or holds as gone already.
-    async fn worker_leave(&self, id: String) -> StoreResult<()>;
+    /// for an id the registry does not hold, or holds as gone already;
+    /// [`StoreError::WorkerRefused`] when the caller's token may not act as the id.
+    async fn worker_leave(&self, params: WorkerLeaveParams) -> StoreResult<()>;
 
-    /// The workers in the registry, by id, each with the count of tasks it runs now.
+    /// The workers in the registry, by id (a page of them when asked), each with the
+    /// count of tasks it runs now.
     async fn worker_list(&self, params: WorkerListParams) -> StoreResult<Vec<WorkerInfo>>;
+
+    /// One worker, gone or not, with the count of tasks it runs now; `None` when the
+    /// registry does not hold the id.
+    async fn worker_get(&self, id: String) -> StoreResult<Option<WorkerInfo>>;
 
     /// Asks a worker to drain, or releases it; `None` when no worker has the id.
     async fn worker_set_draining(
@@ -305,9 +314,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Workers not gone: the cluster's live nodes.
     async fn worker_count_live(&self) -> StoreResult<u64>;
 
-    /// Whether the worker with this id is draining (`false` for an id the registry does
-    /// not hold): what the server asks before it gives a pull worker's claim any task.
-    async fn worker_draining(&self, id: String) -> StoreResult<bool>;
+    /// How the registry holds a worker id (`None`: not at all), in one read by key: what
+    /// the server asks before it gives a pull worker's claim any task (its owner, its
+    /// groups, whether it is draining).
+    async fn worker_standing(&self, id: String) -> StoreResult<Option<WorkerStanding>>;
 
     /// The queues with pending tasks, by name: how a worker that takes every queue finds
     /// them.

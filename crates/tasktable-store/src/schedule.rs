@@ -164,12 +164,13 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, task_purge(p: $crate::PurgeParams) -> $crate::Purged);
         $crate::forward_maintenance_calls!(@one $inner, task_get_archived(id: $crate::__core::TaskId) -> Option<($crate::__core::Task, Vec<$crate::__core::Attempt>)>);
         $crate::forward_maintenance_calls!(@one $inner, worker_beat(p: $crate::WorkerBeatParams) -> $crate::WorkerStatus);
-        $crate::forward_maintenance_calls!(@one $inner, worker_leave(id: String) -> ());
+        $crate::forward_maintenance_calls!(@one $inner, worker_leave(p: $crate::WorkerLeaveParams) -> ());
+        $crate::forward_maintenance_calls!(@one $inner, worker_get(id: String) -> Option<$crate::__core::worker::WorkerInfo>);
         $crate::forward_maintenance_calls!(@one $inner, worker_list(p: $crate::WorkerListParams) -> Vec<$crate::__core::worker::WorkerInfo>);
         $crate::forward_maintenance_calls!(@one $inner, worker_set_draining(p: $crate::WorkerDrainParams) -> Option<$crate::__core::worker::WorkerInfo>);
         $crate::forward_maintenance_calls!(@one $inner, worker_reap(p: $crate::WorkerReapParams) -> $crate::Reaped);
         $crate::forward_maintenance_calls!(@one $inner, worker_count_live() -> u64);
-        $crate::forward_maintenance_calls!(@one $inner, worker_draining(id: String) -> bool);
+        $crate::forward_maintenance_calls!(@one $inner, worker_standing(id: String) -> Option<$crate::WorkerStanding>);
         $crate::forward_maintenance_calls!(@one $inner, queue_discover() -> Vec<String>);
         $crate::forward_maintenance_calls!(@one $inner, queue_has_due(p: $crate::DueParams) -> bool);
         $crate::forward_maintenance_calls!(@one $inner, run_list(id: $crate::__core::TaskId) -> Vec<$crate::__core::runs::Run>);

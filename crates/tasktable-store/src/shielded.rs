@@ -390,8 +390,13 @@ impl Store for Shielded {
             .await
     }
 
-    async fn worker_leave(&self, id: String) -> StoreResult<()> {
-        self.run(move |s| async move { s.worker_leave(id).await })
+    async fn worker_leave(&self, params: WorkerLeaveParams) -> StoreResult<()> {
+        self.run(move |s| async move { s.worker_leave(params).await })
+            .await
+    }
+
+    async fn worker_get(&self, id: String) -> StoreResult<Option<WorkerInfo>> {
+        self.run(move |s| async move { s.worker_get(id).await })
             .await
     }
 
@@ -413,8 +418,8 @@ impl Store for Shielded {
             .await
     }
 
-    async fn worker_draining(&self, id: String) -> StoreResult<bool> {
-        self.run(move |s| async move { s.worker_draining(id).await })
+    async fn worker_standing(&self, id: String) -> StoreResult<Option<WorkerStanding>> {
+        self.run(move |s| async move { s.worker_standing(id).await })
             .await
     }
 

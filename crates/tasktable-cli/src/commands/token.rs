@@ -32,6 +32,10 @@ pub struct NewToken {
     /// Limit a worker token to this queue (repeat for more): it can claim from no other.
     #[arg(long = "queue", value_name = "QUEUE")]
     queues: Vec<String>,
+    /// Limit a worker token's workers to this group (repeat for more): they can join no
+    /// other, nor claim tasks aimed at another.
+    #[arg(long = "group", value_name = "GROUP")]
+    groups: Vec<String>,
 }
 
 pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
@@ -45,6 +49,13 @@ pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
             return Err(CliError::usage("--queue limits only worker tokens"));
         }
         tasktable_server::auth::parse_queue_list(&args.queues.join(","), ',')
+            .map_err(|e| CliError::usage(e.0))?;
+    }
+    if !args.groups.is_empty() {
+        if role != Role::Worker {
+            return Err(CliError::usage("--group limits only worker tokens"));
+        }
+        tasktable_server::auth::parse_group_list(&args.groups.join(","), ',')
             .map_err(|e| CliError::usage(e.0))?;
     }
     let mut bytes = [0u8; 32];
@@ -62,18 +73,20 @@ pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
         Some(name) => name.clone(),
         None => format!("{role}-{}", &digest["sha256:".len()..][..8]),
     };
-    let (line, env_role) = if args.queues.is_empty() {
-        (format!("{role} {name} {digest}"), role.to_string())
-    } else {
-        (
-            format!("{role} {name} {digest} queues={}", args.queues.join(",")),
-            format!("{role}@{}", args.queues.join("+")),
-        )
-    };
+    let (mut line, mut env_role) = (format!("{role} {name} {digest}"), role.to_string());
+    if !args.queues.is_empty() {
+        line.push_str(&format!(" queues={}", args.queues.join(",")));
+        env_role.push_str(&format!("@{}", args.queues.join("+")));
+    }
+    if !args.groups.is_empty() {
+        line.push_str(&format!(" groups={}", args.groups.join(",")));
+        env_role.push_str(&format!("#{}", args.groups.join("+")));
+    }
     if json {
         return output::json(&json!({
             "role": role, "name": name, "token": token, "tokens_file_line": line,
             "queues": (!args.queues.is_empty()).then_some(&args.queues),
+            "groups": (!args.groups.is_empty()).then_some(&args.groups),
         }));
     }
     output::emit(&format!(

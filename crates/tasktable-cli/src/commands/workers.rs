@@ -15,6 +15,12 @@ pub struct WorkersArgs {
     /// Also list workers that left or fell silent.
     #[arg(long)]
     pub all: bool,
+    /// List workers whose id sorts after ID: the next page, as the last one said.
+    #[arg(long, value_name = "ID")]
+    pub after: Option<String>,
+    /// Most workers listed (1 to 1000; default 500).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: Option<u32>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -33,6 +39,7 @@ struct Worker {
     id: String,
     host: String,
     address: Option<String>,
+    owner: Option<String>,
     pid: Option<u32>,
     version: String,
     groups: Vec<String>,
@@ -55,25 +62,25 @@ fn queues(w: &Worker) -> String {
 
 pub async fn run(api: &Api, args: &WorkersArgs, json: bool) -> Result<(), CliError> {
     match &args.command {
-        None => list(api, args.all, json).await,
+        None => list(api, args, json).await,
         Some(WorkersCommand::Show { id }) => show(api, id, json).await,
         Some(WorkersCommand::Drain { id }) => set_draining(api, id, true, json).await,
         Some(WorkersCommand::Release { id }) => set_draining(api, id, false, json).await,
     }
 }
 
-async fn list(api: &Api, all: bool, json: bool) -> Result<(), CliError> {
-    let answer = api
-        .get(
-            &["api", "v1", "workers"],
-            &[("include_gone", all.to_string())],
-        )
-        .await?;
+async fn list(api: &Api, args: &WorkersArgs, json: bool) -> Result<(), CliError> {
+    let all = args.all;
+    let mut query = vec![("include_gone", all.to_string())];
+    query.extend(args.after.clone().map(|a| ("after", a)));
+    query.extend(args.limit.map(|n| ("limit", n.to_string())));
+    let answer = api.get(&["api", "v1", "workers"], &query).await?;
     if json {
         return output::json(&answer);
     }
     let workers: Vec<Worker> = field(&answer, "workers")?;
     let live: u64 = field(&answer, "live")?;
+    let next: Option<String> = field(&answer, "next")?;
     let mut table = Table::new([
         "ID",
         "HOST",
@@ -105,7 +112,14 @@ async fn list(api: &Api, all: bool, json: bool) -> Result<(), CliError> {
     } else {
         output::emit(&table.render())?;
     }
-    output::line(format!("{live} live"))
+    output::line(format!("{live} live"))?;
+    match next {
+        Some(id) => output::line(format!(
+            "more may follow: tasktable workers{} --after '{id}'",
+            if all { " --all" } else { "" }
+        )),
+        None => Ok(()),
+    }
 }
 
 fn describe(w: &Worker) -> String {
@@ -115,6 +129,7 @@ fn describe(w: &Worker) -> String {
     add("state", w.state.clone());
     add("host", w.host.clone());
     add("address", w.address.clone().unwrap_or_else(|| "-".into()));
+    add("owner", w.owner.clone().unwrap_or_else(|| "-".into()));
     add("pid", w.pid.map_or_else(|| "-".into(), |p| p.to_string()));
     add("version", w.version.clone());
     add("protocol", w.protocol.clone());

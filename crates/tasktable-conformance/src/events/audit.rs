@@ -242,6 +242,8 @@ pub async fn queue_worker_and_schedule_changes_are_recorded(db: &impl Backend) {
         address: None,
         starting: true,
         now: None,
+        owner: None,
+        max_live_per_owner: None,
     })
     .await
     .unwrap();

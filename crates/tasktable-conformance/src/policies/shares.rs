@@ -20,6 +20,8 @@ async fn beat(s: &dyn Store, id: &str, queues: Queues) {
         address: None,
         starting: true,
         now: Some(at(0)),
+        owner: None,
+        max_live_per_owner: None,
     })
     .await
     .expect("beat");

@@ -18,6 +18,8 @@ async fn beat(s: &dyn Store, id: &str, worker_groups: &[&str], queues: Queues) {
         address: None,
         starting: true,
         now: None,
+        owner: None,
+        max_live_per_owner: None,
     })
     .await
     .expect("beat");
@@ -74,6 +76,7 @@ pub async fn a_broadcast_runs_once_on_every_active_worker_its_queue_and_target_a
     let running: Vec<(String, u64)> = s
         .worker_list(WorkerListParams {
             include_gone: false,
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -35,7 +35,10 @@ fn worker(store: Arc<dyn Store>, id: &str) -> Worker {
 
 async fn state_of(store: &dyn Store, id: &str) -> WorkerState {
     store
-        .worker_list(WorkerListParams { include_gone: true })
+        .worker_list(WorkerListParams {
+            include_gone: true,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_iter()

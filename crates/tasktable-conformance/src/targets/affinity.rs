@@ -19,6 +19,8 @@ async fn beat(s: &dyn Store, id: &str, worker_groups: &[&str]) {
         address: None,
         starting: true,
         now: Some(at(0)),
+        owner: None,
+        max_live_per_owner: None,
     })
     .await
     .expect("beat");

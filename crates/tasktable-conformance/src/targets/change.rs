@@ -50,6 +50,8 @@ pub async fn a_new_target_takes_a_running_task_only_from_a_worker_it_leaves_out(
         address: None,
         starting: true,
         now: Some(t0()),
+        owner: None,
+        max_live_per_owner: None,
     })
     .await
     .unwrap();

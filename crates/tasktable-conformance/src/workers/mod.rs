@@ -4,6 +4,7 @@
 //! queue.
 
 pub mod discovery;
+pub mod ownership;
 pub mod registry;
 
 use tasktable_core::worker::{Protocol, Queues, WorkerFacts};

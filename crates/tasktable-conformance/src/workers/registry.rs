@@ -16,15 +16,20 @@ async fn beat(s: &dyn Store, f: WorkerFacts, starting: bool, now: DateTime<Utc>)
         address: None,
         starting,
         now: Some(now),
+        owner: None,
+        max_live_per_owner: None,
     })
     .await
     .expect("beat")
 }
 
 async fn list(s: &dyn Store, include_gone: bool) -> Vec<WorkerInfo> {
-    s.worker_list(WorkerListParams { include_gone })
-        .await
-        .expect("list")
+    s.worker_list(WorkerListParams {
+        include_gone,
+        ..Default::default()
+    })
+    .await
+    .expect("list")
 }
 
 async fn one(s: &dyn Store, id: &str) -> WorkerInfo {
@@ -112,6 +117,8 @@ pub async fn heartbeats_register_update_and_bring_back_a_worker(db: &impl Backen
         address: Some("10.1.2.3".into()),
         starting: true,
         now: Some(at(60)),
+        owner: None,
+        max_live_per_owner: None,
     })
     .await
     .unwrap();
@@ -169,21 +176,41 @@ pub async fn a_drain_outlives_a_restart_until_released(db: &impl Backend) {
     assert_eq!(list(&*s, true).await.len(), 2, "and none was made");
 }
 
-/// What the server asks before it gives a pull worker's claim any task.
-pub async fn whether_a_worker_is_draining_is_one_read(db: &impl Backend) {
+/// What the server asks before it gives a pull worker's claim any task, in one read.
+pub async fn a_workers_standing_is_one_read(db: &impl Backend) {
     let s = db.store().await;
     beat(&*s, facts("w1"), true, at(0)).await;
-    let draining = |id: &str| s.worker_draining(id.to_owned());
-    assert!(!draining("w1").await.unwrap());
+    let draining = |id: &str| {
+        let id = id.to_owned();
+        let s = &s;
+        async move { s.worker_standing(id).await.unwrap().map(|w| w.draining) }
+    };
+    let standing = s.worker_standing("w1".into()).await.unwrap().unwrap();
+    assert_eq!(
+        standing,
+        WorkerStanding {
+            owner: None,
+            protocol: Protocol::Process,
+            groups: vec!["gpu".into(), "eu".into()],
+            draining: false,
+            gone: false,
+        }
+    );
     drain(&*s, "w1", true).await.unwrap();
-    assert!(draining("w1").await.unwrap());
+    assert_eq!(draining("w1").await, Some(true));
     s.worker_leave("w1".into()).await.unwrap();
-    assert!(draining("w1").await.unwrap(), "a drain holds past leaving");
+    assert_eq!(
+        draining("w1").await,
+        Some(true),
+        "a drain holds past leaving"
+    );
+    assert!(s.worker_standing("w1".into()).await.unwrap().unwrap().gone);
     drain(&*s, "w1", false).await.unwrap();
-    assert!(!draining("w1").await.unwrap());
-    assert!(
-        !draining("nobody").await.unwrap(),
-        "an unknown id is not draining"
+    assert_eq!(draining("w1").await, Some(false));
+    assert_eq!(
+        draining("nobody").await,
+        None,
+        "an unknown id has no standing"
     );
     assert_eq!(list(&*s, true).await.len(), 1, "and asking made no worker");
 }
@@ -302,6 +329,8 @@ pub async fn bad_worker_facts_are_refused_and_change_nothing(db: &impl Backend) 
                 address: None,
                 starting: true,
                 now: Some(at(0)),
+                owner: None,
+                max_live_per_owner: None,
             })
             .await
             .expect_err("refused");
@@ -313,6 +342,8 @@ pub async fn bad_worker_facts_are_refused_and_change_nothing(db: &impl Backend) 
             address: Some("\n".into()),
             starting: true,
             now: Some(at(0)),
+            owner: None,
+            max_live_per_owner: None,
         })
         .await
         .expect_err("refused");

@@ -106,6 +106,8 @@ impl App {
                 address: Some(format!("10.0.0.{}", 10 + capacity)),
                 starting: true,
                 now: self.now(),
+                owner: None,
+                max_live_per_owner: None,
             })
             .await
             .unwrap();
@@ -113,7 +115,10 @@ impl App {
 
     pub async fn worker(&self, id: &str) -> tasktable_core::worker::WorkerInfo {
         self.store
-            .worker_list(tasktable_store::WorkerListParams { include_gone: true })
+            .worker_list(tasktable_store::WorkerListParams {
+                include_gone: true,
+                ..Default::default()
+            })
             .await
             .unwrap()
             .into_iter()

@@ -118,6 +118,7 @@ pub async fn resolve_broadcasts<E: Exec>(
         e,
         &tasktable_store::WorkerListParams {
             include_gone: false,
+            ..Default::default()
         },
     )
     .await?;

@@ -248,12 +248,17 @@ impl<B: Backend> Store for SqlStore<B> {
         workers::beat(&self.db, &self.db.limits().worker_beat(params)?).await
     }
 
-    async fn worker_leave(&self, id: String) -> StoreResult<()> {
-        workers::leave(&self.db, &id).await
+    async fn worker_leave(&self, params: WorkerLeaveParams) -> StoreResult<()> {
+        workers::leave(&self.db, &params).await
     }
 
     async fn worker_list(&self, params: WorkerListParams) -> StoreResult<Vec<WorkerInfo>> {
+        let params = self.db.limits().worker_list(params)?;
         workers::list(&mut self.db.read().await?, &params).await
+    }
+
+    async fn worker_get(&self, id: String) -> StoreResult<Option<WorkerInfo>> {
+        workers::get(&mut self.db.read().await?, &id).await
     }
 
     async fn worker_set_draining(
@@ -271,8 +276,8 @@ impl<B: Backend> Store for SqlStore<B> {
         workers::count_live(&mut self.db.read().await?).await
     }
 
-    async fn worker_draining(&self, id: String) -> StoreResult<bool> {
-        workers::draining(&mut self.db.read().await?, &id).await
+    async fn worker_standing(&self, id: String) -> StoreResult<Option<WorkerStanding>> {
+        workers::standing_in(&mut self.db.read().await?, &id, false).await
     }
 
     // Events.
