@@ -6,13 +6,16 @@ use clap::Args;
 use std::sync::Arc;
 use tasktable::Store;
 
+/// The environment variable that names the database when `--database-url` does not.
+pub const URL_ENV: &str = "DATABASE_URL";
+
 #[derive(Args, Debug)]
 pub struct DatabaseArgs {
     /// The database: sqlite://FILE (created if missing), postgres://USER@HOST/DB, or
     /// mysql://USER@HOST/DB (MySQL 8.0.17+ or MariaDB 10.6+; mariadb:// works too).
     #[arg(
         long = "database-url",
-        env = "DATABASE_URL",
+        env = URL_ENV,
         hide_env_values = true,
         value_name = "URL",
         default_value = "sqlite://tasktable.db"

@@ -16,6 +16,7 @@ mod commands;
 mod database;
 mod error;
 mod input;
+mod isolation;
 mod output;
 mod retention;
 mod serve;

@@ -126,6 +126,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             "--exec-allow and --exec-allow-any need a worker; drop --workers 0",
         ));
     }
+    let exec_user = args.handlers.isolate_exec(&args.database)?;
 
     let store = database::open(&args.database).await?;
     if !args.no_migrate {
@@ -142,7 +143,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         // The rescuer and scheduler below serve this process; the worker need not run
         // others.
         n => Some(
-            worker::builtin(store.clone(), n, &args.handlers)
+            worker::builtin(store.clone(), n, &args.handlers, exec_user.as_ref())
                 .rescue_interval(None)
                 .schedule_interval(None)
                 .build()?,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tasktable::{Store, Worker, WorkerBuilder};
 use tasktable_handlers::{
-    EnvName, ExecHandler, ExecPolicy, HostName, HttpHandler, HttpPolicy, Network,
+    EnvName, ExecHandler, ExecPolicy, ExecUser, HostName, HttpHandler, HttpPolicy, Network,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -91,7 +91,7 @@ pub struct HandlerArgs {
     /// process's PATH, a path is run as it is. `exec` runs the command a task's payload
     /// names, so whoever can submit tasks could run programs on this machine: it is off
     /// unless you allow programs here or with --exec-allow-any. Allowing a program that runs
-    /// its arguments (sh, python, env, xargs) allows anything.
+    /// its arguments (sh, python, env, xargs) allows anything. Commands run as --exec-user.
     #[arg(long, value_name = "PROGRAM")]
     exec_allow: Vec<String>,
     /// Let `exec` tasks run any program, with any environment variables and working
@@ -131,6 +131,18 @@ pub struct HandlerArgs {
     /// SIGTERM and SIGKILL to its process group, such as 5s or 500ms.
     #[arg(long, value_name = "DURATION", value_parser = input::duration, requires = "exec_on")]
     exec_kill_grace: Option<Duration>,
+    /// Run `exec` commands as USER (a name or a numeric uid), with its primary group, no
+    /// supplementary groups, no_new_privs and no capabilities, so they cannot read this
+    /// process's environment (its tokens), memory, database file or tokens file. Default:
+    /// nobody when this process can switch users (root, or CAP_SETUID and CAP_SETGID);
+    /// otherwise its own user, with a warning, as commands can then read whatever it can.
+    /// A USER that does not exist, or that this process cannot switch to, is refused. With
+    /// `exec` on, this process also makes itself non-dumpable (no core dumps, no debugger
+    /// of its own user), creates its files readable by its user only (umask 077, the SQLite
+    /// database too), and refuses a --database-url that holds a password, which every
+    /// local user could read in /proc/PID/cmdline: give that URL in DATABASE_URL.
+    #[arg(long, value_name = "USER", requires = "exec_on")]
+    exec_user: Option<String>,
 }
 
 impl HandlerArgs {
@@ -179,6 +191,16 @@ impl HandlerArgs {
     pub fn exec_enabled(&self) -> bool {
         self.exec_allow_any || !self.exec_allow.is_empty()
     }
+
+    /// When `exec` is on, keeps its commands from this process's secrets (refusing what
+    /// would expose them), before `database` is opened, and returns the user they run as;
+    /// `None` when `exec` is off.
+    pub fn isolate_exec(&self, database: &DatabaseArgs) -> Result<Option<ExecUser>, CliError> {
+        if !self.exec_enabled() {
+            return Ok(None);
+        }
+        crate::isolation::isolate_exec(self.exec_user.as_deref(), database).map(Some)
+    }
 }
 
 /// A variable name `--exec-allow-env` may allow.
@@ -206,6 +228,7 @@ fn existing_dir(text: &str) -> Result<PathBuf, String> {
 }
 
 pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
+    let exec_user = args.handlers.isolate_exec(&args.database)?;
     // Bound first, so a bad address fails before any work is claimed, and the recorder is
     // installed before the worker binds its metrics to it.
     let metrics = match &args.metrics_listen {
@@ -216,7 +239,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
     if args.migrate {
         database::migrate(store.as_ref()).await?;
     }
-    let worker = builtin(store, args.concurrency, &args.handlers)
+    let worker = builtin(store, args.concurrency, &args.handlers, exec_user.as_ref())
         .retention(args.retention.policy())
         .build()?;
     tracing::info!(worker = worker.id(), queues = ?args.handlers.queues_shown(), "worker started");
@@ -267,9 +290,14 @@ async fn metrics_listener(listen: &str) -> Result<tokio::net::TcpListener, CliEr
 }
 
 /// A worker with the built-in handlers: `http` and `http_batch` always, `exec` only when
-/// allowed. Without `exec`, this worker never claims `exec` tasks: they wait for a worker
-/// that allows them.
-pub fn builtin(store: Arc<dyn Store>, concurrency: usize, handlers: &HandlerArgs) -> WorkerBuilder {
+/// allowed and isolated (`exec_user`, from [`HandlerArgs::isolate_exec`]). Without `exec`,
+/// this worker never claims `exec` tasks: they wait for a worker that allows them.
+pub fn builtin(
+    store: Arc<dyn Store>,
+    concurrency: usize,
+    handlers: &HandlerArgs,
+    exec_user: Option<&ExecUser>,
+) -> WorkerBuilder {
     tracing::info!(
         http_allow_net = ?shown(&handlers.http_allow_net),
         http_allow_host = ?shown(&handlers.http_allow_host),
@@ -293,16 +321,17 @@ pub fn builtin(store: Arc<dyn Store>, concurrency: usize, handlers: &HandlerArgs
     for group in &handlers.groups {
         builder = builder.group(group);
     }
-    if let Some(policy) = handlers.exec_policy() {
+    if let (Some(policy), Some(user)) = (handlers.exec_policy(), exec_user) {
         tracing::info!(
             programs = ?handlers.exec_allow,
             any = handlers.exec_allow_any,
             env = ?shown(&handlers.exec_allow_env),
             cwd = ?handlers.exec_allow_cwd,
             inherit_env = ?shown(&handlers.exec_inherit_env),
+            user = %user,
             "exec tasks may run"
         );
-        let mut exec = ExecHandler::new(policy);
+        let mut exec = ExecHandler::new(policy).run_as(user.clone());
         if let Some(grace) = handlers.exec_kill_grace {
             exec = exec.kill_grace(grace);
         }

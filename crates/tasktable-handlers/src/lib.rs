@@ -25,7 +25,9 @@
 //! (an allowed script with `BASH_ENV` or `NODE_OPTIONS` of the payload's choosing would run
 //! anything). [`ExecPolicy::allow_any`] lifts all three limits, for deployments where
 //! everyone who can submit may already run code on the workers. In both modes a command
-//! starts with a minimal environment, not the worker's (which holds its credentials).
+//! starts with a minimal environment, not the worker's (which holds its credentials),
+//! with `no_new_privs` and no capabilities, and as the [`ExecUser`] given to
+//! [`ExecHandler::run_as`], so that it cannot read the worker's files and memory.
 //!
 //! The `http` handler would likewise send requests wherever a payload points, including to
 //! addresses only the worker can reach (the cloud's metadata service, an admin port on
@@ -42,8 +44,8 @@ mod http;
 mod secrets;
 
 pub use exec::{
-    EnvName, ExecHandler, ExecPayload, ExecPolicy, ExecResult, DEFAULT_KILL_GRACE, EXIT_PERMANENT,
-    EXIT_TEMPFAIL, INHERITED_ENV,
+    can_switch_users, EnvName, ExecHandler, ExecPayload, ExecPolicy, ExecResult, ExecUser,
+    DEFAULT_KILL_GRACE, EXIT_PERMANENT, EXIT_TEMPFAIL, INHERITED_ENV,
 };
 pub use http::{
     HostName, HttpBatchData, HttpBatchHandler, HttpHandler, HttpMethod, HttpPayload, HttpPolicy,

@@ -107,29 +107,51 @@ impl Server {
     /// As [`Server::start_with`], in a process whose open files are limited to
     /// `descriptors` (soft and hard) when given.
     pub fn start_limited(args: &[&str], descriptors: Option<u64>) -> Server {
+        Server::launch(args, descriptors, |_| {})
+    }
+
+    /// As [`Server::start_with`], with `adjust` applied to the command before it starts:
+    /// environment (which wins over the default `TASKTABLE_TOKENS`; a `DATABASE_URL`
+    /// there replaces the SQLite file), the user it runs as.
+    pub fn start_adjusted(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Server {
+        Server::launch(args, None, adjust)
+    }
+
+    fn launch(
+        args: &[&str],
+        descriptors: Option<u64>,
+        adjust: impl FnOnce(&mut Command),
+    ) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = format!("sqlite://{}", dir.path().join("tasktable.db").display());
         let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
+        let mut cmd = match descriptors {
+            // util-linux's prlimit sets the limit and runs the server in its place.
+            Some(n) => {
+                let mut limited = Command::new("prlimit");
+                limited.arg(format!("--nofile={n}:{n}")).arg(BIN);
+                limited
+            }
+            None => Command::new(BIN),
+        };
+        for var in ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env("TASKTABLE_TOKENS", format!("admin:{ADMIN},reader:{READER}"));
+        adjust(&mut cmd);
+        let db_in_env = cmd
+            .get_envs()
+            .any(|(name, value)| name == "DATABASE_URL" && value.is_some());
         let mut all = vec!["serve"];
         if !args.contains(&"--listen") {
             all.extend(["--listen", "127.0.0.1:0"]);
         }
-        if !args.contains(&"--database-url") {
+        if !args.contains(&"--database-url") && !db_in_env {
             all.extend(["--database-url", db.as_str()]);
         }
         all.extend_from_slice(args);
-        let mut cmd = command(&all);
-        if let Some(n) = descriptors {
-            // util-linux's prlimit sets the limit and runs the server in its place.
-            let mut limited = Command::new("prlimit");
-            limited.arg(format!("--nofile={n}:{n}")).arg(BIN).args(&all);
-            for var in ENV {
-                limited.env_remove(var);
-            }
-            cmd = limited;
-        }
         let mut child = cmd
-            .env("TASKTABLE_TOKENS", format!("admin:{ADMIN},reader:{READER}"))
+            .args(&all)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)
@@ -156,6 +178,16 @@ impl Server {
             .unwrap_or_else(|| panic!("serve printed {line:?}, not its address"))
             .to_owned();
         server
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the server logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
     }
 
     /// `tasktable ARGS` against this server as admin.

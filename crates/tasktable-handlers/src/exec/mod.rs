@@ -1,16 +1,19 @@
 //! The `exec` handler: one command per attempt, in a process group of its own, started
-//! only as its [`ExecPolicy`] allows, its exit status sorted into success, retry or
-//! permanent failure.
+//! only as its [`ExecPolicy`] allows, as its [`ExecUser`] and without privileges, its exit
+//! status sorted into success, retry or permanent failure.
 
+mod confine;
 mod environment;
 mod payload;
 mod policy;
 mod process;
+mod user;
 mod workdir;
 
 pub use environment::{EnvName, INHERITED_ENV};
 pub use payload::{ExecPayload, ExecResult};
 pub use policy::ExecPolicy;
+pub use user::{can_switch_users, ExecUser};
 
 use crate::captured::{last_chars, SNIPPET_CHARS};
 use crate::secrets::redact;
@@ -18,6 +21,7 @@ use process::{Exited, Running};
 use serde_json::Value;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::time::Duration;
 use tasktable_runtime::{Handler, HandlerError, StopReason, TaskContext};
 use tokio::process::Command;
@@ -47,10 +51,16 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 /// shutting down), the attempt ends at once and the group gets SIGTERM, then SIGKILL after
 /// the kill grace. A process that leaves the group (`setsid`, daemons) escapes the
 /// signals, but cannot keep the attempt running.
+///
+/// Every command starts with `no_new_privs` set and no capability (its bounding set
+/// emptied too when it still has the capabilities to do so), so neither a set-user-ID
+/// program nor file capabilities give it more than it started with. It runs as the
+/// worker's own user unless [`ExecHandler::run_as`] names another.
 #[derive(Debug, Clone)]
 pub struct ExecHandler {
     policy: ExecPolicy,
     kill_grace: Duration,
+    user: Option<ExecUser>,
 }
 
 impl ExecHandler {
@@ -58,7 +68,18 @@ impl ExecHandler {
         ExecHandler {
             policy,
             kill_grace: DEFAULT_KILL_GRACE,
+            user: None,
         }
+    }
+
+    /// Runs every command as `user`, with its primary group and no supplementary group,
+    /// so it cannot read what only the worker's user may (its database file, its tokens
+    /// file, `/proc/<pid>/environ`). Starting a command as another user takes a worker
+    /// that [can switch users](can_switch_users); otherwise every attempt fails. A
+    /// program or `cwd` the user may not reach fails the attempt, saying so.
+    pub fn run_as(mut self, user: ExecUser) -> Self {
+        self.user = Some(user);
+        self
     }
 
     /// How long a stopped command's process group has between SIGTERM and SIGKILL
@@ -91,14 +112,17 @@ impl Handler for ExecHandler {
         if let Some(cwd) = &launch.cwd {
             command.current_dir(cwd);
         }
+        confine::confine(&mut command, self.user.as_ref());
         let input = payload.stdin.map(|value| match value {
             Value::String(text) => text.into_bytes(),
             other => other.to_string().into_bytes(),
         });
         // A command may print its variables; their values are secrets like headers are.
         let secrets: Vec<&str> = payload.env.values().map(String::as_str).collect();
-        let running = Running::spawn(command, input.is_some(), self.kill_grace)
-            .map_err(|e| cannot_start(&payload.command[0], e))?;
+        let running = Running::spawn(command, input.is_some(), self.kill_grace).map_err(|e| {
+            let user = self.user.as_ref().filter(|user| !user.is_current());
+            cannot_start(&payload.command[0], user, launch.cwd.as_deref(), e)
+        })?;
         tokio::select! {
             exited = running.finish(input) => match exited {
                 Ok(exited) => judge(exited, &secrets),
@@ -158,9 +182,32 @@ const ABANDONED_PIPES: &str = "\n[tasktable: stopped reading output 2 s after th
 exited, because a process outside its process group kept the pipes open]\n";
 
 /// A program that does not exist or may not be executed will not start on a retry either,
-/// nor will arguments the system cannot pass (a NUL byte).
-fn cannot_start(program: &str, e: io::Error) -> HandlerError {
-    let message = format!("cannot start {program:?}: {e}");
+/// nor will arguments the system cannot pass (a NUL byte). `user`: the user the command
+/// was to run as, when not the worker's own, who may be the one refused.
+fn cannot_start(
+    program: &str,
+    user: Option<&ExecUser>,
+    cwd: Option<&Path>,
+    e: io::Error,
+) -> HandlerError {
+    let mut message = format!("cannot start {program:?}: {e}");
+    match (user, e.raw_os_error()) {
+        (Some(user), Some(libc::EACCES)) => {
+            let dir = cwd.map_or_else(
+                || "the worker's working directory".to_owned(),
+                |cwd| format!("{:?}", cwd.display().to_string()),
+            );
+            message.push_str(&format!(
+                "; commands run as user {user}, who must be allowed to execute the program \
+                 and to enter {dir} and every directory above both"
+            ));
+        }
+        (Some(user), Some(libc::EPERM)) => message.push_str(&format!(
+            "; this worker may not start commands as user {user}: that takes root, or \
+             CAP_SETUID and CAP_SETGID"
+        )),
+        _ => {}
+    }
     match e.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::InvalidInput => {
             HandlerError::permanent(message)
