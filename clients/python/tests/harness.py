@@ -16,7 +16,8 @@ from typing import Optional
 from tasktable import Client
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-TOKENS = {"worker": "py-worker-token-0123456789", "operator": "py-operator-token-0123456789", "reader": "py-reader-token-0123456789"}
+TOKENS = {"worker": "py-worker-token-0123456789", "operator": "py-operator-token-0123456789", "reader": "py-reader-token-0123456789",
+          "admin": "py-admin-token-0123456789"}
 
 
 def binary() -> str:

@@ -363,6 +363,16 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual({t["state"] for t in tasks}, {"pending"})
         self.assertEqual([t["attempts"] for t in tasks], [[]] * 5, "nothing was claimed")
 
+    def test_a_worker_whose_id_another_token_owns_stops_saying_why(self):
+        ids = self.ops.submit_many([{"kind": "noop", "payload": None} for _ in range(3)])
+        self.server.client("admin").heartbeat("taken-id")
+        worker = Worker(self.server.client("worker"), {"noop": lambda task: None},
+                        worker_id="taken-id", claim_wait_ms=2000)
+        with self.assertRaises(ApiError) as refused:
+            worker.run()
+        self.assertEqual(refused.exception.code, "worker_not_owned")
+        self.assertEqual({self.ops.get(i)["state"] for i in ids}, {"pending"})
+
     # A worker in a process of its own, for the tests that signal it.
 
     def spawn_worker(self, lease_ms=30000, grace="5"):

@@ -164,6 +164,9 @@ function millis(ms: number): number {
  * leases are renewed like running ones. A task that waited longer than a second anyway,
  * or that has not started when the worker stops, is given back unrun without spending its
  * attempt, and the worker claims nothing ahead until short runs are seen again. */
+/** Heartbeat refusals that no retry mends: the worker stops with them. */
+const FATAL_BEAT_CODES = ["protocol_unsupported", "worker_not_owned", "too_many_workers", "forbidden"];
+
 export class Worker {
   readonly workerId: string;
   private readonly o: Required<Omit<WorkerOptions, "workerId" | "logger">>;
@@ -518,9 +521,10 @@ export class Worker {
       if (!draining) this.slotFreed?.();
       return false;
     } catch (error) {
-      if (error instanceof ApiError && error.code === "protocol_unsupported") {
-        // Nothing this worker would say could be trusted to mean the same to the server:
-        // stop, and let run() reject with why.
+      if (error instanceof ApiError && FATAL_BEAT_CODES.includes(error.code)) {
+        // A server that does not speak this worker's protocol, or a token that may not
+        // run it as it is (its id another token's, its token's workers all live, queues
+        // or groups its token may not take): stop, and let run() reject with why.
         this.log.error(`worker ${this.workerId}: ${error.message}`);
         this.fatal = error;
         this.stop();

@@ -9,7 +9,7 @@ import { createInterface } from "node:readline";
 import { Client } from "../src/index.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
-export const TOKENS = { worker: "ts-worker-token-0123456789", operator: "ts-operator-token-0123456789", reader: "ts-reader-token-0123456789" };
+export const TOKENS = { worker: "ts-worker-token-0123456789", operator: "ts-operator-token-0123456789", reader: "ts-reader-token-0123456789", admin: "ts-admin-token-0123456789" };
 
 function binary(): string {
   const path = process.env.TASKTABLE_BIN ?? join(root, "target", "debug", "tasktable");

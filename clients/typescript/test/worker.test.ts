@@ -353,6 +353,21 @@ test("tasks waiting behind a busy slot are given back after a second", () =>
     }
   }));
 
+test("a worker whose id another token owns stops, saying why", () =>
+  withServer(async (server) => {
+    const ops = server.client("operator");
+    const ids = await ops.submitMany(Array.from({ length: 3 }, () => ({ kind: "noop", payload: null })));
+    await server.client("admin").heartbeat("taken-id");
+    const worker = new Worker(server.client("worker"), { noop: () => null }, { workerId: "taken-id", claimWaitMs: 2000, handleSignals: false, logger: quiet });
+    await assert.rejects(worker.run(), (error: unknown) => {
+      assert.ok(error instanceof ApiError);
+      assert.equal(error.code, "worker_not_owned");
+      return true;
+    });
+    const tasks = await Promise.all(ids.map((id) => ops.get(id)));
+    assert.deepEqual(new Set(tasks.map((t) => t.state)), new Set(["pending"]));
+  }));
+
 test("a server that does not speak the worker's protocol stops it, saying why", () =>
   withServer(async (server) => {
     const ops = server.client("operator");

@@ -110,6 +110,9 @@ def _key(c: Claimed) -> _Key:
     return (c.id, c.run, c.token)
 
 
+#: Heartbeat refusals that no retry mends: the worker stops with them.
+_FATAL_BEAT_CODES = ("protocol_unsupported", "worker_not_owned", "too_many_workers", "forbidden")
+
 class Task:
     """What a handler is given: the task, its lease's fencing token, and a way to save
     where it got to."""
@@ -569,9 +572,11 @@ class Worker:
                 groups=self.groups, queues=[self.queue], capacity=self.concurrency, starting=starting,
             )
         except ApiError as error:
-            if error.code == "protocol_unsupported":
-                # Nothing this worker would say could be trusted to mean the same to the
-                # server: stop, and let run() raise why.
+            if error.code in _FATAL_BEAT_CODES:
+                # A server that does not speak this worker's protocol, or a token that may
+                # not run it as it is (its id another token's, its token's workers all
+                # live, queues or groups its token may not take): stop, and let run()
+                # raise why.
                 log.error("worker %s: %s", self.worker_id, error.message)
                 self._fatal = error
                 self.stop()
