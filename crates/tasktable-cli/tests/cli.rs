@@ -528,14 +528,18 @@ fn cancel_retry_hold_and_release_change_each_task_named() {
     );
     assert_eq!(
         log["events"][0]["actor"],
-        json!({"kind": "cli", "name": "env-1", "role": "admin"})
+        json!({"kind": "cli", "name": tasktable_server::auth::env_token_name(ADMIN), "role": "admin"})
     );
     let page = server
         .tt(&["audit", "--event", "held", "--limit", "1"])
         .ok()
         .stdout;
     assert!(
-        page.contains("held") && page.contains("env-1 (admin, cli)"),
+        page.contains("held")
+            && page.contains(&format!(
+                "{} (admin, cli)",
+                tasktable_server::auth::env_token_name(ADMIN)
+            )),
         "{page}"
     );
     assert!(page.contains("more events follow: add --before"), "{page}");
@@ -1186,7 +1190,8 @@ fn serve_refuses_a_token_listed_under_two_names() {
         "TASKTABLE_TOKENS",
         "reader:same-token-of-32-characters-long,admin:same-token-of-32-characters-long",
     );
-    finish(cmd, None).fails(2, "\"env-2\" is the same token as \"env-1\"");
+    let name = tasktable_server::auth::env_token_name("same-token-of-32-characters-long");
+    finish(cmd, None).fails(2, &format!("{name:?} is the same token as {name:?}"));
 }
 
 #[test]

@@ -38,35 +38,101 @@ pub fn parse_http(text: &str) -> Result<Url, String> {
 ///   from after the scheme and its slashes up to the last `@` of the text becomes
 ///   [`REDACTED`], user name included (`https://[redacted]@h:99999/`). A password that
 ///   does not parse may hold a `/`, `?` or `#`, so the scan does not stop at them.
+///
+/// A query parameter whose name holds `password` (`?password=`, `?sslpassword=`, as
+/// database drivers read them) is a password too: its value is hidden the same way.
 pub fn redact_password(text: &str) -> String {
     match Url::parse(text) {
-        Ok(url) if url.password().is_some() => format!(
-            "{}{REDACTED}{}",
-            &url[..Position::BeforePassword],
-            &url[Position::AfterPassword..]
-        ),
+        Ok(mut url) if url.password().is_some() || password_in_query(&url) => {
+            hide_query_passwords(&mut url);
+            if url.password().is_none() {
+                return url.to_string();
+            }
+            format!(
+                "{}{REDACTED}{}",
+                &url[..Position::BeforePassword],
+                &url[Position::AfterPassword..]
+            )
+        }
         Ok(_) => text.to_owned(),
         Err(_) => {
-            let seen = as_the_parser_sees(text);
+            let seen = hide_unparsed_query_passwords(&as_the_parser_sees(text));
             match unparsed_user_info(&seen) {
                 Some(hidden) => {
                     format!("{}{REDACTED}{}", &seen[..hidden.start], &seen[hidden.end..])
                 }
+                None if seen != as_the_parser_sees(text) => seen,
                 None => text.to_owned(),
             }
         }
     }
 }
 
+/// Whether a query parameter's name, decoded, holds `password` (any case).
+fn is_password_key(key: &str) -> bool {
+    key.to_ascii_lowercase().contains("password")
+}
+
+fn password_in_query(url: &Url) -> bool {
+    url.query_pairs().any(|(k, _)| is_password_key(&k))
+}
+
+/// `url` with the value of every password parameter of its query hidden.
+fn hide_query_passwords(url: &mut Url) {
+    if !password_in_query(url) {
+        return;
+    }
+    let pairs: Vec<(String, String)> = url
+        .query_pairs()
+        .map(|(k, v)| {
+            let v = if is_password_key(&k) {
+                REDACTED.to_owned()
+            } else {
+                v.into_owned()
+            };
+            (k.into_owned(), v)
+        })
+        .collect();
+    url.query_pairs_mut().clear().extend_pairs(pairs);
+}
+
+/// In text that does not parse: the value of every query parameter whose name holds
+/// `password` hidden, by hand (up to the next `&` or `#`).
+fn hide_unparsed_query_passwords(text: &str) -> String {
+    let Some(q) = text.find('?') else {
+        return text.to_owned();
+    };
+    let (head, query) = text.split_at(q + 1);
+    let (query, fragment) = query.split_at(query.find('#').unwrap_or(query.len()));
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if is_password_key(&decoded(k)) => format!("{k}={REDACTED}"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{head}{}{fragment}", pairs.join("&"))
+}
+
+/// A query key percent-decoded (`+` as a space), as the parser would read it.
+fn decoded(key: &str) -> String {
+    ::url::form_urlencoded::parse(format!("{key}=").as_bytes())
+        .next()
+        .map(|(k, _)| k.into_owned())
+        .unwrap_or_default()
+}
+
 /// Whether `text` holds a password, as [`redact_password`] would hide it: a URL with a
-/// non-empty password (`postgres://u:pw@h/db`, `https:/u:pw@h`), or text that does not
-/// parse but has a `:` before its last `@` after the scheme, which may be one.
+/// non-empty password (`postgres://u:pw@h/db`, `https:/u:pw@h`) or a password parameter
+/// (`postgres://u@h/db?password=pw`), or text that does not parse but has a `:` before
+/// its last `@` after the scheme, or a password parameter, which may be one.
 pub fn has_password(text: &str) -> bool {
     match Url::parse(text) {
-        Ok(url) => url.password().is_some(),
+        Ok(url) => url.password().is_some() || password_in_query(&url),
         Err(_) => {
             let seen = as_the_parser_sees(text);
             unparsed_user_info(&seen).is_some_and(|hidden| seen[hidden].contains(':'))
+                || hide_unparsed_query_passwords(&seen) != seen
         }
     }
 }
@@ -254,6 +320,38 @@ mod tests {
             assert_eq!(url.host_str(), Some("h"), "{text:?}");
             assert!(has_password(text), "{text:?}");
             assert!(!redact_password(text).contains("pw"), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_password_in_the_query_is_a_password_too() {
+        for text in [
+            "postgres://postgres@127.0.0.1/db?password=S3CRETQ",
+            "postgres://127.0.0.1/db?user=postgres&password=S3CRETQ",
+            "postgresql://h/db?sslmode=require&sslpassword=S3CRETQ#x",
+            "mysql://u@h/db?PASSWORD=S3CRETQ",
+            "postgres://h/db?pass%77ord=S3CRETQ",
+            "postgres://u:S3CRETP@h/db?password=S3CRETQ",
+            "postgres://h:99999/db?password=S3CRETQ&x=1",
+        ] {
+            assert!(has_password(text), "{text:?}");
+            let shown = redact_password(text);
+            assert!(
+                !shown.contains("S3CRET") && shown.contains(REDACTED.trim_matches(['[', ']'])),
+                "{text:?} -> {shown:?}"
+            );
+        }
+        let shown = redact_password("postgres://127.0.0.1/db?user=postgres&password=pw&x=1");
+        assert!(
+            shown.contains("user=postgres") && shown.contains("x=1"),
+            "{shown}"
+        );
+        for text in [
+            "postgres://u@h/db?sslmode=require",
+            "postgres://u@h/db?note=password",
+        ] {
+            assert!(!has_password(text), "{text:?}");
+            assert_eq!(redact_password(text), text);
         }
     }
 

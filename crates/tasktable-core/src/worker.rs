@@ -15,6 +15,8 @@ pub use crate::names::{valid_name, MAX_NAME_CHARS};
 pub const MAX_GROUPS: usize = 64;
 /// Most queues one worker may list ([`Queues::Listed`]).
 pub const MAX_QUEUES: usize = 256;
+/// The largest capacity a worker may say it has: what the registry's 32-bit column holds.
+pub const MAX_CAPACITY: u32 = i32::MAX as u32;
 
 /// The queues a worker takes tasks from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,8 +162,8 @@ pub enum InvalidWorker {
         /// The most allowed: [`MAX_GROUPS`] or [`MAX_QUEUES`].
         max: usize,
     },
-    /// A capacity of 0.
-    #[error("capacity must be at least 1")]
+    /// A capacity of 0, or over [`MAX_CAPACITY`].
+    #[error("capacity must be 1 to {MAX_CAPACITY}")]
     Capacity,
 }
 
@@ -197,7 +199,7 @@ impl WorkerFacts {
                 return Err(InvalidWorker::Name { field: "a queue" });
             }
         }
-        if self.capacity == 0 {
+        if self.capacity == 0 || self.capacity > MAX_CAPACITY {
             return Err(InvalidWorker::Capacity);
         }
         Ok(())
@@ -294,6 +296,10 @@ mod tests {
         assert_eq!(f.validate(), Ok(()));
         f.capacity = 0;
         assert_eq!(f.validate(), Err(InvalidWorker::Capacity));
+        f.capacity = MAX_CAPACITY + 1;
+        assert_eq!(f.validate(), Err(InvalidWorker::Capacity));
+        f.capacity = MAX_CAPACITY;
+        assert_eq!(f.validate(), Ok(()));
     }
 
     #[test]

@@ -76,14 +76,16 @@ async fn allowed_env_and_cwd_reach_the_command() {
     .await;
     let id = h
         .submit(exec(json!({
-            "command": sh(r#"printf '%s in %s' "$GREETING" "$(pwd)""#, &[]),
+            "command": sh(r#"printf '%s:%s in %s' "${#GREETING}" "$GREETING" "$(pwd)""#, &[]),
             "env": {"GREETING": "hello"},
             "cwd": sub,
         })))
         .await;
 
+    // The value reached the command (its length is printed); the result, which readers
+    // see, hides it as it hides it in the payload.
     let task = h.settled(id).await;
-    let want = format!("hello in {}", sub.canonicalize().unwrap().display());
+    let want = format!("5:[redacted] in {}", sub.canonicalize().unwrap().display());
     assert_eq!(task.result.unwrap()["stdout"], want);
     h.shutdown().await;
 }

@@ -210,6 +210,13 @@ impl fmt::Debug for TokenSet {
     }
 }
 
+/// The name a token given in `TASKTABLE_TOKENS` goes by: `env-` and the first 8 hex
+/// digits of its SHA-256 digest, which says nothing of the token but stays the same
+/// wherever the token is listed.
+pub fn env_token_name(token: &str) -> String {
+    format!("env-{}", &token_digest(token)["sha256:".len()..][..8])
+}
+
 /// The SHA-256 digest of a token, as stored in a tokens file (`sha256:<hex>`).
 pub fn token_digest(token: &str) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(token.as_bytes())))
@@ -285,17 +292,17 @@ impl TokenSet {
         digest: [u8; 32],
         limits: WorkerLimits,
     ) -> Result<(), TokenConfigError> {
-        if self.entries.iter().any(|e| e.name == name) {
-            return Err(TokenConfigError(format!(
-                "token name {name:?} is used twice"
-            )));
-        }
         // One token under two names (or roles) would act as whichever matched last:
         // refused, so that a token has exactly one role.
         if let Some(other) = self.entries.iter().find(|e| e.digest == digest) {
             return Err(TokenConfigError(format!(
                 "token {name:?} is the same token as {:?}, listed before it; give each role a token of its own",
                 other.name
+            )));
+        }
+        if self.entries.iter().any(|e| e.name == name) {
+            return Err(TokenConfigError(format!(
+                "token name {name:?} is used twice"
             )));
         }
         if !limits.is_none() && role != Role::Worker {
@@ -363,6 +370,9 @@ impl TokenSet {
     /// Reads `TASKTABLE_TOKENS`-style text: comma-separated `<role>:<token>` pairs; a
     /// worker token may be limited to queues as `worker@<queue>+<queue>:<token>`, to
     /// groups as `worker#<group>+<group>:<token>`, or to both, `worker@<q>#<g>:<token>`.
+    /// Each is named `env-` and the first 8 hex digits of its digest ([`env_token_name`]):
+    /// a name that stays with the token whatever its place in the list, since worker ids
+    /// and the audit go by names.
     pub fn add_env_value(&mut self, value: &str) -> Result<(), TokenConfigError> {
         for (n, pair) in value
             .split(',')
@@ -386,7 +396,11 @@ impl TokenSet {
             };
             let role: Role = role.parse()?;
             let limits = WorkerLimits { queues, groups };
-            self.add_plain_with(&format!("env-{}", n + 1), role, token.trim(), limits)?;
+            let token = token.trim();
+            self.add_plain_with(&env_token_name(token), role, token, limits)
+                .map_err(|e| {
+                    TokenConfigError(format!("TASKTABLE_TOKENS entry {}: {}", n + 1, e.0))
+                })?;
         }
         Ok(())
     }
@@ -435,8 +449,10 @@ mod tests {
             .add_env_value("admin:same-token-of-32-characters-long")
             .unwrap_err()
             .0;
+        let name = env_token_name("same-token-of-32-characters-long");
         assert!(
-            err.contains("\"env-1\" is the same token as \"a\""),
+            err.contains("TASKTABLE_TOKENS entry 1")
+                && err.contains(&format!("{name:?} is the same token as \"a\"")),
             "{err}"
         );
         assert_eq!(set.len(), 1, "nothing was added");
@@ -520,7 +536,16 @@ mod tests {
             (ap.queues.clone(), ap.groups.clone()),
             (None, Some(vec!["ap".into()]))
         );
-        assert_eq!(ap.worker_owner().as_deref(), Some("env-2"));
+        let name = env_token_name("env-worker-token-67890");
+        assert_eq!(ap.worker_owner(), Some(name.clone()));
+        assert!(name.starts_with("env-") && name.len() == 12, "{name}");
+        // A name stays with its token wherever it is listed.
+        let mut reordered = TokenSet::default();
+        reordered
+            .add_env_value("worker#ap:env-worker-token-67890, worker:another-worker-token-1")
+            .unwrap();
+        let again = reordered.authenticate("env-worker-token-67890").unwrap();
+        assert_eq!(again.name, name);
         let mut set = TokenSet::default();
         let twice = format!("worker w {} groups=a groups=b", token_digest("x"));
         let err = set.add_file_contents(&twice).unwrap_err().0;

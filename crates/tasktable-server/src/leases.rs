@@ -221,10 +221,37 @@ async fn wake_for(wakes: &mut broadcast::Receiver<tasktable_store::Wake>, queue:
 
 /// Every lease call names its token and credential; the rest depends on the operation.
 /// In a batched acknowledgement each call also names its `task` and `op`, which the path
-/// names in a single call.
+/// names in a single call. It keeps which fields the body named, a `null` one too, so a
+/// field of another operation is refused even when it is `null`, as the OpenAPI document
+/// says (each operation's fields, nothing else).
+#[derive(Debug)]
+pub struct LeaseRequest {
+    fields: LeaseFields,
+    named: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for LeaseRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = serde_json::Map::<String, Value>::deserialize(d)?;
+        let named = map.keys().cloned().collect();
+        // The inner error keeps the path of the field at fault (`lines[0]: ...`).
+        let fields = serde_path_to_error::deserialize::<_, LeaseFields>(Value::Object(map))
+            .map_err(serde::de::Error::custom)?;
+        Ok(LeaseRequest { fields, named })
+    }
+}
+
+impl std::ops::Deref for LeaseRequest {
+    type Target = LeaseFields;
+    fn deref(&self) -> &LeaseFields {
+        &self.fields
+    }
+}
+
+/// The fields of a [`LeaseRequest`].
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LeaseRequest {
+pub struct LeaseFields {
     #[serde(default, deserialize_with = "crate::whole::optional")]
     pub(crate) task: Option<TaskId>,
     #[serde(default)]
@@ -296,14 +323,15 @@ impl LeaseRequest {
             )));
         };
         self.only(op, allowed)?;
-        let credential: LeaseCredential = self.credential.parse().map_err(|_| {
+        let f = self.fields;
+        let credential: LeaseCredential = f.credential.parse().map_err(|_| {
             ApiError::invalid(format!(
                 "credential must be the {} hex digits the claim returned",
                 LeaseCredential::HEX_LEN
             ))
         })?;
         // Runs are numbered from 1, and stored as 32-bit integers.
-        if let Some(run) = self.run.filter(|r| *r == 0 || *r > i32::MAX as u32) {
+        if let Some(run) = f.run.filter(|r| *r == 0 || *r > i32::MAX as u32) {
             return Err(ApiError::invalid(format!(
                 "run must be between 1 and {}, got {run}",
                 i32::MAX
@@ -311,35 +339,33 @@ impl LeaseRequest {
         }
         let lease = Lease {
             task_id: id,
-            token: self.token,
+            token: f.token,
             credential: Some(credential),
-            run: self.run,
+            run: f.run,
         };
         let call = match op {
             "renew" => Call::Renew {
-                lease_for: lease_duration(self.lease_ms)?,
+                lease_for: lease_duration(f.lease_ms)?,
             },
             "checkpoint" => {
-                if self.checkpoint.is_none() && self.progress.is_none() {
+                if f.checkpoint.is_none() && f.progress.is_none() {
                     return Err(ApiError::invalid(
                         "checkpoint needs checkpoint, progress or both",
                     ));
                 }
                 Call::Checkpoint {
-                    checkpoint: self.checkpoint,
-                    progress: self.progress,
+                    checkpoint: f.checkpoint,
+                    progress: f.progress,
                 }
             }
-            "complete" => Call::Finish(Some(HandlerOutcome::Succeeded {
-                result: self.result,
-            })),
+            "complete" => Call::Finish(Some(HandlerOutcome::Succeeded { result: f.result })),
             "fail" => {
-                let message = self
+                let message = f
                     .error
                     .filter(|m| !m.trim().is_empty())
                     .ok_or_else(|| ApiError::invalid("fail needs an error message"))?;
-                let retry_after = bounded_delay("retry_after_ms", self.retry_after_ms)?;
-                Call::Finish(Some(match (self.retryable.unwrap_or(true), retry_after) {
+                let retry_after = bounded_delay("retry_after_ms", f.retry_after_ms)?;
+                Call::Finish(Some(match (f.retryable.unwrap_or(true), retry_after) {
                     (true, retry_after) => HandlerOutcome::Error {
                         message,
                         retry_after,
@@ -353,10 +379,10 @@ impl LeaseRequest {
                 }))
             }
             "snooze" => Call::Finish(Some(HandlerOutcome::Snooze {
-                after: bounded_delay("delay_ms", self.delay_ms)?.unwrap_or_default(),
+                after: bounded_delay("delay_ms", f.delay_ms)?.unwrap_or_default(),
             })),
             "log" => {
-                let lines = self.lines.unwrap_or_default();
+                let lines = f.lines.unwrap_or_default();
                 if lines.is_empty() || lines.len() > tasktable_store::MAX_LOG_LINES_PER_CALL {
                     return Err(ApiError::invalid(format!(
                         "log needs lines: 1 to {} strings",
@@ -371,22 +397,18 @@ impl LeaseRequest {
     }
 
     fn only(&self, op: &str, allowed: &[&str]) -> ApiResult<()> {
-        let present = [
-            ("lease_ms", self.lease_ms.is_some()),
-            ("checkpoint", self.checkpoint.is_some()),
-            ("progress", self.progress.is_some()),
-            ("result", self.result.is_some()),
-            ("error", self.error.is_some()),
-            ("retryable", self.retryable.is_some()),
-            ("retry_after_ms", self.retry_after_ms.is_some()),
-            ("delay_ms", self.delay_ms.is_some()),
-            ("lines", self.lines.is_some()),
-        ];
-        match present
+        let of_some_operation = |name: &&String| {
+            LEASE_OPERATIONS
+                .iter()
+                .any(|(_, fields)| fields.contains(&name.as_str()))
+        };
+        match self
+            .named
             .iter()
-            .find(|(name, set)| *set && !allowed.contains(name))
+            .filter(of_some_operation)
+            .find(|name| !allowed.contains(&name.as_str()))
         {
-            Some((name, _)) => Err(ApiError::invalid(format!("{op} does not take {name}"))),
+            Some(name) => Err(ApiError::invalid(format!("{op} does not take {name}"))),
             None => Ok(()),
         }
     }

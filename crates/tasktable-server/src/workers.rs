@@ -294,8 +294,9 @@ fn check_token_queues(caller: &Principal, queues: &Queues) -> ApiResult<()> {
 
 /// Whether the worker a claim names is draining, once the caller is known to act as it:
 /// the id is the caller's token's, or free (then the claim registers it to the token,
-/// with what the claim says of it), and the claim's groups are ones it registered. One
-/// read by key when the worker is known, as the drain check alone would be.
+/// with what the claim says of it), and the claim's groups are ones it registered; a gone
+/// worker is brought back within its token's cap. One read by key when the worker is
+/// known and live, as the drain check alone would be.
 pub(crate) async fn claimant_draining(
     state: &AppState,
     caller: &Principal,
@@ -306,27 +307,7 @@ pub(crate) async fn claimant_draining(
     let owner = caller.worker_owner();
     let id = &claim.worker_id;
     let Some(standing) = state.store.worker_standing(id.clone()).await? else {
-        let facts = WorkerFacts {
-            id: id.clone(),
-            host: claim.worker_host.clone(),
-            pid: None,
-            version: "unknown".to_owned(),
-            groups: claim.worker_groups.clone(),
-            queues: Queues::Listed(vec![claim.queue.clone()]),
-            capacity: claim.limit,
-            protocol: Protocol::Pull,
-        };
-        let status = state
-            .store
-            .worker_beat(WorkerBeatParams {
-                address: from.clone(),
-                starting: true,
-                owner,
-                max_live_per_owner: Some(state.limits.max_workers_per_token),
-                ..WorkerBeatParams::new(facts)
-            })
-            .await?;
-        return Ok(status.draining);
+        return register(state, claim, from, owner).await;
     };
     let held = Held {
         owner: standing.owner.as_deref(),
@@ -341,7 +322,43 @@ pub(crate) async fn claimant_draining(
         };
         return Err(ApiError::worker_refused(refusal));
     }
+    if standing.gone && owner.is_some() {
+        // A claim under a gone id brings it back, as a heartbeat would, within its token's
+        // cap: a token's workers that claim are its live ones.
+        return register(state, claim, from, owner).await;
+    }
     Ok(standing.draining)
+}
+
+/// Registers (or brings back) the worker a claim names, with what the claim says of it,
+/// as `owner`'s; whether it is draining.
+async fn register(
+    state: &AppState,
+    claim: &tasktable_store::ClaimParams,
+    from: &Option<String>,
+    owner: Option<String>,
+) -> ApiResult<bool> {
+    let facts = WorkerFacts {
+        id: claim.worker_id.clone(),
+        host: claim.worker_host.clone(),
+        pid: None,
+        version: "unknown".to_owned(),
+        groups: claim.worker_groups.clone(),
+        queues: Queues::Listed(vec![claim.queue.clone()]),
+        capacity: claim.limit,
+        protocol: Protocol::Pull,
+    };
+    let status = state
+        .store
+        .worker_beat(WorkerBeatParams {
+            address: from.clone(),
+            starting: true,
+            owner,
+            max_live_per_owner: Some(state.limits.max_workers_per_token),
+            ..WorkerBeatParams::new(facts)
+        })
+        .await?;
+    Ok(status.draining)
 }
 
 /// Registers (or refreshes) a pull-protocol worker, with the address it calls from;

@@ -151,6 +151,10 @@ async fn a_malformed_call_refuses_the_whole_request_and_changes_nothing(s: Serve
             call(&held[1], "complete", json!({"lease_ms": 5000})),
             "leases[1]: complete does not take lease_ms",
         ),
+        (
+            call(&held[1], "renew", json!({"delay_ms": null})),
+            "leases[1]: renew does not take delay_ms",
+        ),
         (call(&held[1], "finish", json!({})), "leases[1]"),
         (
             call(&held[1], "fail", json!({"error": "   "})),

@@ -385,6 +385,12 @@ async fn bad_lease_calls_are_refused(s: Server) {
             "renew does not take result",
         ),
         (
+            "renew",
+            json!({"token": 1, "credential": c, "delay_ms": null}),
+            422,
+            "renew does not take delay_ms",
+        ),
+        (
             "teleport",
             json!({"token": 1, "credential": c}),
             404,

@@ -258,6 +258,10 @@ async fn a_token_owns_at_most_its_cap_of_live_workers(mut s: Server) {
             .0,
         200
     );
+    // A claim under the gone id would bring it back: over the cap, it is refused.
+    let gone = as_token(&mut s, TEAM_A, "/api/v1/claim", claim_as("a0")).await;
+    assert_error(&gone, 403, "too_many_workers");
+    assert_eq!(worker(&s, "a0").await["state"], "gone");
 }
 
 async fn the_registry_is_read_a_page_at_a_time(mut s: Server) {

@@ -131,6 +131,9 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
                 }
                 .into());
             }
+            if standing.is_none() {
+                forget_gone_beyond(tx, owner, limit).await?;
+            }
         }
     }
     let queues = match &f.queues {
@@ -187,11 +190,18 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
     if p.starting {
         set.push("started_at");
     }
-    // An owner stays; a beat bound to a token gives an id without one to that token.
+    // An in-process worker's beat takes its id back from any token (one may have used the
+    // id before the worker first started); otherwise an owner stays, and a beat bound to
+    // a token gives an id without one to that token.
     sql.push(&d.upsert(&["id"], &set))
-        .push(", gone_at = NULL, owner = COALESCE(tasktable_workers.owner, ")
-        .push(&d.inserted("owner"))
-        .push(")");
+        .push(", gone_at = NULL, owner = ");
+    if p.owner.is_none() && f.protocol == Protocol::Process {
+        sql.push("NULL");
+    } else {
+        sql.push("COALESCE(tasktable_workers.owner, ")
+            .push(&d.inserted("owner"))
+            .push(")");
+    }
     tx.execute(sql).await?;
     let standing = required(Ok(standing_in(tx, &f.id, false).await?), "worker")?;
     if let Some(owner) = &p.owner {
@@ -255,6 +265,36 @@ async fn live_owned<E: Exec>(e: &mut E, owner: &str, except: &str) -> StoreResul
     sql.bind(owner).push(" AND id <> ").bind(except);
     let row = required(Ok(e.fetch(sql).await?.into_iter().next()), "count")?;
     count(&row, "n")
+}
+
+/// Before `owner` registers a new id: forgets its oldest gone workers (no drain held for
+/// them) beyond `limit - 1`, so a token holds at most `limit` gone workers as it holds at
+/// most `limit` live ones, however often its workers come and go under new ids.
+async fn forget_gone_beyond<E: Exec>(e: &mut E, owner: &str, limit: u32) -> StoreResult<()> {
+    let d = e.dialect();
+    let mut oldest = Sql::new(
+        d,
+        "SELECT id FROM tasktable_workers WHERE gone_at IS NOT NULL AND draining = ",
+    );
+    oldest
+        .bind(false)
+        .push(" AND owner = ")
+        .bind(owner)
+        .push(" ORDER BY gone_at DESC, id LIMIT 1000000 OFFSET ")
+        .bind(i64::from(limit) - 1);
+    let ids: Vec<String> = e
+        .fetch(oldest)
+        .await?
+        .iter()
+        .map(|r| required(r.text("id"), "id"))
+        .collect::<StoreResult<_>>()?;
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    for chunk in ids.chunks(Sql::MAX_IN_LIST) {
+        let mut forget = Sql::new(d, "DELETE FROM tasktable_workers WHERE ");
+        forget.push_in_texts("id", chunk);
+        e.execute(forget).await?;
+    }
+    Ok(())
 }
 
 /// Marks a worker gone now (it is shutting down), if the caller may act as it.

@@ -92,6 +92,7 @@ pub fn run(command: &TokenCommand, json: bool) -> Result<(), CliError> {
     output::emit(&format!(
         "token (give it to clients as --token or TASKTABLE_TOKEN; it is not shown again):\n  {token}\n\
          tokens-file line (add it to the file given to `tasktable serve --tokens-file`):\n  {line}\n\
-         or give the token to the server itself as TASKTABLE_TOKENS={env_role}:<token>\n"
+         or give the token to the server itself as TASKTABLE_TOKENS={env_role}:<token> (named {} there)\n",
+        tasktable_server::auth::env_token_name(&token)
     ))
 }

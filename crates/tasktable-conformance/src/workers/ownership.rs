@@ -134,6 +134,22 @@ pub async fn ids_without_a_token_go_to_the_first_token_unless_in_process(db: &im
         refusal(second),
         WorkerRefusal::NotOwned { id: "free".into() }
     );
+    // A token that used an in-process worker's id before the worker first started loses
+    // it at the worker's first beat.
+    beat_as(&*s, pull("squat", "x"), Some("team-a"), None)
+        .await
+        .unwrap();
+    beat_as(&*s, facts("squat"), None, None).await.unwrap();
+    let squat = get(&*s, "squat").await.unwrap();
+    assert_eq!(
+        (squat.owner, squat.facts.protocol),
+        (None, Protocol::Process)
+    );
+    let again = beat_as(&*s, pull("squat", "x"), Some("team-a"), None).await;
+    assert_eq!(
+        refusal(again),
+        WorkerRefusal::InProcess { id: "squat".into() }
+    );
 }
 
 pub async fn a_token_holds_at_most_its_cap_of_live_workers(db: &impl Backend) {
@@ -177,6 +193,47 @@ pub async fn a_token_holds_at_most_its_cap_of_live_workers(db: &impl Backend) {
     assert!(matches!(refusal(back), WorkerRefusal::TooMany { .. }));
     assert!(get(&*s, "a1").await.unwrap().gone_at.is_some());
     assert_eq!(s.worker_count_live().await.unwrap(), 3);
+
+    // Workers that come and go under new ids: the token keeps at most its cap of gone
+    // ones, the newest; a drained one is kept whatever its age.
+    for i in 0..6 {
+        let id = format!("c{i}");
+        beat_as(&*s, pull(&id, "h"), Some("team-c"), cap)
+            .await
+            .unwrap();
+        if i == 0 {
+            s.worker_set_draining(WorkerDrainParams {
+                id: id.clone(),
+                draining: true,
+                actor: tasktable_core::Actor::rust(),
+            })
+            .await
+            .unwrap();
+        }
+        s.worker_leave(WorkerLeaveParams {
+            id,
+            owner: Some("team-c".into()),
+        })
+        .await
+        .unwrap();
+    }
+    let mut kept: Vec<String> = s
+        .worker_list(WorkerListParams {
+            include_gone: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|w| w.owner.as_deref() == Some("team-c"))
+        .map(|w| w.facts.id)
+        .collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        ["c0", "c4", "c5"],
+        "the drained one and the newest gone"
+    );
 }
 
 pub async fn the_registry_reads_a_page_at_a_time(db: &impl Backend) {

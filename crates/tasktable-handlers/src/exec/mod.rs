@@ -155,10 +155,12 @@ fn judge(exited: Exited, secrets: &[&str]) -> Result<ExecResult, HandlerError> {
         redact(message, secrets.iter().copied())
     };
     match (status.code(), status.signal()) {
+        // The output is the task's result, which readers see: the variables' values are
+        // hidden there too.
         (Some(0), _) => Ok(ExecResult {
             exit_code: 0,
-            stdout: stdout.json_or_text(),
-            stderr,
+            stdout: redact_value(stdout.json_or_text(), secrets),
+            stderr: redact(stderr, secrets.iter().copied()),
         }),
         (Some(EXIT_PERMANENT), _) => Err(HandlerError::permanent(with_stderr(format!(
             "exit code {EXIT_PERMANENT} (permanent failure, not retried)"
@@ -174,6 +176,27 @@ fn judge(exited: Exited, secrets: &[&str]) -> Result<ExecResult, HandlerError> {
                 "killed by signal {name}"
             ))))
         }
+    }
+}
+
+/// `value` with every secret hidden in each of its strings and object keys.
+fn redact_value(value: serde_json::Value, secrets: &[&str]) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => Value::String(redact(text, secrets.iter().copied())),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| redact_value(v, secrets))
+                .collect(),
+        ),
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (redact(k, secrets.iter().copied()), redact_value(v, secrets)))
+                .collect(),
+        ),
+        other => other,
     }
 }
 
@@ -227,5 +250,20 @@ fn stopped(reason: StopReason) -> HandlerError {
         StopReason::LeaseLost | StopReason::Retargeted | StopReason::Shutdown => {
             HandlerError::retry(message)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_value;
+    use serde_json::json;
+
+    #[test]
+    fn json_output_hides_the_variables_in_every_string_and_key() {
+        let out = json!({"token": "s3cret-v", "s3cret-v": [1, "a s3cret-v b"], "n": 2});
+        assert_eq!(
+            redact_value(out, &["s3cret-v"]),
+            json!({"token": "[redacted]", "[redacted]": [1, "a [redacted] b"], "n": 2})
+        );
     }
 }
