@@ -232,8 +232,18 @@ fn main() -> ExitCode {
 
 /// Logs go to stderr, as text or JSON; `RUST_LOG` overrides the default level.
 fn init_logging(default: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // sqlx logs the value of every database URL parameter it does not know, and such a
+    // parameter may be a password (`?sslpassword=`): those lines never reach the log.
+    for quiet in [
+        "sqlx_postgres::options::parse=error",
+        "sqlx_mysql::options::parse=error",
+    ] {
+        if let Ok(directive) = quiet.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -960,6 +960,17 @@ fn an_unreachable_database_is_named_with_its_cause_and_its_password_hidden() {
             "mysql://root:hunter2@127.0.0.1:1/test",
             "mysql://root:[redacted]@127.0.0.1:1/test",
         ),
+        // A password as a query parameter, one the driver reads and one it only logs.
+        (
+            "serve",
+            "postgres://app@127.0.0.1:1/tasks?password=hunter2",
+            "postgres://app@127.0.0.1:1/tasks?password=%5Bredacted%5D",
+        ),
+        (
+            "serve",
+            "postgres://app@127.0.0.1:1/tasks?sslpassword=hunter2",
+            "postgres://app@127.0.0.1:1/tasks?sslpassword=%5Bredacted%5D",
+        ),
     ] {
         let run = finish(command(&[verb, "--database-url", url]), None);
         assert_ne!(run.code, 0, "{verb}: {run:?}");

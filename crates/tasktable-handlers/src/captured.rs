@@ -87,6 +87,11 @@ impl Tail {
         }
     }
 
+    /// Whether bytes before the last `limit` were (or will be) dropped.
+    pub fn is_dropped(&self) -> bool {
+        self.dropped || self.bytes.len() > self.limit
+    }
+
     /// The bytes as text, without a character cut in half at the start.
     pub fn text(mut self) -> String {
         self.trim();

@@ -24,6 +24,9 @@ pub const SECRET_URL_FIELDS: &[(&str, &str)] = &[("http", "/url"), ("http_batch"
 /// the name, and blanking them would garble the message (a value `1` would hide every 1).
 const MIN_SECRET_LEN: usize = 4;
 
+/// What a hidden secret is shown as.
+const REDACTED: &str = "[redacted]";
+
 /// `message` with every occurrence of each secret replaced by `[redacted]`.
 pub(crate) fn redact<'a>(
     mut message: String,
@@ -31,15 +34,57 @@ pub(crate) fn redact<'a>(
 ) -> String {
     for secret in secrets {
         if secret.len() >= MIN_SECRET_LEN {
-            message = message.replace(secret, "[redacted]");
+            message = message.replace(secret, REDACTED);
         }
     }
     message
 }
 
+/// `text`, cut out of a longer output at its start (`cut_start`) or its end (`cut_end`),
+/// with every secret hidden, and a piece of one at a cut edge too: a cut may split a
+/// secret, and its piece must not show (two outputs cut at different places would give
+/// the whole of it).
+pub(crate) fn redact_cut(text: String, secrets: &[&str], cut_start: bool, cut_end: bool) -> String {
+    let mut text = redact(text, secrets.iter().copied());
+    for secret in secrets.iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
+        // Byte offsets of the secret's second to last characters: where a proper prefix
+        // ends, or a proper suffix starts.
+        let inner: Vec<usize> = secret.char_indices().map(|(i, _)| i).skip(1).collect();
+        if cut_end {
+            if let Some(end) = inner.iter().rev().find(|&&i| text.ends_with(&secret[..i])) {
+                text.truncate(text.len() - end);
+                text.push_str(REDACTED);
+            }
+        }
+        if cut_start {
+            if let Some(start) = inner.iter().find(|&&i| text.starts_with(&secret[i..])) {
+                text = format!("{REDACTED}{}", &text[secret.len() - start..]);
+            }
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_piece_of_a_secret_at_a_cut_edge_is_hidden() {
+        let secrets = ["ENVSECRET111"];
+        let head = "aaaaENVSEC".to_owned();
+        assert_eq!(
+            redact_cut(head.clone(), &secrets, false, true),
+            "aaaa[redacted]"
+        );
+        assert_eq!(redact_cut(head, &secrets, false, false), "aaaaENVSEC");
+        let tail = "RET111aaaa".to_owned();
+        assert_eq!(redact_cut(tail, &secrets, true, false), "[redacted]aaaa");
+        let whole = "x ENVSECRET111 y".to_owned();
+        assert_eq!(redact_cut(whole, &secrets, true, true), "x [redacted] y");
+        let unrelated = "nothing here".to_owned();
+        assert_eq!(redact_cut(unrelated, &secrets, true, true), "nothing here");
+    }
     use crate::{ExecPayload, HttpPayload};
     use serde_json::Value;
 

@@ -90,6 +90,47 @@ async fn allowed_env_and_cwd_reach_the_command() {
     h.shutdown().await;
 }
 
+/// What is kept of the output is cut from it: a piece of a variable's value at a cut edge
+/// is hidden too, or two cuts at different places would show the whole of it.
+#[tokio::test]
+async fn no_piece_of_a_variable_shows_where_the_output_is_cut() {
+    let policy = ExecPolicy::allow(["sh"]).allow_env(["SECRET_X".parse().unwrap()]);
+    let mut h = Harness::start(Duration::from_secs(5), |w| {
+        w.register(ExecHandler::new(policy))
+    })
+    .await;
+    let secret = json!({"SECRET_X": "ENVSECRET111"});
+    // The first 64 KiB of stdout are kept: the value starts 6 bytes before the cut.
+    let head = h
+        .submit(exec(json!({
+            "command": sh(r#"head -c 65530 /dev/zero | tr '\0' a; printf %s "$SECRET_X""#, &[]),
+            "env": secret,
+        })))
+        .await;
+    // The last 4 KiB of stderr are kept: the value ends 6 bytes after the cut.
+    let tail = h
+        .submit(exec(json!({
+            "command": sh(r#"printf %s "$SECRET_X" >&2; head -c 4090 /dev/zero | tr '\0' a >&2"#, &[]),
+            "env": secret,
+        })))
+        .await;
+    let head = h.settled(head).await.result.unwrap();
+    let stdout = head["stdout"].as_str().unwrap();
+    assert!(
+        stdout.ends_with("a[redacted]") && !stdout.contains("ENVSEC"),
+        "{}",
+        &stdout[65500..]
+    );
+    let tail = h.settled(tail).await.result.unwrap();
+    let stderr = tail["stderr"].as_str().unwrap();
+    assert!(
+        stderr.starts_with("[redacted]a") && !stderr.contains("RET111"),
+        "{}",
+        &stderr[..40]
+    );
+    h.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_non_zero_exit_is_retried_until_the_attempts_run_out() {
     let mut h = start(Duration::from_secs(5)).await;

@@ -16,7 +16,7 @@ pub use policy::ExecPolicy;
 pub use user::{can_switch_users, ExecUser};
 
 use crate::captured::{last_chars, SNIPPET_CHARS};
-use crate::secrets::redact;
+use crate::secrets::{redact, redact_cut};
 use process::{Exited, Running};
 use serde_json::Value;
 use std::io;
@@ -141,12 +141,22 @@ fn judge(exited: Exited, secrets: &[&str]) -> Result<ExecResult, HandlerError> {
         stderr,
         abandoned_pipes,
     } = exited;
-    let mut stderr = stderr.text();
+    // What is kept of the output is cut from it, and readers see it: the variables'
+    // values are hidden, and so is a piece of one at a cut edge.
+    let stderr_cut = stderr.is_dropped();
+    let mut stderr = redact_cut(stderr.text(), secrets, stderr_cut, false);
     if abandoned_pipes {
         stderr.push_str(ABANDONED_PIPES);
     }
     let with_stderr = |what: String| {
-        let tail = last_chars(stderr.trim_end(), SNIPPET_CHARS);
+        let kept = stderr.trim_end();
+        let tail = match last_chars(kept, SNIPPET_CHARS) {
+            cut if kept.chars().count() > SNIPPET_CHARS => {
+                let rest = cut.trim_start_matches("...").to_owned();
+                format!("...{}", redact_cut(rest, secrets, true, false))
+            }
+            whole => whole,
+        };
         let message = if tail.is_empty() {
             what
         } else {
@@ -155,12 +165,15 @@ fn judge(exited: Exited, secrets: &[&str]) -> Result<ExecResult, HandlerError> {
         redact(message, secrets.iter().copied())
     };
     match (status.code(), status.signal()) {
-        // The output is the task's result, which readers see: the variables' values are
-        // hidden there too.
         (Some(0), _) => Ok(ExecResult {
             exit_code: 0,
-            stdout: redact_value(stdout.json_or_text(), secrets),
-            stderr: redact(stderr, secrets.iter().copied()),
+            stdout: match stdout.json_or_text() {
+                Value::String(text) => {
+                    Value::String(redact_cut(text, secrets, false, stdout.is_truncated()))
+                }
+                json => redact_value(json, secrets),
+            },
+            stderr,
         }),
         (Some(EXIT_PERMANENT), _) => Err(HandlerError::permanent(with_stderr(format!(
             "exit code {EXIT_PERMANENT} (permanent failure, not retried)"
@@ -179,11 +192,20 @@ fn judge(exited: Exited, secrets: &[&str]) -> Result<ExecResult, HandlerError> {
     }
 }
 
-/// `value` with every secret hidden in each of its strings and object keys.
-fn redact_value(value: serde_json::Value, secrets: &[&str]) -> serde_json::Value {
-    use serde_json::Value;
+/// `value` with every secret hidden in each of its strings, object keys and numbers (a
+/// number holding one becomes the string that hides it).
+fn redact_value(value: Value, secrets: &[&str]) -> Value {
     match value {
         Value::String(text) => Value::String(redact(text, secrets.iter().copied())),
+        Value::Number(n) => {
+            let text = n.to_string();
+            let hidden = redact(text.clone(), secrets.iter().copied());
+            if hidden == text {
+                Value::Number(n)
+            } else {
+                Value::String(hidden)
+            }
+        }
         Value::Array(items) => Value::Array(
             items
                 .into_iter()
@@ -264,6 +286,11 @@ mod tests {
         assert_eq!(
             redact_value(out, &["s3cret-v"]),
             json!({"token": "[redacted]", "[redacted]": [1, "a [redacted] b"], "n": 2})
+        );
+        let numbers = json!({"k": 987654321987_u64, "n": 12});
+        assert_eq!(
+            redact_value(numbers, &["987654321987"]),
+            json!({"k": "[redacted]", "n": 12})
         );
     }
 }
