@@ -1,6 +1,8 @@
 //! The worker registry: list the workers (with the live count), show one, drain one or
 //! release it (a path names a worker by its id); and the heartbeat and leave calls of
-//! workers of the pull protocol, which register them with the address they call from.
+//! workers of the pull protocol, which register them with the address they call from,
+//! as the calling token's (core's `ownership` says who may act as an id), within the
+//! token's limits on queues, groups and live workers.
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
