@@ -72,6 +72,44 @@ pub fn may_act_as(
     }
 }
 
+/// Whether `token`, holding `live` live workers besides the one it registers (or brings
+/// back), may hold one more under a cap of `limit`.
+pub fn may_register(token: &str, live: u64, limit: u32) -> Result<(), WorkerRefusal> {
+    if live >= u64::from(limit) {
+        return Err(WorkerRefusal::TooMany {
+            token: token.to_owned(),
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// How many gone workers a token keeps when it registers a new id under a cap of `limit`:
+/// its newest `limit - 1` (with the new one gone later, `limit`), so it holds at most as
+/// many gone workers as live ones.
+pub fn gone_kept(limit: u32) -> u32 {
+    limit.saturating_sub(1)
+}
+
+/// Whose an id is after a heartbeat that may act as it ([`may_act_as`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerAfterBeat {
+    /// No token's: an in-process worker's beat, bound to no token, takes its id back from
+    /// a token that used it before the worker first started.
+    NoOne,
+    /// The owner it had; an id without one becomes the beating token's (if any).
+    KeptOrGiven,
+}
+
+/// Whose an id is after a heartbeat by `caller` (a token's name, or `None`) of a worker
+/// of `protocol`.
+pub fn owner_after_beat(caller: Option<&str>, protocol: Protocol) -> OwnerAfterBeat {
+    match (caller, protocol) {
+        (None, Protocol::Process) => OwnerAfterBeat::NoOne,
+        _ => OwnerAfterBeat::KeptOrGiven,
+    }
+}
+
 /// The groups of `claimed` that are not among `registered`.
 pub fn unregistered_groups(registered: &[String], claimed: &[String]) -> Vec<String> {
     claimed
@@ -106,6 +144,28 @@ mod tests {
         // A caller bound to no token is trusted with every id.
         assert_eq!(may_act_as("w", held(Some("a"), pull), None), Ok(()));
         assert_eq!(may_act_as("w", held(None, Protocol::Process), None), Ok(()));
+    }
+
+    #[test]
+    fn a_token_registers_within_its_cap_and_keeps_as_many_gone() {
+        assert_eq!(may_register("a", 2, 3), Ok(()));
+        assert_eq!(
+            may_register("a", 3, 3),
+            Err(WorkerRefusal::TooMany {
+                token: "a".into(),
+                limit: 3
+            })
+        );
+        assert_eq!((gone_kept(3), gone_kept(1)), (2, 0));
+    }
+
+    #[test]
+    fn only_an_unbound_in_process_beat_clears_the_owner() {
+        use OwnerAfterBeat::*;
+        assert_eq!(owner_after_beat(None, Protocol::Process), NoOne);
+        assert_eq!(owner_after_beat(None, Protocol::Pull), KeptOrGiven);
+        assert_eq!(owner_after_beat(Some("a"), Protocol::Process), KeptOrGiven);
+        assert_eq!(owner_after_beat(Some("a"), Protocol::Pull), KeptOrGiven);
     }
 
     #[test]

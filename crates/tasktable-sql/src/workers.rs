@@ -12,7 +12,9 @@ use crate::{Arg, Backend, Cells, Dialect, Exec, Sql};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
-use tasktable_core::ownership::{may_act_as, Held, WorkerRefusal};
+use tasktable_core::ownership::{
+    gone_kept, may_act_as, may_register, owner_after_beat, Held, OwnerAfterBeat, WorkerRefusal,
+};
 use tasktable_core::worker::{Protocol, Queues, WorkerFacts, WorkerInfo, WorkerState};
 use tasktable_store::{
     Checked, Reaped, StoreError, StoreResult, WorkerBeatParams, WorkerDrainParams,
@@ -124,15 +126,9 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
             standing.as_ref().is_none_or(|s| s.gone),
             p.max_live_per_owner,
         ) {
-            if live_owned(tx, owner, &f.id).await? >= u64::from(limit) {
-                return Err(WorkerRefusal::TooMany {
-                    token: owner.clone(),
-                    limit,
-                }
-                .into());
-            }
+            may_register(owner, live_owned(tx, owner, &f.id).await?, limit)?;
             if standing.is_none() {
-                forget_gone_beyond(tx, owner, limit).await?;
+                forget_gone_beyond(tx, owner, gone_kept(limit)).await?;
             }
         }
     }
@@ -195,13 +191,13 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
     // a token gives an id without one to that token.
     sql.push(&d.upsert(&["id"], &set))
         .push(", gone_at = NULL, owner = ");
-    if p.owner.is_none() && f.protocol == Protocol::Process {
-        sql.push("NULL");
-    } else {
-        sql.push("COALESCE(tasktable_workers.owner, ")
+    match owner_after_beat(p.owner.as_deref(), f.protocol) {
+        OwnerAfterBeat::NoOne => sql.push("NULL"),
+        OwnerAfterBeat::KeptOrGiven => sql
+            .push("COALESCE(tasktable_workers.owner, ")
             .push(&d.inserted("owner"))
-            .push(")");
-    }
+            .push(")"),
+    };
     tx.execute(sql).await?;
     let standing = required(Ok(standing_in(tx, &f.id, false).await?), "worker")?;
     if let Some(owner) = &p.owner {
@@ -268,9 +264,9 @@ async fn live_owned<E: Exec>(e: &mut E, owner: &str, except: &str) -> StoreResul
 }
 
 /// Before `owner` registers a new id: forgets its oldest gone workers (no drain held for
-/// them) beyond `limit - 1`, so a token holds at most `limit` gone workers as it holds at
-/// most `limit` live ones, however often its workers come and go under new ids.
-async fn forget_gone_beyond<E: Exec>(e: &mut E, owner: &str, limit: u32) -> StoreResult<()> {
+/// them) beyond its newest `kept` ([`gone_kept`]), however often its workers come and go
+/// under new ids.
+async fn forget_gone_beyond<E: Exec>(e: &mut E, owner: &str, kept: u32) -> StoreResult<()> {
     let d = e.dialect();
     let mut oldest = Sql::new(
         d,
@@ -281,7 +277,7 @@ async fn forget_gone_beyond<E: Exec>(e: &mut E, owner: &str, limit: u32) -> Stor
         .push(" AND owner = ")
         .bind(owner)
         .push(" ORDER BY gone_at DESC, id LIMIT 1000000 OFFSET ")
-        .bind(i64::from(limit) - 1);
+        .bind(i64::from(kept));
     let ids: Vec<String> = e
         .fetch(oldest)
         .await?
