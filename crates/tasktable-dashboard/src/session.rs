@@ -258,8 +258,7 @@ mod tests {
         Principal {
             name: "ops".into(),
             role: Role::Operator,
-            queues: None,
-            groups: None,
+            limits: Default::default(),
             authenticated: true,
         }
     }
@@ -306,8 +305,7 @@ mod tests {
         let admin = Principal {
             name: "admin".into(),
             role: Role::Admin,
-            queues: None,
-            groups: None,
+            limits: Default::default(),
             authenticated: true,
         };
         let kept = sessions.create_at(admin, t0);

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 use std::str::FromStr;
 use subtle::ConstantTimeEq;
+use tasktable_core::worker::Queues;
 
 /// What a token may do. Each endpoint needs one [`Access`]; see [`Role::allows`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -99,6 +100,40 @@ impl WorkerLimits {
     fn is_none(&self) -> bool {
         self.queues.is_none() && self.groups.is_none()
     }
+
+    /// Whether its workers may claim tasks of `queue`.
+    pub fn may_claim_from(&self, queue: &str) -> bool {
+        self.queues
+            .as_ref()
+            .is_none_or(|queues| queues.iter().any(|q| q == queue))
+    }
+
+    /// The groups of `groups` its workers may not join.
+    pub fn groups_outside<'a>(&self, groups: &'a [String]) -> Vec<&'a str> {
+        outside(self.groups.as_deref(), groups)
+    }
+
+    /// The queues of `queues` its workers may not take: all of them when limited
+    /// (`every queue`), or those not among its own.
+    pub fn queues_outside<'a>(&self, queues: &'a Queues) -> Vec<&'a str> {
+        match (queues, &self.queues) {
+            (_, None) => Vec::new(),
+            (Queues::All, Some(_)) => vec!["every queue"],
+            (Queues::Listed(listed), allowed) => outside(allowed.as_deref(), listed),
+        }
+    }
+}
+
+/// The names of `asked` not among `allowed` (`None`: any name is allowed).
+fn outside<'a>(allowed: Option<&[String]>, asked: &'a [String]) -> Vec<&'a str> {
+    let Some(allowed) = allowed else {
+        return Vec::new();
+    };
+    asked
+        .iter()
+        .filter(|name| !allowed.contains(name))
+        .map(String::as_str)
+        .collect()
 }
 
 #[derive(Clone)]
@@ -114,10 +149,8 @@ struct Entry {
 pub struct Principal {
     pub name: String,
     pub role: Role,
-    /// The only queues a worker token may claim from; `None`: every queue.
-    pub queues: Option<Vec<String>>,
-    /// The only groups a worker token's workers may join; `None`: any group.
-    pub groups: Option<Vec<String>>,
+    /// What a worker token's workers are limited to (nothing for other roles).
+    pub limits: WorkerLimits,
     /// Whether the caller presented a token: the worker ids it uses become that token's
     /// ([`tasktable_core::ownership`]). `false` only on a server without tokens.
     pub authenticated: bool,
@@ -130,8 +163,7 @@ impl Principal {
         Principal {
             name: "anonymous".into(),
             role: Role::Admin,
-            queues: None,
-            groups: None,
+            limits: WorkerLimits::default(),
             authenticated: false,
         }
     }
@@ -144,21 +176,7 @@ impl Principal {
 
     /// Whether this caller may claim tasks of `queue`.
     pub fn may_claim_from(&self, queue: &str) -> bool {
-        self.queues
-            .as_ref()
-            .is_none_or(|queues| queues.iter().any(|q| q == queue))
-    }
-
-    /// The groups of `groups` this caller's workers may not join.
-    pub fn groups_outside<'a>(&self, groups: &'a [String]) -> Vec<&'a str> {
-        match &self.groups {
-            None => Vec::new(),
-            Some(allowed) => groups
-                .iter()
-                .filter(|g| !allowed.contains(g))
-                .map(String::as_str)
-                .collect(),
-        }
+        self.limits.may_claim_from(queue)
     }
 
     /// The token worker ids used by this caller belong to; `None` on a server without
@@ -418,8 +436,7 @@ impl TokenSet {
         found.map(|e| Principal {
             name: e.name.clone(),
             role: e.role,
-            queues: e.limits.queues.clone(),
-            groups: e.limits.groups.clone(),
+            limits: e.limits.clone(),
             authenticated: true,
         })
     }
@@ -500,7 +517,10 @@ mod tests {
         assert!(mail.may_claim_from("emails") && mail.may_claim_from("reports"));
         assert!(!mail.may_claim_from("default") && !mail.may_claim_from("email"));
         let env = set.authenticate("env-worker-token-12345").unwrap();
-        assert_eq!(env.queues, Some(vec!["thumbs".into(), "video".into()]));
+        assert_eq!(
+            env.limits.queues,
+            Some(vec!["thumbs".into(), "video".into()])
+        );
         assert!(set
             .authenticate("any-worker-token-1234")
             .unwrap()
@@ -520,12 +540,12 @@ mod tests {
         )
         .unwrap();
         let gpu = set.authenticate("gpu-worker-token-1234").unwrap();
-        assert_eq!(gpu.queues, Some(vec!["render".into()]));
+        assert_eq!(gpu.limits.queues, Some(vec!["render".into()]));
         let asked = ["gpu".to_owned(), "us".to_owned()];
-        assert_eq!(gpu.groups_outside(&asked), ["us"]);
+        assert_eq!(gpu.limits.groups_outside(&asked), ["us"]);
         let env = set.authenticate("env-worker-token-12345").unwrap();
         assert_eq!(
-            (env.queues, env.groups),
+            (env.limits.queues, env.limits.groups),
             (
                 Some(vec!["thumbs".into()]),
                 Some(vec!["cpu".into(), "us".into()])
@@ -533,7 +553,7 @@ mod tests {
         );
         let ap = set.authenticate("env-worker-token-67890").unwrap();
         assert_eq!(
-            (ap.queues.clone(), ap.groups.clone()),
+            (ap.limits.queues.clone(), ap.limits.groups.clone()),
             (None, Some(vec!["ap".into()]))
         );
         let name = env_token_name("env-worker-token-67890");

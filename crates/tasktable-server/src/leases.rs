@@ -105,7 +105,7 @@ pub async fn claim(
         return Err(ApiError::forbidden(format!(
             "token {:?} may claim only from the queues {}",
             caller.name,
-            caller.queues.unwrap_or_default().join(", ")
+            caller.limits.queues.unwrap_or_default().join(", ")
         )));
     }
     check_name("worker_id", &req.worker_id)?;

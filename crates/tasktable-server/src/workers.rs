@@ -258,38 +258,41 @@ pub(crate) fn address(from: PeerAddress) -> Option<String> {
 
 /// Refuses groups a token's workers may not join.
 pub(crate) fn check_token_groups(caller: &Principal, groups: &[String]) -> ApiResult<()> {
-    let outside = caller.groups_outside(groups);
-    if outside.is_empty() {
-        return Ok(());
-    }
-    Err(ApiError::forbidden(format!(
-        "token {:?} may join only the groups {}, not {}",
-        caller.name,
-        caller.groups.as_deref().unwrap_or_default().join(", "),
-        outside.join(", ")
-    )))
+    let limits = &caller.limits;
+    let outside = limits.groups_outside(groups);
+    refuse_outside(caller, "join only the groups", &limits.groups, &outside, "")
 }
 
 /// Refuses queues a token's workers may not take: a limited token's workers list theirs.
 fn check_token_queues(caller: &Principal, queues: &Queues) -> ApiResult<()> {
-    let Some(allowed) = &caller.queues else {
-        return Ok(());
-    };
-    let outside: Vec<&str> = match queues {
-        Queues::All => vec!["every queue"],
-        Queues::Listed(q) => q
-            .iter()
-            .filter(|q| !allowed.contains(q))
-            .map(String::as_str)
-            .collect(),
-    };
+    let limits = &caller.limits;
+    let outside = limits.queues_outside(queues);
+    let hint = ": list them in queues";
+    refuse_outside(
+        caller,
+        "take only the queues",
+        &limits.queues,
+        &outside,
+        hint,
+    )
+}
+
+/// 403 naming what `caller`'s token may do (`may` over `allowed`), when `outside` is not
+/// empty.
+fn refuse_outside(
+    caller: &Principal,
+    may: &str,
+    allowed: &Option<Vec<String>>,
+    outside: &[&str],
+    hint: &str,
+) -> ApiResult<()> {
     if outside.is_empty() {
         return Ok(());
     }
     Err(ApiError::forbidden(format!(
-        "token {:?} may take only the queues {}, not {}: list them in queues",
+        "token {:?} may {may} {}, not {}{hint}",
         caller.name,
-        allowed.join(", "),
+        allowed.as_deref().unwrap_or_default().join(", "),
         outside.join(", ")
     )))
 }
