@@ -9,12 +9,10 @@
 mod common;
 
 use common::serve::{command, finish, Server, ADMIN};
-use common::BIN;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
 use tasktable_handlers::ExecUser;
 use tasktable_testdb::TestDb;
 
@@ -27,18 +25,10 @@ fn tokens() -> String {
     format!("admin:{ADMIN},operator:{OPERATOR}")
 }
 
-/// Whether this test process is root, which these tests need: outside CI a test skips
-/// with a note, in CI it fails.
+/// Whether this test process is root, as these tests need: outside CI a test skips with
+/// a note, in CI it fails.
 fn root(test: &str) -> bool {
-    if ExecUser::current().uid() == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test} needs root (to start serve as root, or as nobody), and CI runs as root"
-    );
-    eprintln!("SKIPPED: {test} needs root; run it as root, or with CI=1 to make this fail");
-    false
+    tasktable_testdb::root(test, "to start serve as root, or as nobody")
 }
 
 fn nobody() -> ExecUser {
@@ -58,24 +48,7 @@ fn submit_exec(server: &Server, command: &[&str]) -> i64 {
 /// minutes.
 fn settled(server: &Server, id: i64) -> Value {
     let id = id.to_string();
-    let waited = Command::new("timeout")
-        .args(["120", BIN, "watch", "--after", "e0.a0.t0", "--task", &id])
-        .args([
-            "--event",
-            "succeeded,error,failed",
-            "--count",
-            "1",
-            "--json",
-        ])
-        .env("TASKTABLE_SERVER", &server.url)
-        .env("TASKTABLE_TOKEN", ADMIN)
-        .output()
-        .expect("tasktable watch");
-    assert!(
-        waited.status.success(),
-        "task {id} never ended: {}",
-        String::from_utf8_lossy(&waited.stderr)
-    );
+    server.wait_for_task_event(&id, "succeeded,error,failed");
     server.tt(&["show", &id, "--json"]).json()
 }
 

@@ -28,18 +28,10 @@ fn field<'a>(status: &'a str, field: &str) -> &'a str {
         .trim()
 }
 
-/// Whether this test process is root, which switching users needs: outside CI a test
-/// that needs it skips with a note, in CI it fails.
+/// Whether this test process is root, as these tests need: outside CI a test skips with
+/// a note, in CI it fails.
 fn root(test: &str) -> bool {
-    if ExecUser::current().uid() == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test} needs root (to switch users), and CI runs as root"
-    );
-    eprintln!("SKIPPED: {test} needs root to switch users; run it as root, or with CI=1 to make this fail");
-    false
+    tasktable_testdb::root(test, "to switch users")
 }
 
 async fn status_of_a_command(handler: ExecHandler) -> String {

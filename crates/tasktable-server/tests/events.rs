@@ -210,14 +210,7 @@ async fn readers_see_edited_secrets_redacted_in_the_log(mut s: Server) {
     assert_eq!(status, 200, "{answer}");
     s.as_role(Role::Reader);
     for path in [format!("/api/v1/tasks/{id}"), "/api/v1/audit".to_owned()] {
-        let text = s
-            .request(Method::GET, &path)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = s.get_text(&path).await;
         for secret in ["old-pa55", "new-pa55", "sekr1t"] {
             assert!(!text.contains(secret), "a reader sees {secret} at {path}");
         }

@@ -166,14 +166,7 @@ async fn readers_never_see_a_credential(mut s: Server) {
             format!("/api/v1/tasks/{id}"),
             "/api/v1/tasks?limit=100".to_owned(),
         ] {
-            let text = s
-                .request(reqwest::Method::GET, &path)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let text = s.get_text(&path).await;
             assert!(text.contains("\"lease_token\""), "{path}: {text}");
             assert!(!text.contains(&credential), "{role} sees it at {path}");
         }

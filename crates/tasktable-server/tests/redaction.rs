@@ -28,14 +28,7 @@ async fn readers_see_secret_payload_fields_redacted(mut s: Server) {
 
     s.as_role(Role::Reader);
     for path in [format!("/api/v1/tasks/{id}"), "/api/v1/tasks".to_owned()] {
-        let text = s
-            .request(reqwest::Method::GET, &path)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = s.get_text(&path).await;
         for secret in secrets {
             assert!(!text.contains(secret), "a reader sees {secret} at {path}");
         }
@@ -88,28 +81,14 @@ async fn readers_see_no_url_password_in_any_spelling_the_handler_sends(mut s: Se
     }
 
     s.as_role(Role::Reader);
-    let list = s
-        .request(reqwest::Method::GET, "/api/v1/tasks")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let list = s.get_text("/api/v1/tasks").await;
     assert!(
         !list.contains("pa55word"),
         "a reader sees a password: {list}"
     );
     for (url, id) in ids {
         let path = format!("/api/v1/tasks/{id}");
-        let text = s
-            .request(reqwest::Method::GET, &path)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = s.get_text(&path).await;
         assert!(!text.contains("pa55word"), "{url:?}: a reader sees {text}");
         let shown = s.get(&path).await.1["task"]["payload"]["url"].clone();
         assert_eq!(shown, "https://bot:[redacted]@hooks.example/x", "{url:?}");

@@ -83,14 +83,7 @@ async fn a_schedule_is_created_shown_edited_fired_and_deleted(mut s: Server) {
 
     s.as_role(Role::Reader);
     for path in ["/api/v1/schedules", "/api/v1/schedules/nightly"] {
-        let text = s
-            .request(Method::GET, path)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = s.get_text(path).await;
         assert!(
             !text.contains("pa55word"),
             "a reader sees the secret at {path}"

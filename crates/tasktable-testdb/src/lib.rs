@@ -2,9 +2,10 @@
 //! PostgreSQL, MySQL/MariaDB), so test binaries run their tests in parallel against real
 //! servers.
 //!
-//! Owns: creating, migrating and dropping test databases, the rule for a server that
-//! cannot be reached ([`unreachable`]: fail in CI, skip with a printed reason locally),
-//! and the count of a pool's connections left inside a transaction ([`probe`]).
+//! Owns: creating, migrating and dropping test databases, the rule for a prerequisite a
+//! test lacks (a server that cannot be reached, [`unreachable`]; root, [`root`]: fail in
+//! CI, skip with a printed reason locally), and the count of a pool's connections left
+//! inside a transaction ([`probe`]).
 //!
 //! Must not know: what the tests do with the database. It hands out URLs; tests open
 //! stores, servers or raw connections on them as they need.
@@ -22,6 +23,23 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tasktable_sqlite::SqliteStore;
 use tasktable_store::Store;
+
+/// Whether this test process runs as root, which `test` needs (`why`), under the rule of
+/// [`unreachable`]: outside CI a test without it skips with a note, in CI (which runs as
+/// root) it fails.
+pub fn root(test: &str, why: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the process's effective user.
+    if std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test} needs root ({why}), and CI runs as root"
+    );
+    eprintln!("SKIPPED: {test} needs root ({why}); run it as root, or with CI=1 to make this fail");
+    false
+}
 
 /// Decides what to do when a test's database server is unreachable.
 pub fn unreachable(backend: &str, reason: &str) {

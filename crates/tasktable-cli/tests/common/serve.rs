@@ -199,16 +199,27 @@ impl Server {
     /// `tasktable watch` follows it: the server's own signal, at most two minutes.
     #[allow(dead_code)]
     pub fn wait_for_event(&self, event: &str) {
+        self.watch_for(event, &[]);
+    }
+
+    /// Waits (two minutes at most) for one of `events` (comma-separated) of task `id`.
+    #[allow(dead_code)]
+    pub fn wait_for_task_event(&self, id: &str, events: &str) {
+        self.watch_for(events, &["--task", id]);
+    }
+
+    fn watch_for(&self, events: &str, only: &[&str]) {
         let waited = Command::new("timeout")
             .args(["120", super::BIN, "watch", "--after", "e0.a0.t0"])
-            .args(["--event", event, "--count", "1", "--json"])
+            .args(only)
+            .args(["--event", events, "--count", "1", "--json"])
             .env("TASKTABLE_SERVER", &self.url)
             .env("TASKTABLE_TOKEN", ADMIN)
             .output()
             .expect("tasktable watch");
         assert!(
             waited.status.success(),
-            "no {event} event: {}",
+            "no {events} event {only:?}: {}",
             String::from_utf8_lossy(&waited.stderr)
         );
     }

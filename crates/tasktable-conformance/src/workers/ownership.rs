@@ -33,6 +33,14 @@ async fn beat_as(
     .await
 }
 
+async fn leave_as(s: &dyn Store, id: &str, owner: &str) -> StoreResult<()> {
+    s.worker_leave(WorkerLeaveParams {
+        id: id.into(),
+        owner: Some(owner.into()),
+    })
+    .await
+}
+
 async fn get(s: &dyn Store, id: &str) -> Option<WorkerInfo> {
     s.worker_get(id.into()).await.expect("worker_get")
 }
@@ -56,12 +64,7 @@ pub async fn a_worker_id_belongs_to_the_token_that_first_used_it(db: &impl Backe
     // Another token can neither overwrite it nor make it leave.
     let stolen = beat_as(&*s, pull("w1", "b.example"), Some("team-b"), None).await;
     assert_eq!(refusal(stolen), WorkerRefusal::NotOwned { id: "w1".into() });
-    let left = s
-        .worker_leave(WorkerLeaveParams {
-            id: "w1".into(),
-            owner: Some("team-b".into()),
-        })
-        .await;
+    let left = leave_as(&*s, "w1", "team-b").await;
     assert_eq!(refusal(left), WorkerRefusal::NotOwned { id: "w1".into() });
     let w1 = get(&*s, "w1").await.unwrap();
     assert_eq!(
@@ -81,12 +84,7 @@ pub async fn a_worker_id_belongs_to_the_token_that_first_used_it(db: &impl Backe
         get(&*s, "w1").await.unwrap().owner.as_deref(),
         Some("team-a")
     );
-    s.worker_leave(WorkerLeaveParams {
-        id: "w1".into(),
-        owner: Some("team-a".into()),
-    })
-    .await
-    .unwrap();
+    leave_as(&*s, "w1", "team-a").await.unwrap();
     assert!(get(&*s, "w1").await.unwrap().gone_at.is_some());
     // Gone, it is still its token's: a restart under the id comes back to it alone.
     let back = beat_as(&*s, pull("w1", "b.example"), Some("team-b"), None).await;
@@ -103,12 +101,7 @@ pub async fn ids_without_a_token_go_to_the_first_token_unless_in_process(db: &im
         refusal(taken),
         WorkerRefusal::InProcess { id: "proc".into() }
     );
-    let left = s
-        .worker_leave(WorkerLeaveParams {
-            id: "proc".into(),
-            owner: Some("team-a".into()),
-        })
-        .await;
+    let left = leave_as(&*s, "proc", "team-a").await;
     assert_eq!(
         refusal(left),
         WorkerRefusal::InProcess { id: "proc".into() }
@@ -180,12 +173,7 @@ pub async fn a_token_holds_at_most_its_cap_of_live_workers(db: &impl Backend) {
         .await
         .unwrap();
     // A worker that left frees its place; coming back takes one.
-    s.worker_leave(WorkerLeaveParams {
-        id: "a1".into(),
-        owner: Some("team-a".into()),
-    })
-    .await
-    .unwrap();
+    leave_as(&*s, "a1", "team-a").await.unwrap();
     beat_as(&*s, pull("a3", "h"), Some("team-a"), cap)
         .await
         .unwrap();
@@ -210,12 +198,7 @@ pub async fn a_token_holds_at_most_its_cap_of_live_workers(db: &impl Backend) {
             .await
             .unwrap();
         }
-        s.worker_leave(WorkerLeaveParams {
-            id,
-            owner: Some("team-c".into()),
-        })
-        .await
-        .unwrap();
+        leave_as(&*s, &id, "team-c").await.unwrap();
     }
     let mut kept: Vec<String> = s
         .worker_list(WorkerListParams {

@@ -145,6 +145,17 @@ impl Server {
         self.call(Method::GET, path, None).await
     }
 
+    /// The body of a GET of `path`, as text, whatever its status: what a caller could read.
+    #[allow(dead_code)]
+    pub async fn get_text(&self, path: &str) -> String {
+        let resp = self
+            .request(Method::GET, path)
+            .send()
+            .await
+            .expect("server answers");
+        resp.text().await.expect("a body")
+    }
+
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
         self.call(Method::POST, path, Some(body)).await
     }
