@@ -3,7 +3,7 @@
 //! servers.
 //!
 //! Owns: creating, migrating and dropping test databases, the rule for a prerequisite a
-//! test lacks (a server that cannot be reached, [`unreachable`]; root, [`root`]: fail in
+//! test lacks (a server that cannot be reached, [`unreachable()`]; root, [`root`]: fail in
 //! CI, skip with a printed reason locally), and the count of a pool's connections left
 //! inside a transaction ([`probe`]).
 //!
@@ -25,7 +25,7 @@ use tasktable_sqlite::SqliteStore;
 use tasktable_store::Store;
 
 /// Whether this test process runs as root, which `test` needs (`why`), under the rule of
-/// [`unreachable`]: outside CI a test without it skips with a note, in CI (which runs as
+/// [`unreachable()`]: outside CI a test without it skips with a note, in CI (which runs as
 /// root) it fails.
 pub fn root(test: &str, why: &str) -> bool {
     use std::os::unix::fs::MetadataExt;
