@@ -22,7 +22,7 @@ mod retention;
 mod serve;
 mod worker;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use client::Api;
 use commands::change::{self, EditArgs, Op, TargetArgs};
 use commands::list::ListArgs;
@@ -47,8 +47,6 @@ const VERSION: &str = env!("TASKTABLE_VERSION");
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    #[command(flatten)]
-    client: ClientArgs,
     /// How log lines are written to stderr: `text`, for people, or `json`, one object a
     /// line with its level, target, fields and time, for log collectors. `RUST_LOG` sets
     /// what is logged.
@@ -61,6 +59,9 @@ struct Cli {
         value_name = "FORMAT"
     )]
     log_format: LogFormat,
+    // Last: the heading of the client options would cover the options after them.
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +206,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let serves = matches!(
         cli.command,
         Command::Serve(_) | Command::Worker(_) | Command::Migrate(_)
@@ -228,6 +230,29 @@ fn main() -> ExitCode {
             e.exit_code()
         }
     }
+}
+
+/// The command line, with the client options (`--server`, `--token`, `--json`) left out
+/// of the help of the commands that do not talk to a server: `serve`, `worker` and
+/// `migrate` open a database, and `token` makes tokens (its `--json` stays).
+fn command() -> clap::Command {
+    fn hide_client_options(command: clap::Command, keep_json: bool) -> clap::Command {
+        command
+            .mut_args(|arg| match arg.get_id().as_str() {
+                "server" | "token" => arg.hide(true),
+                "json" if !keep_json => arg.hide(true),
+                _ => arg,
+            })
+            .mut_subcommands(|sub| hide_client_options(sub, keep_json))
+    }
+    let mut command = Cli::command();
+    // Global options reach the subcommands when the command is built.
+    command.build();
+    command.mut_subcommands(|sub| match sub.get_name() {
+        "serve" | "worker" | "migrate" => hide_client_options(sub, false),
+        "token" => hide_client_options(sub, true),
+        _ => sub,
+    })
 }
 
 /// Logs go to stderr, as text or JSON; `RUST_LOG` overrides the default level.
@@ -298,7 +323,6 @@ async fn run(cli: Cli) -> Result<(), CliError> {
 mod tests {
     #[test]
     fn the_command_line_is_consistent() {
-        use clap::CommandFactory;
-        super::Cli::command().debug_assert();
+        super::command().debug_assert();
     }
 }
