@@ -374,6 +374,7 @@ pub async fn bulk(ctx: &mut Ctx, op: Operation) -> BenchResult<()> {
                 target: Target::Filter(TaskFilter::default().kind("backlog")),
                 change: Change::Cancel,
                 now: None,
+                action: None,
             })
             .await
             .map_err(|e| e.to_string())?,

@@ -1,6 +1,9 @@
-//! `tasktable purge` against a real `tasktable serve`: tasks that finished three hours ago
-//! (made through the store at pinned times, on the server's own SQLite file) are counted,
-//! deleted and archived by state and age, and bad requests are refused.
+//! Work on many tasks at once against a real `tasktable serve`.
+//!
+//! `tasktable purge`: tasks that finished three hours ago (made through the store at
+//! pinned times, on the server's own SQLite file) are counted, deleted and archived by
+//! state and age, and bad requests are refused. A bulk change on a terminal asks with the
+//! exact count and shows its progress.
 
 mod common;
 
@@ -134,4 +137,48 @@ async fn purge_counts_deletes_and_archives_by_state_and_age() {
             .expect("archived");
         assert_eq!((task.id, attempts.len()), (*id, 1));
     }
+}
+
+#[test]
+fn a_bulk_change_on_a_terminal_asks_with_the_exact_count_and_shows_progress() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.jsonl");
+    let lines: String = (0..1203)
+        .map(|n| format!("{{\"payload\": {n}}}\n"))
+        .collect();
+    std::fs::write(&file, lines).unwrap();
+    server
+        .tt(&["submit", "k", "--file", file.to_str().unwrap()])
+        .ok();
+    let (code, refused) = server.tt_on_terminal(&["hold", "--kind", "k"], "n\n");
+    assert_eq!(code, 1, "{refused}");
+    assert!(
+        refused.contains("hold every task with kind \"k\" (1203 tasks match now)? [y/N]"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("not confirmed; nothing changed"),
+        "{refused}"
+    );
+    let held = || {
+        server
+            .tt(&["ls", "--state", "held", "--json", "--limit", "1"])
+            .json()["tasks"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(held(), 0, "nothing held");
+    let (code, shown) = server.tt_on_terminal(&["hold", "--kind", "k"], "y\n");
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("(1203 tasks match now)"), "{shown}");
+    // The bar counts the tasks changed so far, a step of 1000 at a time.
+    assert!(shown.contains("/1203 tasks"), "{shown}");
+    assert!(shown.contains("1203 tasks: held"), "{shown}");
+    let stats = server.tt(&["stats", "--json"]).json();
+    assert_eq!(
+        (&stats["totals"]["held"], &stats["totals"]["pending"]),
+        (&json!(1203), &json!(0)),
+        "{stats}"
+    );
 }

@@ -106,6 +106,7 @@ pub async fn update(store: &dyn Store, target: Target, change: Change) -> StoreR
             target,
             change,
             now: Some(at(5)),
+            action: None,
         })
         .await
 }

@@ -151,6 +151,7 @@ async fn bulk_chunk_never_waits_for_a_row_that_left_its_states() {
                 &tasktable_core::Actor::rust(),
                 Some(at(5)),
                 2,
+                "paced-hold",
             )
             .await
         }

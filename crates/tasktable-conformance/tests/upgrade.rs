@@ -1252,6 +1252,7 @@ async fn runs(store: &Arc<dyn Store>, f: &str) {
             change: Change::Release,
             actor: ops(),
             now: None,
+            action: None,
         })
         .await
         .expect("release");

@@ -191,6 +191,21 @@ impl Change {
         };
         Some((field, json!({"old": old, "new": new})))
     }
+
+    /// What an edit sets, for the event of a change to many tasks (each task's own event
+    /// has the old value too): `("priority", {"new": 7})`; `None` for changes of state.
+    pub fn new_detail(&self) -> Option<(&'static str, Value)> {
+        let field = self.field()?;
+        let new = match self {
+            Change::Reschedule { run_at } => json!(run_at),
+            Change::SetPriority { priority } => json!(priority),
+            Change::SetMaxAttempts { max_attempts } => json!(max_attempts),
+            Change::EditPayload { payload } => shown(payload),
+            Change::SetTarget { target } => json!(target),
+            Change::Cancel | Change::Retry | Change::Hold | Change::Release => return None,
+        };
+        Some((field, json!({ "new": new })))
+    }
 }
 
 /// Largest payload an edit's event keeps whole, in bytes of JSON; a larger one is

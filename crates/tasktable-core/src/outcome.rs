@@ -241,7 +241,7 @@ impl FinishPlan {
                 action: retry(None),
                 error: Some(format!("handler panicked: {message}")),
             },
-            HandlerOutcome::TimedOut => FinishPlan::timed_out(attempt, backoff, unit),
+            HandlerOutcome::TimedOut => FinishPlan::timed_out(attempt, backoff, unit, None),
             HandlerOutcome::Failed { message } => FinishPlan {
                 outcome: AttemptOutcome::Failed,
                 action: FinishAction::Fail,
@@ -267,14 +267,18 @@ impl FinishPlan {
 
     /// The plan for attempt number `attempt` whose timeout passed, found by the worker's
     /// timer or by the rescuer: the attempt counts, and the task is retried after its
-    /// backoff (`unit` as in [`FinishPlan::for_handler`]) or fails.
-    pub fn timed_out(attempt: u32, backoff: &Backoff, unit: f64) -> Self {
+    /// backoff (`unit` as in [`FinishPlan::for_handler`]) or fails. The error names the
+    /// task's `limit` when it is known ("timed out after 30 s").
+    pub fn timed_out(attempt: u32, backoff: &Backoff, unit: f64, limit: Option<Duration>) -> Self {
         FinishPlan {
             outcome: AttemptOutcome::TimedOut,
             action: FinishAction::Retry {
                 delay: backoff.delay(attempt, unit),
             },
-            error: Some("timed out".to_owned()),
+            error: Some(match limit {
+                Some(limit) => format!("timed out after {}", spoken(limit)),
+                None => "timed out".to_owned(),
+            }),
         }
     }
 
@@ -328,6 +332,24 @@ pub const UNHEARD: &str =
 /// The error a [`FinishPlan::given_back`] attempt records.
 pub const GIVEN_BACK: &str =
     "given back before it started: the worker had claimed it ahead of a free slot";
+
+/// A duration as a message says it: `250 ms`, `1.5 s`, `30 s`, `5 min`, `2 h`.
+pub fn spoken(d: Duration) -> String {
+    let ms = d.as_millis();
+    let secs = d.as_secs();
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms % 1_000 != 0 {
+        let text = format!("{:.3}", d.as_secs_f64());
+        format!("{} s", text.trim_end_matches('0'))
+    } else if secs >= 3_600 && secs % 3_600 == 0 {
+        format!("{} h", secs / 3_600)
+    } else if secs >= 120 && secs % 60 == 0 {
+        format!("{} min", secs / 60)
+    } else {
+        format!("{secs} s")
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -413,6 +435,23 @@ mod tests {
             FinishPlan::interrupted().action,
             FinishAction::Requeue { .. }
         ));
+    }
+
+    #[test]
+    fn a_timeout_names_its_limit() {
+        let plan = |limit| FinishPlan::timed_out(1, &backoff(), 0.0, limit).error;
+        assert_eq!(plan(None).as_deref(), Some("timed out"));
+        for (limit, said) in [
+            (Duration::from_millis(250), "timed out after 250 ms"),
+            (Duration::from_millis(1_500), "timed out after 1.5 s"),
+            (Duration::from_secs(30), "timed out after 30 s"),
+            (Duration::from_secs(90), "timed out after 90 s"),
+            (Duration::from_secs(300), "timed out after 5 min"),
+            (Duration::from_secs(7_200), "timed out after 2 h"),
+            (Duration::from_secs(3_601), "timed out after 3601 s"),
+        ] {
+            assert_eq!(plan(Some(limit)).as_deref(), Some(said));
+        }
     }
 
     #[test]

@@ -57,6 +57,27 @@ impl TaskState {
             TaskState::Succeeded | TaskState::Failed | TaskState::Cancelled
         )
     }
+
+    /// Where a task in this state stands, in words for a message: `it is pending`, `it
+    /// has succeeded`, `it was cancelled`.
+    pub fn described(self) -> &'static str {
+        match self {
+            TaskState::Held => "it is held",
+            TaskState::Pending => "it is pending",
+            TaskState::Running => "it is running",
+            TaskState::Succeeded => "it has succeeded",
+            TaskState::Failed => "it has failed",
+            TaskState::Cancelled => "it was cancelled",
+        }
+    }
+
+    /// Whether a task's `last_error` still says something about it in this state: not
+    /// once it has succeeded, when the error is an earlier attempt's and stays only in
+    /// the attempts' history. Views show `last_error` as the task's error only then, and
+    /// a filter on the error matches only such tasks.
+    pub fn has_current_error(self) -> bool {
+        self != TaskState::Succeeded
+    }
 }
 
 impl fmt::Display for TaskState {

@@ -407,6 +407,14 @@ pub struct Task {
 }
 
 impl Task {
+    /// The error the task stands at: `last_error` unless the task has succeeded since
+    /// ([`TaskState::has_current_error`]).
+    pub fn current_error(&self) -> Option<&str> {
+        self.last_error
+            .as_deref()
+            .filter(|_| self.state.has_current_error())
+    }
+
     /// The lease a worker holds after claiming this task.
     pub fn lease(&self) -> Lease {
         Lease {

@@ -132,6 +132,7 @@ pub async fn task_action(
                 target: Target::Id(id),
                 change,
                 now: None,
+                action: None,
             })
             .await
             .map_err(|e| failure::message(&e)),

@@ -33,6 +33,9 @@ pub struct AuditQuery {
     from: String,
     #[serde(default)]
     to: String,
+    /// One bulk action's events: its own and each task's.
+    #[serde(default)]
+    action: String,
     before: Option<i64>,
 }
 
@@ -59,6 +62,14 @@ impl AuditQuery {
             events,
             from: crate::layout::utc_field("from", &self.from)?,
             to: crate::layout::utc_field("to", &self.to)?,
+            action: match text(&self.action) {
+                Some(key) => Some(
+                    tasktable_store::bulk::check_action_key(&key)
+                        .map(|()| key)
+                        .map_err(|e| e.to_string())?,
+                ),
+                None => None,
+            },
             ..Default::default()
         };
         if [&filter.actor, &filter.queue]
@@ -79,6 +90,7 @@ impl AuditQuery {
             ("event", self.event.as_str()),
             ("from", self.from.as_str()),
             ("to", self.to.as_str()),
+            ("action", self.action.as_str()),
         ];
         let mut q = form_urlencoded::Serializer::new(String::new());
         for (name, value) in pairs.iter().filter(|(_, v)| !v.is_empty()) {
@@ -90,10 +102,38 @@ impl AuditQuery {
 }
 
 /// An event's detail on one line.
+/// An event's detail as people read it: one line per field, a change as `old → new`, an
+/// error or a log line as its text (kept on its lines, a traceback included), the rest as
+/// compact JSON.
 fn detail(value: &Value) -> Markup {
     match value {
         Value::Null => html! {},
+        Value::Object(fields) => html! {
+            @for (name, v) in fields {
+                div.detail {
+                    @match (v.get("old"), v.get("new")) {
+                        (Some(old), Some(new)) => {
+                            span.muted { (name) " " } (plain(old)) " → " (plain(new))
+                        }
+                        _ => @match v {
+                            Value::String(text) if name == "error" || name == "line" => {
+                                pre.detail { (text) }
+                            }
+                            _ => { span.muted { (name) " " } (plain(v)) }
+                        }
+                    }
+                }
+            }
+        },
         v => html! { code.detail { (v.to_string()) } },
+    }
+}
+
+/// A value of a detail: text as it is, anything else as compact JSON.
+fn plain(value: &Value) -> Markup {
+    match value {
+        Value::String(text) => html! { (text) },
+        v => html! { code { (v.to_string()) } },
     }
 }
 
@@ -130,12 +170,17 @@ pub async fn audit(
         h1 { "Audit" }
         p.muted {
             "Every operator change and every schedule firing, newest first, with who made it. "
-            "What workers do is on each task's page."
+            "A change to every task a filter matches is one row; its tasks' rows are in their "
+            "histories (follow its count). What workers do is on each task's page."
         }
         form.filters method="get" action="/ui/audit" {
             input name="actor" placeholder="actor" value=(q.actor);
             input name="task" placeholder="task id" value=(q.task) class="narrow";
             input name="queue" placeholder="queue" value=(q.queue);
+            @if !q.action.is_empty() {
+                input type="hidden" name="action" value=(q.action);
+                span.muted { "of bulk action " (q.action) " " }
+            }
             select name="event" {
                 option value="" { "any event" }
                 @for k in EventKind::ALL {
@@ -157,6 +202,9 @@ pub async fn audit(
                         td { (e.event.as_str()) }
                         td {
                             @if let Some(t) = e.task_id { a href={ "/ui/tasks/" (t) } { "task " (t) } }
+                            @else if let (Some(n), Some(key)) = (e.tasks, &e.action) {
+                                a.action href={ "/ui/audit?action=" (key) } { (n) " task" @if n != 1 { "s" } }
+                            }
                             @else if let Some(s) = e.schedule_id { a href={ "/ui/schedules/" (s) } { "schedule " (s) } }
                             @else if let Some(w) = &e.worker_id { "worker " (w) }
                             @else if let Some(queue) = &e.queue { "queue " (queue) }

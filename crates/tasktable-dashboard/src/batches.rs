@@ -172,7 +172,7 @@ pub async fn batch(
                 ", window " (b.spec.window_size())
             } }
             tr { th { "Saved" } td { (time(b.saved_at)) } }
-            @if let Some(e) = &b.task.last_error { tr { th { "Last error" } td { (e) } } }
+            @if let Some(e) = b.task.current_error() { tr { th { "Last error" } td { (e) } } }
         }
         @if session.can_act() { p { (buttons(&session, &b)) } }
         h2 { "Failed items" }

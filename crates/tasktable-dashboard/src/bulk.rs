@@ -122,6 +122,7 @@ pub async fn bulk_apply(
                 target: Target::Filter(filter),
                 change,
                 now: None,
+                action: None,
             })
             .await
             .map_err(|e| failure::message(&e)),

@@ -34,6 +34,7 @@ a.card { text-decoration:none; color:inherit; }
 .s-held { background:#eee; color:#555; } .s-succeeded { background:#e3f6e8; color:#1c7a3a; }
 .s-failed { background:#fde6e6; color:#b3261e; } .s-cancelled { background:#f0e8f7; color:#6b3d8f; }
 pre { background:#fff; border:1px solid var(--line); padding:10px; overflow:auto; max-height:320px; margin:0; }
+pre.detail { padding:4px 6px; max-height:200px; white-space:pre-wrap; }
 form.inline { display:inline-flex; gap:6px; align-items:center; margin:0 8px 8px 0; }
 form.inline.signout { margin:0; } form.signout button { padding:0 6px; }
 input.narrow { width:90px; }

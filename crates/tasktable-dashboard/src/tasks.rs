@@ -8,7 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use maud::{html, Markup};
 use serde::Deserialize;
-use tasktable_core::{Target, TaskId, TaskState};
+use tasktable_core::{Operation, Target, TaskId, TaskState};
 use tasktable_server::detail::TaskDetail;
 use tasktable_store::{ListParams, TaskFilter};
 
@@ -149,7 +149,7 @@ pub async fn tasks(
                             }
                         }
                         td { (time(Some(t.run_at))) }
-                        td.err { (t.last_error.as_deref().map(|e| e.chars().take(120).collect::<String>()).unwrap_or_default()) }
+                        td.err { (t.current_error().map(|e| e.chars().take(120).collect::<String>()).unwrap_or_default()) }
                     }
                 }
                 @if tasks_page.tasks.is_empty() { tr { td colspan="9" .muted { "No task matches." } } }
@@ -197,28 +197,33 @@ pub async fn task(
         runs,
         timeline,
     } = detail;
-    let act = |op: &str, label: &str, danger: bool, fields: Markup| {
-        action_form(
-            &session,
-            &format!("/ui/tasks/{id}/{op}"),
-            label,
-            danger,
-            fields,
-        )
+    // Only the actions the task's state allows are offered.
+    let act = |op: Operation, label: &str, danger: bool, fields: Markup| {
+        let name = op.request_name().unwrap_or_default();
+        html! {
+            @if op.can_apply(task.state) {
+                (action_form(&session, &format!("/ui/tasks/{id}/{name}"), label, danger, fields))
+            }
+        }
+    };
+    let retry_label = if task.state == TaskState::Pending {
+        "Run now"
+    } else {
+        "Retry now"
     };
     let body = html! {
         h1 { "Task " (task.id) " " (state_badge(task.state)) }
         (flash(f.done.as_deref(), f.error.as_deref()))
         @if session.can_act() {
             div id="actions" {
-                (act("cancel", "Cancel", true, html! {}))
-                (act("retry", "Retry now", false, html! {}))
-                (act("hold", "Hold", false, html! {}))
-                (act("release", "Release", false, html! {}))
-                (act("reschedule", "Reschedule", false, html! { input type="datetime-local" name="run_at" step="1" required; span.muted { "UTC" } }))
-                (act("set-priority", "Set priority", false, html! { input type="number" name="priority" value=(task.priority) class="narrow"; }))
-                (act("set-max-attempts", "Set max attempts", false, html! { input type="number" name="max_attempts" min="1" value=(task.max_attempts) class="narrow"; }))
-                (act("set-target", "Set target", false, html! {
+                (act(Operation::Cancel, "Cancel", true, html! {}))
+                (act(Operation::Retry, retry_label, false, html! {}))
+                (act(Operation::Hold, "Hold", false, html! {}))
+                (act(Operation::Release, "Release", false, html! {}))
+                (act(Operation::Reschedule, "Reschedule", false, html! { input type="datetime-local" name="run_at" step="1" required; span.muted { "UTC" } }))
+                (act(Operation::SetPriority, "Set priority", false, html! { input type="number" name="priority" value=(task.priority) class="narrow"; }))
+                (act(Operation::SetMaxAttempts, "Set max attempts", false, html! { input type="number" name="max_attempts" min="1" value=(task.max_attempts) class="narrow"; }))
+                (act(Operation::SetTarget, "Set target", false, html! {
                     select name="runs_on" {
                         option value="any" selected[task.target.is_any()] { "any worker" }
                         option value="workers" selected[matches!(task.target, Target::Workers(_))] { "workers" }
@@ -226,6 +231,9 @@ pub async fn task(
                     }
                     input name="names" placeholder="names, comma-separated" value=(target_names(&task.target));
                 }))
+                @if !offered(task.state) {
+                    p.muted { "No action applies to a " (task.state) " task." }
+                }
             }
         }
         dl {
@@ -269,7 +277,9 @@ pub async fn task(
             dt { "Created" } dd { (time(Some(task.created_at))) }
             dt { "Started" } dd { (time(task.started_at)) }
             dt { "Finished" } dd { (time(task.finished_at)) }
-            dt { "Last error" } dd.err { (task.last_error.as_deref().unwrap_or("—")) }
+            @if let Some(error) = task.current_error() {
+                dt { "Last error" } dd.err id="last-error" { (error) }
+            }
             @if let Some(schedule) = task.schedule_id {
                 dt { "Fired by" } dd { a href={ "/ui/schedules/" (schedule) } { "schedule " (schedule) } " for its slot " (time(task.slot_at)) }
             }
@@ -318,6 +328,14 @@ pub async fn task(
         (crate::audit::history(&timeline))
     };
     page(&format!("Task {id}"), "Tasks", Some(&session), false, body).into_response()
+}
+
+/// Whether the page offers any action for a task in `state` (a payload is edited through
+/// the API or the CLI, not here).
+fn offered(state: TaskState) -> bool {
+    Operation::OPERATOR
+        .into_iter()
+        .any(|op| op != Operation::EditPayload && op.can_apply(state))
 }
 
 /// The names of a target, as the set-target form takes them.

@@ -11,6 +11,7 @@ use tasktable_store::QueuePolicyParams;
 
 on_every_backend!(
     an_operator_cancels_and_retries_from_the_task_page,
+    the_task_page_offers_what_the_state_allows_and_an_error_while_it_is_current,
     forms_without_the_csrf_token_are_refused_and_change_nothing,
     markup_in_payloads_and_errors_is_shown_escaped,
     readers_see_but_cannot_act_and_workers_cannot_sign_in,
@@ -93,6 +94,114 @@ async fn an_operator_cancels_and_retries_from_the_task_page(backend: &str) {
     let to = resp.headers()["location"].to_str().unwrap().to_owned();
     assert!(to.contains("error="), "{to}");
     assert_eq!(ui.state(id).await, TaskState::Pending);
+}
+
+async fn the_task_page_offers_what_the_state_allows_and_an_error_while_it_is_current(
+    backend: &str,
+) {
+    use std::time::Duration;
+    use tasktable_core::outcome::{FinishPlan, HandlerOutcome};
+    use tasktable_store::{ClaimParams, FinishItem, FinishParams};
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    let id = ui.submit(NewTask::new("mail", serde_json::json!(1))).await;
+    let (client, _) = ui.sign_in(OPERATOR).await;
+    let offered = |html: &str| -> Vec<String> {
+        let ops = [
+            "cancel",
+            "retry",
+            "hold",
+            "release",
+            "reschedule",
+            "set-priority",
+            "set-max-attempts",
+            "set-target",
+        ];
+        ops.iter()
+            .filter(|op| html.contains(&format!("action=\"/ui/tasks/{id}/{op}\"")))
+            .map(|op| op.to_string())
+            .collect()
+    };
+    let html = ui.page(&client, &format!("/ui/tasks/{id}")).await;
+    assert_eq!(
+        offered(&html),
+        [
+            "cancel",
+            "retry",
+            "hold",
+            "reschedule",
+            "set-priority",
+            "set-max-attempts",
+            "set-target"
+        ],
+        "pending: no release"
+    );
+    assert!(
+        html.contains("Run now") && !html.contains("Retry now"),
+        "{html}"
+    );
+    // An attempt fails, then the task succeeds on its retry: its old error is history.
+    let claim = || ClaimParams {
+        queue: "default".into(),
+        kinds: vec!["mail".into()],
+        limit: 1,
+        worker_id: "w1".into(),
+        worker_host: "h".into(),
+        worker_groups: Vec::new(),
+        lease_for: Duration::from_secs(30),
+        now: None,
+    };
+    let end = |t: &tasktable_core::Task, outcome| FinishParams {
+        items: vec![FinishItem {
+            lease: t.lease(),
+            plan: FinishPlan::for_handler(outcome, t.attempt, &t.backoff, 0.0),
+        }],
+        only_if_expired: false,
+        now: None,
+    };
+    let t = ui.store.task_claim(claim()).await.unwrap().remove(0);
+    let failed = HandlerOutcome::Failed {
+        message: "Traceback (most recent call last):\n  File \"job.py\", line 3\nValueError: bad"
+            .into(),
+    };
+    ui.store.task_finish(end(&t, failed)).await.unwrap();
+    let html = ui.page(&client, &format!("/ui/tasks/{id}")).await;
+    assert!(
+        html.contains("id=\"last-error\""),
+        "failed: its error shows"
+    );
+    assert_eq!(offered(&html), ["retry", "set-target"], "failed");
+    assert!(html.contains("Retry now"));
+    // The history shows the traceback as text on its lines, not as escaped JSON.
+    assert!(
+        html.contains("<pre class=\"detail\">Traceback (most recent call last):\n  File &quot;job.py&quot;, line 3"),
+        "{html}"
+    );
+    ui.store
+        .task_update(tasktable_store::UpdateParams {
+            target: tasktable_store::Target::Id(id),
+            change: tasktable_store::Change::Retry,
+            actor: tasktable_core::Actor::rust(),
+            now: None,
+            action: None,
+        })
+        .await
+        .unwrap();
+    let t = ui.store.task_claim(claim()).await.unwrap().remove(0);
+    ui.store
+        .task_finish(end(&t, HandlerOutcome::Succeeded { result: None }))
+        .await
+        .unwrap();
+    let html = ui.page(&client, &format!("/ui/tasks/{id}")).await;
+    assert!(offered(&html).is_empty(), "succeeded: {:?}", offered(&html));
+    assert!(
+        html.contains("No action applies to a succeeded task."),
+        "{html}"
+    );
+    assert!(!html.contains("id=\"last-error\""), "{html}");
+    let list = ui.page(&client, "/ui/tasks?error=ValueError").await;
+    assert!(list.contains("No task matches."), "{list}");
 }
 
 async fn forms_without_the_csrf_token_are_refused_and_change_nothing(backend: &str) {

@@ -249,6 +249,7 @@ async fn cancelling_a_running_command_kills_its_process_group() {
             target: Target::Id(id),
             change: Change::Cancel,
             now: None,
+            action: None,
         })
         .await
         .unwrap();

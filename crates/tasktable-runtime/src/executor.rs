@@ -222,6 +222,13 @@ async fn finish(
         _ => {}
     }
     let plan = match ending {
+        // The worker's timer: the task's own limit is at hand, and the error names it.
+        Ending::Returned(HandlerOutcome::TimedOut) => Some(FinishPlan::timed_out(
+            task.attempt,
+            &task.backoff,
+            rand::random(),
+            task.timeout,
+        )),
         Ending::Returned(outcome) => Some(FinishPlan::for_handler(
             outcome,
             task.attempt,

@@ -108,7 +108,7 @@ impl Rescuer {
                     let timed_out =
                         matches!((t.deadline_at, t.lease_expires_at), (Some(d), Some(l)) if d <= l);
                     let plan = if timed_out {
-                        FinishPlan::timed_out(t.attempt, &t.backoff, unit)
+                        FinishPlan::timed_out(t.attempt, &t.backoff, unit, t.timeout)
                     } else {
                         FinishPlan::lease_expired(t.attempt, &t.backoff, unit)
                     };

@@ -31,6 +31,7 @@ pub struct AuditQuery {
     to: Option<DateTime<Utc>>,
     before: Option<i64>,
     limit: Option<u32>,
+    action: Option<String>,
 }
 
 fn invalid(message: String) -> ApiError {
@@ -94,6 +95,10 @@ impl AuditQuery {
                     .unwrap_or_default(),
                 from: self.from,
                 to: self.to,
+                action: self
+                    .action
+                    .map(|key| tasktable_store::bulk::check_action_key(&key).map(|()| key))
+                    .transpose()?,
             },
             before: self.before,
             limit,

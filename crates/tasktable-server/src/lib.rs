@@ -19,6 +19,7 @@ mod audit;
 pub mod auth;
 mod batch_wire;
 mod batches;
+mod bulk;
 pub mod claimed;
 pub mod detail;
 pub mod doorbell;
@@ -209,7 +210,7 @@ pub fn router(state: AppState) -> Router {
             ("GET", "/api/v1/tasks") => get(tasks::list),
             ("POST", "/api/v1/tasks") => post(tasks::submit),
             ("POST", "/api/v1/tasks/batch") => post(tasks::submit_batch),
-            ("POST", "/api/v1/tasks/bulk/{op}") => post(tasks::bulk),
+            ("POST", "/api/v1/tasks/bulk/{op}") => post(bulk::bulk),
             ("GET", "/api/v1/tasks/{id}") => get(tasks::show),
             ("POST", "/api/v1/tasks/{id}/{op}") => post(tasks::change),
             ("GET", "/api/v1/queues") => get(queues::list),

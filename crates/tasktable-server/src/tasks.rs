@@ -155,6 +155,7 @@ pub async fn list(
         updated_before: q.updated_before,
         error_contains: q.error,
         schedule_id: q.schedule,
+        ..TaskFilter::default()
     };
     let page = state
         .store
@@ -242,7 +243,7 @@ fn values<T: DeserializeOwned>(op: &str, body: Value) -> ApiResult<T> {
 
 /// The change an operation names, with its values from `body` (an object; `{}` when the
 /// request had no body).
-async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Change> {
+pub(crate) async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Change> {
     let Some(operation) = Operation::requested(op) else {
         return Err(ApiError::not_found(format!(
             "unknown operation {op:?}; operations are {}",
@@ -306,7 +307,7 @@ async fn parse_change(state: &AppState, op: &str, body: Value) -> ApiResult<Chan
 }
 
 /// A body that may be empty (for operations without values); otherwise a JSON object.
-fn object_body(bytes: &Bytes) -> ApiResult<Value> {
+pub(crate) fn object_body(bytes: &Bytes) -> ApiResult<Value> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
@@ -336,6 +337,7 @@ pub async fn change(
             change,
             actor,
             now: None,
+            action: None,
         })
         .await?;
     let task = state
@@ -344,42 +346,4 @@ pub async fn change(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("task {id} not found")))?;
     Ok(Json(json!({"task": TaskView::from(task)})).into_response())
-}
-
-pub async fn bulk(
-    State(state): State<AppState>,
-    Caller(actor): Caller,
-    Path(op): Path<String>,
-    RawBody(bytes): RawBody,
-) -> ApiResult<Response> {
-    let mut body = object_body(&bytes)?;
-    let filter = body
-        .as_object_mut()
-        .and_then(|o| o.remove("filter"))
-        .ok_or_else(|| ApiError::invalid("a bulk change needs a filter: {\"filter\": {...}}"))?;
-    let mut filter = filter;
-    if let Some(id) = filter.get_mut("schedule_id") {
-        // Read as JSON means it, like every integer of a body (2.0 is 2).
-        let whole: Option<i64> = crate::whole::optional(id.take())
-            .map_err(|e| ApiError::invalid(format!("bad filter: schedule_id: {e}")))?;
-        *id = json!(whole);
-    }
-    let filter: TaskFilter = serde_json::from_value(filter)
-        .map_err(|e| ApiError::invalid(format!("bad filter: {e}")))?;
-    if filter == TaskFilter::default() {
-        return Err(ApiError::invalid(
-            "the filter is empty and would match every task; name at least one field (for example {\"states\": [\"failed\"]})",
-        ));
-    }
-    let change = parse_change(&state, &op, body).await?;
-    let changed = state
-        .store
-        .task_update(UpdateParams {
-            target: Target::Filter(filter),
-            change,
-            actor,
-            now: None,
-        })
-        .await?;
-    Ok(Json(json!({ "changed": changed })).into_response())
 }

@@ -13,6 +13,7 @@ on_every_backend!(
     show_includes_the_attempt_history,
     every_operation_moves_a_task_as_the_state_machine_says,
     bulk_changes_count_and_refuse_an_empty_filter,
+    bulk_changes_go_in_steps_and_dry_runs_count,
     queues_pause_resume_and_stats_count,
     stats_report_throughput_success_and_latency_per_kind,
 );
@@ -261,7 +262,7 @@ async fn every_operation_moves_a_task_as_the_state_machine_says(s: Server) {
         answer.1["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("it is cancelled"),
+            .contains("it was cancelled"),
         "{}",
         answer.1
     );
@@ -374,6 +375,147 @@ async fn bulk_changes_count_and_refuse_an_empty_filter(s: Server) {
     assert!(
         page["tasks"].as_array().unwrap().is_empty(),
         "refused bulk changes changed nothing"
+    );
+}
+
+async fn bulk_changes_go_in_steps_and_dry_runs_count(s: Server) {
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let (_, body) = s
+            .post("/api/v1/tasks", json!({"kind": "mail", "payload": i}))
+            .await;
+        ids.push(body["id"].as_i64().unwrap());
+    }
+    s.post(&format!("/api/v1/tasks/{}/hold", ids[0]), json!({}))
+        .await;
+    let filter = json!({"kind": "mail"});
+    // A dry run counts the tasks the change applies to (six pending, not the held one),
+    // and changes nothing.
+    let (status, body) = s
+        .post(
+            "/api/v1/tasks/bulk/hold",
+            json!({"filter": filter, "dry_run": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"changed": 0, "matching": 6}));
+    let (_, held) = s.get("/api/v1/tasks?state=held").await;
+    assert_eq!(held["tasks"].as_array().unwrap().len(), 1);
+    // Steps of four, newest first: the second ends the walk.
+    let (_, first) = s
+        .post(
+            "/api/v1/tasks/bulk/hold",
+            json!({"filter": filter, "limit": 4}),
+        )
+        .await;
+    let action = first["action"].as_str().expect("an action key").to_owned();
+    assert_eq!(
+        first,
+        json!({"changed": 4, "next": ids[3], "action": action})
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let (_, t) = s.get(&format!("/api/v1/tasks/{id}")).await;
+        let held = i == 0 || i >= 3;
+        assert_eq!(
+            t["task"]["state"],
+            if held { "held" } else { "pending" },
+            "task {i}"
+        );
+    }
+    let (_, second) = s
+        .post(
+            "/api/v1/tasks/bulk/hold",
+            json!({"filter": filter, "limit": 4, "after": first["next"], "action": action}),
+        )
+        .await;
+    assert_eq!(
+        second,
+        json!({"changed": 2, "next": null, "action": action})
+    );
+    // Both steps are one action: one row of the audit, which counts the six tasks; each
+    // task's history has its own row.
+    let (_, audit) = s.get("/api/v1/audit?event=held").await;
+    let rows = audit["events"].as_array().unwrap();
+    let own: Vec<&Value> = rows.iter().filter(|e| e["task_id"].is_null()).collect();
+    assert_eq!(own.len(), 1, "{audit}");
+    assert_eq!(
+        (&own[0]["action"], &own[0]["tasks"], &own[0]["detail"]),
+        (
+            &json!(action),
+            &json!(6),
+            &json!({"filter": {"kind": "mail"}})
+        ),
+        "{audit}"
+    );
+    assert!(
+        rows.iter()
+            .all(|e| e["task_id"].is_null() || e["action"].is_null()),
+        "tasks' rows of the action are left to their histories: {audit}"
+    );
+    let (_, of_action) = s.get(&format!("/api/v1/audit?action={action}")).await;
+    assert_eq!(
+        of_action["events"].as_array().unwrap().len(),
+        7,
+        "{of_action}"
+    );
+    let (_, shown) = s.get(&format!("/api/v1/tasks/{}", ids[5])).await;
+    assert!(
+        shown["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "held"),
+        "{shown}"
+    );
+    let (_, none) = s
+        .post(
+            "/api/v1/tasks/bulk/hold",
+            json!({"filter": filter, "limit": 4}),
+        )
+        .await;
+    assert_eq!((&none["changed"], &none["next"]), (&json!(0), &Value::Null));
+    // An edit leaves its tasks in the filter: the steps still end.
+    let (mut after, mut changed) = (Value::Null, 0);
+    loop {
+        let mut body = json!({"filter": filter, "priority": 3, "limit": 3});
+        if !after.is_null() {
+            body["after"] = after.clone();
+        }
+        let (status, step) = s.post("/api/v1/tasks/bulk/set-priority", body).await;
+        assert_eq!(status, 200, "{step}");
+        changed += step["changed"].as_u64().unwrap();
+        after = step["next"].clone();
+        if after.is_null() {
+            break;
+        }
+    }
+    assert_eq!(changed, 7);
+    // Bad steps are refused and change nothing.
+    for bad in [
+        json!({"filter": filter, "limit": 0}),
+        json!({"filter": filter, "limit": 1001}),
+        json!({"filter": filter, "limit": -1}),
+        json!({"filter": filter, "after": ids[3]}),
+        json!({"filter": filter, "limit": 2, "after": "x"}),
+        json!({"filter": filter, "dry_run": true, "limit": 2}),
+        json!({"filter": filter, "dry_run": "yes"}),
+        json!({"filter": filter, "dry_run": true, "action": "a"}),
+        json!({"filter": filter, "action": ""}),
+        json!({"filter": filter, "action": "no spaces"}),
+        json!({"filter": filter, "action": "x".repeat(65)}),
+        json!({"filter": filter, "action": 7}),
+    ] {
+        assert_error(
+            &s.post("/api/v1/tasks/bulk/release", bad.clone()).await,
+            422,
+            "invalid_input",
+        );
+    }
+    let (_, held) = s.get("/api/v1/tasks?state=held").await;
+    assert_eq!(
+        held["tasks"].as_array().unwrap().len(),
+        7,
+        "nothing released"
     );
 }
 

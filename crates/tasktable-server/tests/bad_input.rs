@@ -237,6 +237,8 @@ async fn bad_queries_paths_and_methods_are_refused(s: Server) {
         ("/api/v1/audit?task=abc", 400, "invalid_query"),
         ("/api/v1/audit?from=yesterday", 400, "invalid_query"),
         ("/api/v1/audit?colour=red", 400, "invalid_query"),
+        ("/api/v1/audit?action=no%20spaces", 422, "invalid_input"),
+        ("/api/v1/audit?action=", 422, "invalid_input"),
         ("/api/v1/audit?actor=a%00", 422, "invalid_input"),
         ("/api/v1/audit?queue=%00", 422, "invalid_input"),
         ("/api/v1/nothing-here", 404, "not_found"),

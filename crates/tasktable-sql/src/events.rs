@@ -11,9 +11,9 @@ use tasktable_store::{StoreError, StoreResult, MAX_PURGE_BATCH};
 
 /// Every column of `tasktable_events`, as the archive keeps them.
 pub const EVENT_COLUMNS: &str = "id, happened_at, event, task_id, queue, kind, schedule_id, \
-    worker_id, actor_kind, actor, actor_role, detail";
+    worker_id, actor_kind, actor, actor_role, detail, action_key, action_tasks";
 
-/// Rows one `INSERT` writes at the most (12 arguments a row stays far below every
+/// Rows one `INSERT` writes at the most (13 arguments a row stays far below every
 /// database's limit on placeholders).
 const ROWS_PER_INSERT: usize = 200;
 
@@ -28,7 +28,8 @@ pub async fn record<E: Exec>(
         let mut sql = Sql::new(
             e.dialect(),
             "INSERT INTO tasktable_events (happened_at, event, task_id, queue, kind, \
-             schedule_id, worker_id, actor_kind, actor, actor_role, detail) VALUES ",
+             schedule_id, worker_id, actor_kind, actor, actor_role, detail, action_key, \
+             action_tasks) VALUES ",
         );
         for (i, ev) in rows.iter().enumerate() {
             if i > 0 {
@@ -56,6 +57,12 @@ pub async fn record<E: Exec>(
                 .bind(Arg::Text(actor.role.clone()))
                 .push(", ")
                 .bind(Arg::Json(ev.detail.clone()))
+                .push(", ")
+                .bind(Arg::Text(ev.action.clone()))
+                .push(", ")
+                .bind(Arg::MaybeInt(
+                    ev.tasks.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+                ))
                 .push(")");
         }
         e.execute(sql).await?;
@@ -111,6 +118,13 @@ pub async fn list<E: Exec>(e: &mut E, p: &EventListParams) -> StoreResult<Vec<Ev
     }
     if let Some(to) = f.to {
         sql.push(" AND happened_at < ").bind(to);
+    }
+    if let Some(action) = &f.action {
+        sql.push(" AND action_key = ").bind(action.as_str());
+    }
+    if !f.lists_action_tasks() {
+        // An action is its own row; its tasks' rows are in their histories.
+        sql.push(" AND (action_key IS NULL OR task_id IS NULL)");
     }
     sql.push(" ORDER BY id DESC LIMIT ")
         .bind(i64::from(p.limit));
@@ -199,5 +213,9 @@ pub(crate) fn from_row(row: &impl Cells) -> StoreResult<Event> {
             role: row.text("actor_role")?,
         },
         detail: row.json("detail")?.unwrap_or_default(),
+        action: row.text("action_key")?,
+        tasks: row
+            .int("action_tasks")?
+            .map(|n| u64::try_from(n).unwrap_or_default()),
     })
 }

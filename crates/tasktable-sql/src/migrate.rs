@@ -23,7 +23,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 15] = [
+pub const MIGRATIONS: [(i64, &str); 16] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -39,6 +39,7 @@ pub const MIGRATIONS: [(i64, &str); 15] = [
     (13, "events"),
     (14, "submitters_and_logs"),
     (15, "worker_owners"),
+    (16, "event_actions"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -130,6 +131,13 @@ macro_rules! backend_migrations {
                 name: "worker_owners",
                 sql: ::std::borrow::Cow::Borrowed(include_str!(
                     "../migrations/0015_worker_owners.sql"
+                )),
+            },
+            $crate::migrate::Migration {
+                version: 16,
+                name: "event_actions",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0016_event_actions.sql"
                 )),
             },
         ]

@@ -35,6 +35,12 @@ pub fn push_filter(sql: &mut Sql, f: &TaskFilter) {
             .push(" AND schedule_id = ")
             .bind(id);
     }
+    if let Some(id) = f.id_at_least {
+        sql.push(" AND id >= ").bind(id);
+    }
+    if let Some(id) = f.id_below {
+        sql.push(" AND id < ").bind(id);
+    }
     if !f.states.is_empty() {
         let states: Vec<&str> = f.states.iter().map(|s| s.as_str()).collect();
         sql.push(" AND ").push_in_texts("state", &states);
@@ -51,7 +57,14 @@ pub fn push_filter(sql: &mut Sql, f: &TaskFilter) {
         }
     }
     if let Some(v) = &f.error_contains {
+        // Only a task's current error matches: a succeeded task's is history.
+        let standing: Vec<&str> = TaskState::ALL
+            .into_iter()
+            .filter(|s| s.has_current_error())
+            .map(TaskState::as_str)
+            .collect();
         let position = sql.dialect().position_fn();
+        sql.push(" AND ").push_in_texts("state", &standing);
         sql.push(&format!(" AND {position}(last_error, "))
             .bind(v.as_str())
             .push(") > 0");

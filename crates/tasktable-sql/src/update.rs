@@ -112,6 +112,10 @@ pub async fn chunk<E: Exec>(
     push_filter(&mut select, &filter);
     select.push(" ORDER BY id").push(d.lock_rows());
     let found = read(&e.fetch(select).await?)?;
+    let asked = Asked {
+        filter: p.filter,
+        action: p.action,
+    };
     write(
         e,
         &Target::Filter(filter),
@@ -119,9 +123,17 @@ pub async fn chunk<E: Exec>(
         p.change,
         p.actor,
         now,
-        Some(p.filter),
+        Some(asked),
     )
     .await
+}
+
+/// What a chunk of a change to many tasks was asked: the filter as given, and the
+/// operator action the chunk is part of.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    filter: &'a TaskFilter,
+    action: &'a str,
 }
 
 fn read(rows: &[impl Cells]) -> StoreResult<Vec<Found>> {
@@ -149,7 +161,7 @@ async fn write<E: Exec>(
     change: &Change,
     actor: &Actor,
     now: DateTime<Utc>,
-    asked: Option<&TaskFilter>,
+    asked: Option<Asked<'_>>,
 ) -> StoreResult<Changed> {
     let pairs: Vec<(TaskId, TaskState)> = found.iter().map(|r| (r.id, r.state)).collect();
     let chosen = select_for_update(target, change.operation(), &pairs)?;
@@ -175,8 +187,12 @@ async fn write<E: Exec>(
             None => groups.push((key, vec![row.id])),
         }
     }
-    let events = events(e, asked, change, &moved).await?;
+    let events = events(e, asked.map(|a| a.action), change, &moved).await?;
     crate::events::record(e, now, actor, &events).await?;
+    if let Some(asked) = asked {
+        let changed = chosen.ids.len() as u64;
+        record_action(e, now, actor, asked, change, changed).await?;
+    }
     for ((effect, multi_run), ids) in &groups {
         for ids in ids.chunks(Sql::MAX_IN_LIST) {
             match (effect.state, *multi_run) {
@@ -215,10 +231,11 @@ async fn write<E: Exec>(
 }
 
 /// The event of each task changed: what an edit changed (old and new, read before the
-/// change is written), the state it left and entered, and a bulk change's filter.
+/// change is written) and the state it left and entered; a bulk change's are marked with
+/// its action's key (the action's own event holds the filter).
 async fn events<E: Exec>(
     e: &mut E,
-    asked: Option<&TaskFilter>,
+    action: Option<&str>,
     change: &Change,
     moved: &[(&Found, Option<TaskState>)],
 ) -> StoreResult<Vec<NewEvent>> {
@@ -240,7 +257,6 @@ async fn events<E: Exec>(
     } else {
         HashMap::new()
     };
-    let filter = asked.map(|f| serde_json::to_value(f).unwrap_or_default());
     Ok(moved
         .iter()
         .filter_map(|(row, to)| {
@@ -259,9 +275,6 @@ async fn events<E: Exec>(
                     serde_json::json!({"old": row.state.as_str(), "new": to.as_str()}),
                 );
             }
-            if let Some(filter) = &filter {
-                detail.insert("filter".into(), filter.clone());
-            }
             Some(NewEvent {
                 task_id: Some(row.id),
                 queue: Some(row.queue.clone()),
@@ -271,10 +284,62 @@ async fn events<E: Exec>(
                 } else {
                     detail.into()
                 },
+                action: action.map(str::to_owned),
                 ..NewEvent::new(change.event())
             })
         })
         .collect())
+}
+
+/// Adds `changed` tasks to the action's own event, by its key and actor, writing it when
+/// this is the action's first chunk to change any: what was asked (the filter as given,
+/// and what an edit sets), with the filter's queue and kind.
+async fn record_action<E: Exec>(
+    e: &mut E,
+    now: DateTime<Utc>,
+    actor: &Actor,
+    asked: Asked<'_>,
+    change: &Change,
+    changed: u64,
+) -> StoreResult<()> {
+    if changed == 0 {
+        return Ok(());
+    }
+    let count = i64::try_from(changed).unwrap_or(i64::MAX);
+    let mut find = Sql::new(
+        e.dialect(),
+        "SELECT id FROM tasktable_events WHERE action_key = ",
+    );
+    find.bind(asked.action)
+        .push(" AND actor = ")
+        .bind(actor.name.as_str())
+        .push(" AND task_id IS NULL");
+    if let Some(row) = e.fetch(find).await?.first() {
+        let id = required(row.int("id"), "id")?;
+        let mut add = Sql::new(
+            e.dialect(),
+            "UPDATE tasktable_events SET action_tasks = action_tasks + ",
+        );
+        add.bind(count).push(" WHERE id = ").bind(id);
+        return e.execute(add).await;
+    }
+    let mut detail = serde_json::Map::new();
+    detail.insert(
+        "filter".into(),
+        serde_json::to_value(asked.filter).unwrap_or_default(),
+    );
+    if let Some((field, new)) = change.new_detail() {
+        detail.insert(field.into(), new);
+    }
+    let event = NewEvent {
+        queue: asked.filter.queue.clone(),
+        kind: asked.filter.kind.clone(),
+        detail: detail.into(),
+        action: Some(asked.action.to_owned()),
+        tasks: Some(changed),
+        ..NewEvent::new(change.event())
+    };
+    crate::events::record_one(e, now, actor, event).await
 }
 
 /// The registry's groups of the workers running the rows found, when the change is a new

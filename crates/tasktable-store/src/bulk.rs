@@ -61,7 +61,13 @@ pub struct UpdateChunkParams<'a> {
     /// The tasks of this chunk, in id order: some of the ids
     /// [`ChunkedUpdate::task_ids_matching`] returned.
     pub ids: &'a [TaskId],
+    /// The operator action the change is part of: the chunk adds the tasks it changed to
+    /// the action's own event (writing it when it has none yet) and marks each task's
+    /// event with the key.
+    pub action: &'a str,
 }
+
+pub use crate::action::{check_action_key, new_action_key, MAX_ACTION_KEY};
 
 /// A store that applies an operator's change to a filter one chunk at a time.
 #[async_trait]
@@ -95,7 +101,8 @@ pub fn changeable(filter: &TaskFilter, op: Operation) -> Option<TaskFilter> {
 }
 
 /// Applies `change` to every task `filter` matches, `chunk_rows` rows a transaction (see
-/// the module's documentation for what that guarantees); returns how many changed.
+/// the module's documentation for what that guarantees), as part of operator action
+/// `action`; returns how many changed.
 pub async fn update_in_chunks<S: ChunkedUpdate + ?Sized>(
     store: &S,
     filter: &TaskFilter,
@@ -103,6 +110,7 @@ pub async fn update_in_chunks<S: ChunkedUpdate + ?Sized>(
     actor: &Actor,
     now: Option<DateTime<Utc>>,
     chunk_rows: u32,
+    action: &str,
 ) -> StoreResult<u64> {
     let Some(changeable) = changeable(filter, change.operation()) else {
         return Ok(0);
@@ -117,6 +125,7 @@ pub async fn update_in_chunks<S: ChunkedUpdate + ?Sized>(
                 actor,
                 now,
                 ids,
+                action,
             })
             .await?;
     }

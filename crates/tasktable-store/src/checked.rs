@@ -146,6 +146,7 @@ impl Limits {
         p: &'p UpdateChunkParams<'a>,
     ) -> StoreResult<Checked<&'p UpdateChunkParams<'a>>> {
         p.filter.validate()?;
+        crate::action::check_action_key(p.action)?;
         validate_change(p.change, self.max_payload_bytes)?;
         Ok(Checked(p))
     }

@@ -17,7 +17,7 @@ pub enum StoreError {
     /// An operator's change to one task ([`Target::Id`](crate::Target::Id)) in a state
     /// the operation may not start from ([`Operation::allowed_from`]). A change to a
     /// filter skips such tasks instead.
-    #[error("cannot {op} task {id}: it is {state}; {op} applies to {allowed}")]
+    #[error("cannot {op} task {id}: {}; {op} applies to {allowed}", state.described())]
     IllegalTransition {
         /// The task the change named.
         id: TaskId,

@@ -32,9 +32,18 @@ pub struct Event {
     pub worker_id: Option<String>,
     /// Who made the change.
     pub actor: Actor,
-    /// What changed: for an edit `{"field": {"old": ..., "new": ...}}`; for a change to
-    /// many tasks, its filter and count; `null` when the event says it all.
+    /// What changed: for an edit `{"field": {"old": ..., "new": ...}}`; for the row of a
+    /// change to many tasks, its filter and the values it set; `null` when the event says
+    /// it all.
     pub detail: Value,
+    /// The operator action it belongs to: a change to every task a filter matches
+    /// writes one row without a task for the action and one per task changed, all with
+    /// the action's key. `None` for a change to one task and for events of other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// On an action's own row: how many tasks it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u64>,
 }
 
 /// Which events an audit read wants; every field narrows it.
@@ -54,6 +63,17 @@ pub struct EventFilter {
     pub from: Option<DateTime<Utc>>,
     /// Before this time.
     pub to: Option<DateTime<Utc>>,
+    /// The events of this operator action: its own row and each task's.
+    pub action: Option<String>,
+}
+
+impl EventFilter {
+    /// Whether a read lists the rows an action wrote for each task it changed: only when
+    /// it asks for one task's events or one action's. Otherwise an action is its own row
+    /// alone, however many tasks it changed.
+    pub fn lists_action_tasks(&self) -> bool {
+        self.task_id.is_some() || self.action.is_some()
+    }
 }
 
 /// A page of the log, newest first: `limit` events with ids below `before`.
@@ -99,6 +119,10 @@ pub struct NewEvent {
     pub worker_id: Option<String>,
     /// What changed, as [`Event::detail`] says; `null` when the event says it all.
     pub detail: Value,
+    /// The operator action it belongs to ([`Event::action`]).
+    pub action: Option<String>,
+    /// On an action's own event: how many tasks it changed so far.
+    pub tasks: Option<u64>,
 }
 
 impl NewEvent {
@@ -112,6 +136,8 @@ impl NewEvent {
             schedule_id: None,
             worker_id: None,
             detail: Value::Null,
+            action: None,
+            tasks: None,
         }
     }
 }

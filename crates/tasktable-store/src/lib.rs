@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+mod action;
 pub mod batch;
 pub mod bulk;
 pub mod event;

@@ -218,6 +218,13 @@ pub struct UpdateParams {
     /// The change's time: `updated_at`, and `run_at` of a task retried to run now;
     /// `None`: the database's clock.
     pub now: Option<DateTime<Utc>>,
+    /// For a change to a filter: the key of the operator action it is part of, so that
+    /// the steps of one action (a change walked a window of ids at a time) are one row of
+    /// the audit; `None`: an action of its own, under a new key
+    /// ([`bulk::new_action_key`](crate::bulk::new_action_key)). At most
+    /// [`bulk::MAX_ACTION_KEY`](crate::bulk::MAX_ACTION_KEY) letters, digits, `-` and `_`.
+    /// A change to one task belongs to no action and must leave it `None`.
+    pub action: Option<String>,
 }
 
 /// Pausing or resuming claims from a queue
@@ -321,8 +328,17 @@ pub(crate) fn prepare_update(
     params: &mut UpdateParams,
     max_payload_bytes: usize,
 ) -> crate::StoreResult<()> {
-    if let Target::Filter(filter) = &params.target {
-        filter.validate()?;
+    match (&params.target, params.action.as_deref()) {
+        (Target::Filter(filter), action) => {
+            filter.validate()?;
+            action.map(crate::action::check_action_key).transpose()?;
+        }
+        (Target::Id(_), Some(_)) => {
+            return Err(crate::StoreError::InvalidInput(
+                "a change to one task is no bulk action: it takes no action key".into(),
+            ))
+        }
+        (Target::Id(_), None) => {}
     }
     validate_change(&params.change, max_payload_bytes)?;
     if let Change::Reschedule { run_at } = &mut params.change {

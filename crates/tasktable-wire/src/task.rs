@@ -170,6 +170,16 @@ pub struct TaskView {
     pub created_by: Option<tasktable_core::Actor>,
 }
 
+impl TaskView {
+    /// The error the task stands at: `last_error` unless the task has succeeded since
+    /// ([`tasktable_core::TaskState::has_current_error`]).
+    pub fn current_error(&self) -> Option<&str> {
+        self.last_error
+            .as_deref()
+            .filter(|_| self.state.has_current_error())
+    }
+}
+
 impl From<Task> for TaskView {
     fn from(t: Task) -> Self {
         TaskView {

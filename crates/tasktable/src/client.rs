@@ -189,6 +189,7 @@ impl Client {
                 target,
                 change,
                 now: None,
+                action: None,
             })
             .await
     }

@@ -46,6 +46,9 @@ pub struct AuditArgs {
     /// Follow every page to the end.
     #[arg(long)]
     all: bool,
+    /// The events of one bulk action (the ACTION column): its own and each task's.
+    #[arg(long, value_name = "KEY")]
+    action: Option<String>,
 }
 
 /// One event as the server sends it.
@@ -61,6 +64,12 @@ pub struct Event {
     pub actor: Actor,
     #[serde(default)]
     pub detail: Value,
+    /// The bulk action it belongs to.
+    #[serde(default)]
+    pub action: Option<String>,
+    /// On a bulk action's own event: how many tasks it changed.
+    #[serde(default)]
+    pub tasks: Option<u64>,
 }
 
 pub use tasktable::Actor;
@@ -79,7 +88,8 @@ pub fn describe_detail(detail: &Value) -> String {
                 new.as_str().unwrap_or("?")
             )),
             (Some(old), Some(new)) => parts.push(format!("{name} {old} -> {new}")),
-            _ if name == "filter" => parts.push(format!("bulk {value}")),
+            _ if name == "filter" => parts.push(format!("tasks with {}", filter_words(value))),
+            (None, Some(new)) => parts.push(format!("{name} -> {new}")),
             _ if name == "error" || name == "line" => {
                 parts.push(value.as_str().unwrap_or_default().to_owned())
             }
@@ -87,6 +97,24 @@ pub fn describe_detail(detail: &Value) -> String {
         }
     }
     output::one_line(&parts.join("; "), 100)
+}
+
+/// A bulk action's filter in words: `queue "q", state failed`.
+fn filter_words(filter: &Value) -> String {
+    let Some(fields) = filter.as_object() else {
+        return filter.to_string();
+    };
+    let words: Vec<String> = fields
+        .iter()
+        .map(|(name, value)| match value {
+            Value::Array(states) => {
+                let names: Vec<&str> = states.iter().filter_map(Value::as_str).collect();
+                format!("{} {}", name.trim_end_matches('s'), names.join(" or "))
+            }
+            other => format!("{} {other}", name.replace('_', " ")),
+        })
+        .collect();
+    words.join(", ")
 }
 
 pub async fn run(api: &Api, args: &AuditArgs, json: bool) -> Result<(), CliError> {
@@ -112,6 +140,7 @@ pub async fn run(api: &Api, args: &AuditArgs, json: bool) -> Result<(), CliError
         push("to", args.to.map(|t| t.to_rfc3339()));
         push("limit", limit.map(|l| l.to_string()));
         push("before", before.map(|b| b.to_string()));
+        push("action", args.action.clone());
         let page = api.get(&["api", "v1", "audit"], &query).await?;
         events.extend(field::<Vec<Value>>(&page, "events")?);
         let next: Option<i64> = field(&page, "next")?;
@@ -123,18 +152,20 @@ pub async fn run(api: &Api, args: &AuditArgs, json: bool) -> Result<(), CliError
     if json {
         return output::json(&json!({ "events": events, "next": next }));
     }
-    let mut table = Table::new(["ID", "AT", "EVENT", "OF", "BY", "WHAT"]);
+    let mut table = Table::new(["ID", "AT", "EVENT", "OF", "BY", "WHAT", "ACTION"]);
     for value in events {
         let e: Event = serde_json::from_value(value).map_err(|e| {
             CliError::failure(format!(
                 "the server sent an event this CLI cannot read: {e}"
             ))
         })?;
-        let of = match (e.task_id, e.schedule_id, &e.worker_id, &e.queue) {
-            (Some(task), _, _, _) => format!("task {task}"),
-            (None, Some(schedule), _, _) => format!("schedule {schedule}"),
-            (None, None, Some(worker), _) => format!("worker {worker}"),
-            (None, None, None, Some(queue)) => format!("queue {queue}"),
+        let of = match (e.task_id, e.tasks, e.schedule_id, &e.worker_id, &e.queue) {
+            (Some(task), ..) => format!("task {task}"),
+            // A bulk action's own event: how many tasks it changed.
+            (None, Some(tasks), ..) => output::tasks(tasks),
+            (None, None, Some(schedule), _, _) => format!("schedule {schedule}"),
+            (None, None, None, Some(worker), _) => format!("worker {worker}"),
+            (None, None, None, None, Some(queue)) => format!("queue {queue}"),
             _ => String::new(),
         };
         table.row(vec![
@@ -144,6 +175,7 @@ pub async fn run(api: &Api, args: &AuditArgs, json: bool) -> Result<(), CliError
             of,
             e.actor.label(),
             describe_detail(&e.detail),
+            e.action.unwrap_or_default(),
         ]);
     }
     if table.is_empty() {

@@ -9,6 +9,7 @@ use crate::input;
 use crate::output;
 use chrono::{DateTime, Utc};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -173,7 +174,11 @@ async fn by_id(api: &Api, ids: &[i64], ops: &[Op], json: bool) -> Result<(), Cli
                 Ok(answer) => {
                     if !json {
                         let task: Task = field(&answer, "task")?;
-                        output::line(format!("task {id}: {}; it is {}", op.done, task.state))?;
+                        output::line(format!(
+                            "task {id}: {}; {}",
+                            op.done,
+                            task.state.described()
+                        ))?;
                     }
                     last = Some(answer);
                 }
@@ -208,18 +213,56 @@ async fn by_id(api: &Api, ids: &[i64], ops: &[Op], json: bool) -> Result<(), Cli
     }
 }
 
+/// Tasks one step of a bulk change covers: the most the API takes.
+const STEP: u32 = 1000;
+
 async fn bulk(api: &Api, target: &TargetArgs, ops: &[Op], json: bool) -> Result<(), CliError> {
     if !target.yes {
         confirm(api, &target.filter, ops).await?;
     }
+    let terminal = !json && std::io::stderr().is_terminal();
     let mut answers = Vec::new();
     for op in ops {
-        let mut body = op.body.clone();
-        body["filter"] = target.filter.body();
-        let answer = api
-            .post(&["api", "v1", "tasks", "bulk", op.name], &body)
-            .await?;
-        let changed: u64 = field(&answer, "changed")?;
+        // A step at a time, so a long change shows how far it is.
+        let bar = if terminal {
+            let total = matching(api, &target.filter, op).await?;
+            ProgressBar::new(total).with_style(
+                ProgressStyle::with_template(&format!(
+                    "{:>16} {{bar:40}} {{pos}}/{{len}} tasks {{per_sec}} eta {{eta}}",
+                    op.name
+                ))
+                .expect("the template is valid"),
+            )
+        } else {
+            ProgressBar::hidden()
+        };
+        // Every step after the first names the action the first began, so the change
+        // is one row of the audit.
+        let (mut changed, mut after, mut action) = (0u64, None::<i64>, None::<String>);
+        loop {
+            let mut body = op.body.clone();
+            body["filter"] = target.filter.body();
+            body["limit"] = json!(STEP);
+            if let Some(after) = after {
+                body["after"] = json!(after);
+            }
+            if let Some(action) = &action {
+                body["action"] = json!(action);
+            }
+            let answer = api
+                .post(&["api", "v1", "tasks", "bulk", op.name], &body)
+                .await
+                .inspect_err(|_| bar.abandon())?;
+            let step: u64 = field(&answer, "changed")?;
+            changed += step;
+            bar.inc(step);
+            after = field(&answer, "next")?;
+            action = field(&answer, "action")?;
+            if after.is_none() {
+                break;
+            }
+        }
+        bar.finish_and_clear();
         if !json {
             output::line(format!("{}: {}", output::tasks(changed), op.done))?;
         }
@@ -234,7 +277,18 @@ async fn bulk(api: &Api, target: &TargetArgs, ops: &[Op], json: bool) -> Result<
     Ok(())
 }
 
-/// Asks on the terminal, saying how many tasks the filter matches now.
+/// How many tasks `op` applies to now among those `filter` matches (the API's dry run).
+async fn matching(api: &Api, filter: &FilterArgs, op: &Op) -> Result<u64, CliError> {
+    let mut body = op.body.clone();
+    body["filter"] = filter.body();
+    body["dry_run"] = json!(true);
+    let answer = api
+        .post(&["api", "v1", "tasks", "bulk", op.name], &body)
+        .await?;
+    field(&answer, "matching")
+}
+
+/// Asks on the terminal, saying how many tasks each change applies to now.
 async fn confirm(api: &Api, filter: &FilterArgs, ops: &[Op]) -> Result<(), CliError> {
     let names: Vec<&str> = ops.iter().map(|op| op.name).collect();
     let what = format!(
@@ -247,16 +301,15 @@ async fn confirm(api: &Api, filter: &FilterArgs, ops: &[Op]) -> Result<(), CliEr
             "this would {what}; pass --yes to confirm (stdin is not a terminal, so there is no one to ask)"
         )));
     }
-    let mut query = filter.query();
-    query.push(("limit", "1000".into()));
-    let page = api.get(&["api", "v1", "tasks"], &query).await?;
-    let matching = field::<Vec<Value>>(&page, "tasks")?.len();
-    let more = if field::<Option<i64>>(&page, "next")?.is_some() {
-        "more than "
-    } else {
-        ""
-    };
-    eprint!("{what} ({more}{matching} match now)? [y/N] ");
+    let mut counts = Vec::new();
+    for op in ops {
+        let n = matching(api, filter, op).await?;
+        counts.push(match ops {
+            [_] => output::tasks(n),
+            _ => format!("{}: {}", op.name, output::tasks(n)),
+        });
+    }
+    eprint!("{what} ({} match now)? [y/N] ", counts.join(", "));
     std::io::stderr().flush()?;
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;

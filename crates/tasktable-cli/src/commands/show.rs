@@ -91,7 +91,7 @@ fn render(task: &Task, attempts: &[Attempt], runs: &[Run]) -> String {
         "worker",
         worker(task.worker_host.as_deref(), task.worker_id.as_deref()),
     );
-    optional("last error", task.last_error.clone());
+    optional("last error", task.current_error().map(str::to_owned));
     optional("payload", Some(pretty(&task.payload)));
     optional("result", task.result.as_ref().map(pretty));
     optional("checkpoint", task.checkpoint.as_ref().map(pretty));

@@ -152,10 +152,10 @@ pub async fn run(api: &Api, args: &SubmitArgs, json: bool) -> Result<(), CliErro
         ))
     } else {
         output::line(format!(
-            "not created: task {} already has idempotency key {:?} (it is {}; the options given were not applied)",
+            "not created: task {} already has idempotency key {:?} ({}; the options given were not applied)",
             task.id,
             task.idempotency_key.unwrap_or_default(),
-            task.state
+            task.state.described()
         ))
     }
 }

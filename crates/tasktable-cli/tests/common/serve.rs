@@ -224,6 +224,25 @@ impl Server {
         );
     }
 
+    /// `tasktable ARGS` as admin on a terminal of its own (util-linux's `script` gives it
+    /// one), typing `input`: its exit code, and what the terminal showed (the input echoed,
+    /// stdout and stderr together).
+    pub fn tt_on_terminal(&self, args: &[&str], input: &str) -> (i32, String) {
+        let quoted: Vec<String> = std::iter::once(BIN)
+            .chain(args.iter().copied())
+            .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+            .collect();
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &quoted.join(" "), "/dev/null"]);
+        for var in ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env("TASKTABLE_SERVER", &self.url)
+            .env("TASKTABLE_TOKEN", ADMIN);
+        let run = finish(cmd, Some(input));
+        (run.code, run.stdout.replace("\r\n", "\n"))
+    }
+
     pub fn tt_as(&self, token: &str, args: &[&str], stdin: Option<&str>) -> Run {
         let mut cmd = command(args);
         cmd.env("TASKTABLE_SERVER", &self.url)

@@ -168,6 +168,7 @@ pub async fn a_retry_ends_where_core_says_whatever_max_attempts_becomes_while_ru
                         target: Target::Id(cell.id),
                         change: Change::SetMaxAttempts { max_attempts: m },
                         now: Some(now),
+                        action: None,
                     })
                     .await
                     .expect("set max_attempts");

@@ -83,6 +83,7 @@ async fn cut_calls_everywhere(s: &dyn Store, probe: &Probe) {
                     },
                     actor: tasktable_core::Actor::rust(),
                     now: Some(at(1)),
+                    action: None,
                 };
                 cut_off(after, s.task_update(change)).await
             }

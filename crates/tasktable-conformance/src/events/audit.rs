@@ -15,6 +15,7 @@ async fn change(s: &dyn Store, actor: Actor, target: Target, change: Change) -> 
         change,
         actor,
         now: Some(at(5)),
+        action: None,
     })
     .await
 }
@@ -60,7 +61,27 @@ pub async fn task_changes_are_recorded_with_their_actor_and_what_they_changed(db
     assert_eq!(n, 3, "three pending tasks held");
 
     let log = all(&*s, EventFilter::default(), 2).await;
-    assert_eq!(log.len(), 6, "one event per task changed: {log:#?}");
+    assert_eq!(
+        log.len(),
+        4,
+        "one event per change of one task, one for the bulk action: {log:#?}"
+    );
+    let action = &log[0];
+    assert_eq!(
+        (
+            action.event,
+            action.task_id,
+            action.tasks,
+            action.actor.clone()
+        ),
+        (EventKind::Held, None, Some(3), bob())
+    );
+    assert_eq!(action.queue.as_deref(), Some("mail"));
+    assert_eq!(
+        action.detail,
+        json!({"filter": {"queue": "mail", "states": ["pending"]}})
+    );
+    let key = action.action.clone().expect("the action's key");
     assert!(log.windows(2).all(|w| w[0].id > w[1].id), "newest first");
     let first = log.last().unwrap();
     assert_eq!(first.event, EventKind::Edited);
@@ -101,10 +122,20 @@ pub async fn task_changes_are_recorded_with_their_actor_and_what_they_changed(db
         json!({"old": "pending", "new": "held"})
     );
     assert_eq!(
-        edited[0].detail["filter"]["queue"],
-        json!("mail"),
-        "a bulk change names its filter"
+        edited[0].action.as_deref(),
+        Some(key.as_str()),
+        "a task's row of a bulk change names its action, whose row holds the filter"
     );
+    let of_action = all(
+        &*s,
+        EventFilter {
+            action: Some(key.clone()),
+            ..Default::default()
+        },
+        100,
+    )
+    .await;
+    assert_eq!(of_action.len(), 4, "its own row and one per task held");
 
     // The task's own history, oldest first.
     let history = s.task_events(ids[2]).await.unwrap();
@@ -121,7 +152,7 @@ pub async fn task_changes_are_recorded_with_their_actor_and_what_they_changed(db
         100,
     )
     .await;
-    assert_eq!(by_bob.len(), 4);
+    assert_eq!(by_bob.len(), 2, "a cancel and the bulk action");
     assert!(by_bob.iter().all(|e| e.actor == bob()));
     let dashboard = EventFilter {
         actor_kind: Some(ActorKind::Dashboard),
@@ -144,7 +175,7 @@ pub async fn task_changes_are_recorded_with_their_actor_and_what_they_changed(db
         to: Some(at(6)),
         ..Default::default()
     };
-    assert_eq!(all(&*s, window, 100).await.len(), 6);
+    assert_eq!(all(&*s, window, 100).await.len(), 4);
 }
 
 pub async fn refused_changes_record_nothing(db: &impl Backend) {

@@ -83,6 +83,7 @@ pub async fn a_follower_sees_submits_attempts_and_events_once_and_resumes_withou
         change: Change::Cancel,
         actor: alice(),
         now: None,
+        action: None,
     })
     .await
     .unwrap();

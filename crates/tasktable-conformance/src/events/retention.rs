@@ -16,6 +16,7 @@ async fn edit_priority(s: &dyn Store, id: i64) {
         change: Change::SetPriority { priority: 3 },
         actor: alice(),
         now: Some(at(1)),
+        action: None,
     })
     .await
     .unwrap();

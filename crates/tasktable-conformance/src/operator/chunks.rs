@@ -118,6 +118,7 @@ pub async fn claims_and_finishes_go_through_between_chunks_of_a_bulk_change(db: 
                 &tasktable_core::Actor::rust(),
                 Some(at(5)),
                 3,
+                "paced-cancel",
             )
             .await
         }
@@ -163,4 +164,38 @@ pub async fn claims_and_finishes_go_through_between_chunks_of_a_bulk_change(db: 
         !finish(&*s, overtaken.lease(), done(), 1, at(7)).await,
         "its worker finds the task cancelled"
     );
+    // Its chunks are one operator action: one row of the audit, counting them all, and a
+    // row in each task's history.
+    let audit = |filter| {
+        s.event_list(tasktable_store::EventListParams {
+            filter,
+            before: None,
+            limit: 100,
+        })
+    };
+    let listed = audit(tasktable_store::EventFilter::default())
+        .await
+        .unwrap();
+    let actions: Vec<_> = listed.iter().filter(|e| e.action.is_some()).collect();
+    assert_eq!(actions.len(), 1, "{listed:?}");
+    let own = actions[0];
+    assert_eq!(
+        (own.task_id, own.tasks, own.action.as_deref()),
+        (None, Some(9), Some("paced-cancel"))
+    );
+    assert_eq!(own.detail["filter"], json!({"queue": "q", "kind": "bulk"}));
+    let of_action = audit(tasktable_store::EventFilter {
+        action: Some("paced-cancel".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        of_action.len(),
+        10,
+        "its own row and one per task: {of_action:?}"
+    );
+    let of_task = s.task_events(bulk[4]).await.unwrap();
+    assert_eq!(of_task.len(), 1);
+    assert_eq!(of_task[0].action.as_deref(), Some("paced-cancel"));
 }

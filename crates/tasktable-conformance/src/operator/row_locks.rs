@@ -92,6 +92,7 @@ pub async fn bulk_change_waits_for_a_row_a_worker_holds_while_other_writes_proce
             &tasktable_core::Actor::rust(),
             Some(at(5)),
             3,
+            "paced-cancel",
         )
         .await
     });

@@ -139,7 +139,7 @@ pub async fn operator_changes_respect_the_state_machine(db: &impl Backend) {
     let t = get(&*s, id).await;
     assert_eq!((t.state, t.attempt), (TaskState::Failed, 2));
     let err = update(&*s, Target::Id(id), Change::Hold).await.unwrap_err();
-    assert!(err.to_string().contains("it is failed"), "{err}");
+    assert!(err.to_string().contains("it has failed"), "{err}");
     assert_eq!(update(&*s, Target::Id(id), Change::Retry).await.unwrap(), 1);
     let t = get(&*s, id).await;
     assert_eq!(

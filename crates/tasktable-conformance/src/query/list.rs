@@ -1,7 +1,7 @@
 //! Listing: keyset pages give each task once, newest first, and every filter narrows the
 //! list.
 
-use crate::pinned::{at, claim, finish, submit_at, submit_one};
+use crate::pinned::{at, claim, finish, get, ok, submit_at, submit_one, update};
 use crate::Backend;
 use serde_json::json;
 use tasktable_core::{HandlerOutcome, NewTask, TaskState};
@@ -117,6 +117,25 @@ pub async fn list_filters_and_pages_by_keyset(db: &impl Backend) {
     assert_eq!(
         page.tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
         vec![idem]
+    );
+    // Retried and succeeded since: the error is history, and no longer matches.
+    update(&*s, Target::Id(t.id), Change::Retry).await.unwrap();
+    let again = claim(&*s, &["email"], 100, at(102))
+        .await
+        .into_iter()
+        .find(|c| c.id == t.id)
+        .expect("claimed again");
+    finish(&*s, again.lease(), ok(), 1, at(103)).await;
+    let succeeded = get(&*s, t.id).await;
+    assert_eq!(
+        (succeeded.state, succeeded.last_error.as_deref()),
+        (TaskState::Succeeded, Some("SMTP 550 mailbox unavailable")),
+        "the column keeps it"
+    );
+    assert_eq!(succeeded.current_error(), None);
+    assert_eq!(
+        count(TaskFilter::default().error_contains("550 mailbox")).await,
+        0
     );
     let err = s
         .task_list(ListParams {

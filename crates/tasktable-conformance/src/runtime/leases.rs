@@ -66,7 +66,7 @@ pub async fn timeouts_count_attempts_and_end_failed(db: &impl Backend) {
         (TaskState::Failed, 2),
         "never an endless loop"
     );
-    assert_eq!(t.last_error.as_deref(), Some("timed out"));
+    assert_eq!(t.last_error.as_deref(), Some("timed out after 200 ms"));
     assert_eq!(
         outcomes(&*store, id).await,
         vec![AttemptOutcome::TimedOut, AttemptOutcome::TimedOut]

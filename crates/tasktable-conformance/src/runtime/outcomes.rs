@@ -219,6 +219,7 @@ pub async fn cancelling_a_running_task_signals_its_handler(db: &impl Backend) {
             target: Target::Id(id),
             change: Change::Cancel,
             now: None,
+            action: None,
         })
         .await
         .unwrap();

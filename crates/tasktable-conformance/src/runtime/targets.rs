@@ -150,6 +150,7 @@ pub async fn a_new_target_stops_the_running_handler_without_spending_an_attempt(
                 target: workers(&["b"]),
             },
             now: None,
+            action: None,
         })
         .await
         .unwrap();

@@ -112,6 +112,7 @@ pub async fn overlap_skip_fires_no_slot_while_the_previous_task_is_unfinished(db
         target: Target::Id(fired_slots_task(&*s, sched.id, at(240)).await),
         change: Change::Cancel,
         now: Some(at(250)),
+        action: None,
     })
     .await
     .unwrap();

@@ -169,6 +169,7 @@ pub async fn an_operators_change_ends_the_wait(db: &impl Backend) {
             target: Target::Workers(vec!["w2".into()]),
         },
         now: Some(at(3)),
+        action: None,
     })
     .await
     .unwrap();
@@ -177,6 +178,7 @@ pub async fn an_operators_change_ends_the_wait(db: &impl Backend) {
         target: tasktable_store::Target::Id(ids[1]),
         change: Change::Reschedule { run_at: at(4) },
         now: Some(at(3)),
+        action: None,
     })
     .await
     .unwrap();

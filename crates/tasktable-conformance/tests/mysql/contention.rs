@@ -85,6 +85,7 @@ async fn contention_is_retried_without_losing_or_doubling_a_task() {
                             priority: ((i + n) % 5) as i32,
                         },
                         now: None,
+                        action: None,
                     })
                     .await
                     .expect("a bulk change never fails under contention");

@@ -263,6 +263,7 @@ impl App {
                 target: Target::Id(id),
                 change: Change::Cancel,
                 now: self.now(),
+                action: None,
             })
             .await
             .unwrap();

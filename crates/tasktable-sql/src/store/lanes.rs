@@ -170,6 +170,7 @@ impl<B: Backend> SqlStore<B> {
                 change: Change::EditPayload { payload: data },
                 actor: p.actor.clone(),
                 now: None,
+                action: None,
             })?;
             if let Change::EditPayload { payload } = checked.into_inner().change {
                 p.data = Some(payload);

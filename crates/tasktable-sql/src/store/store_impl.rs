@@ -126,7 +126,11 @@ impl<B: Backend> Store for SqlStore<B> {
             Target::Filter(filter) => {
                 let rows = self.db.bulk_chunk_rows();
                 let (change, actor) = (&params.change, &params.actor);
-                update_in_chunks(self, filter, change, actor, params.now, rows).await
+                let action = match &params.action {
+                    Some(key) => key.clone(),
+                    None => tasktable_store::bulk::new_action_key(),
+                };
+                update_in_chunks(self, filter, change, actor, params.now, rows, &action).await
             }
         }
     }
