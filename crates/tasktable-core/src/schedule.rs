@@ -291,7 +291,7 @@ pub fn due_slots(
     now: DateTime<Utc>,
     missed: Missed,
 ) -> Vec<DateTime<Utc>> {
-    let on_time_from = now - TimeDelta::from_std(ON_TIME).unwrap_or_default();
+    let on_time_from = on_time_from(now);
     let keep = match missed {
         Missed::Skip => 0,
         Missed::RunLatest => 1,
@@ -312,6 +312,58 @@ pub fn due_slots(
     let from = last.max(on_time_from - TimeDelta::nanoseconds(1));
     late.extend(slots.between(from, now, usize::MAX));
     late
+}
+
+/// The oldest slot still on time at `now`: older ones were missed.
+fn on_time_from(now: DateTime<Utc>) -> DateTime<Utc> {
+    now - TimeDelta::from_std(ON_TIME).unwrap_or_default()
+}
+
+/// How many slots a [`SlotSpan`] counts before it stops: a schedule down for a month may
+/// have missed millions of slots, and counting them all would take as many steps.
+pub const SLOTS_COUNTED: u32 = 1000;
+
+/// Slots told in bounded space: how many (up to [`SLOTS_COUNTED`]), the oldest and the
+/// newest. What a firing says of the missed slots it leaves unfired.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotSpan {
+    /// How many, counted up to [`SLOTS_COUNTED`].
+    pub count: u32,
+    /// There are more than `count`: counting stopped at [`SLOTS_COUNTED`].
+    pub more: bool,
+    /// The oldest; `None` when there is none.
+    pub first: Option<DateTime<Utc>>,
+    /// The newest; `None` when there is none.
+    pub last: Option<DateTime<Utc>>,
+}
+
+impl SlotSpan {
+    /// The slots strictly between `after` and `before`, in at most [`SLOTS_COUNTED`] + 2
+    /// steps however many there are.
+    pub fn between(slots: &Slots, after: DateTime<Utc>, before: DateTime<Utc>) -> SlotSpan {
+        let mut span = SlotSpan::default();
+        let mut t = after;
+        while let Some(next) = slots.next_after(t).filter(|n| *n < before) {
+            if span.count == SLOTS_COUNTED {
+                span.more = true;
+                break;
+            }
+            span.first.get_or_insert(next);
+            span.count += 1;
+            t = next;
+        }
+        span.last = match (span.count, span.more) {
+            (0, _) => None,
+            (_, false) => Some(t),
+            (_, true) => slots.prev_before(before),
+        };
+        span
+    }
+
+    /// Whether it holds no slot.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
 }
 
 /// What a schedule submits at each slot: a task's options without its time or keys of

@@ -9,10 +9,14 @@ use axum::response::{IntoResponse, Response};
 use maud::html;
 use tasktable_store::StoreError;
 
-/// What to tell the operator about `err`; a database failure is logged here.
+/// What to tell the operator about `err`; a database failure is logged here, except an
+/// unreachable database, which the store logs once for the whole outage.
 pub fn message(err: &StoreError) -> String {
     if err.is_client_error() {
         return err.to_string();
+    }
+    if err.is_unreachable() {
+        return "the database cannot be reached; try again when it is back".into();
     }
     let reference = hex::encode(rand::random::<[u8; 4]>());
     tracing::error!(%reference, error = %err, "a dashboard request failed in the database");
@@ -57,6 +61,13 @@ mod tests {
             .trim_end_matches('.');
         assert_eq!(reference.len(), 8, "{shown}");
         assert!(message(&StoreError::Migration("secret dsn".into())).contains("reference"));
+        let away = message(&StoreError::unreachable(std::io::Error::other(
+            "db-7.internal",
+        )));
+        assert!(
+            away.contains("cannot be reached") && !away.contains("db-7"),
+            "{away}"
+        );
     }
 
     #[test]

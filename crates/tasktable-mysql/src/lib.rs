@@ -128,7 +128,7 @@ pub struct MySqlBackend {
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
-    StoreError::database(e)
+    tasktable_sqlx::store_error(e)
 }
 
 /// Room left in a packet for everything in a statement beside its one large value.

@@ -97,7 +97,7 @@ pub struct PgBackend {
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
-    StoreError::database(e)
+    tasktable_sqlx::store_error(e)
 }
 
 /// A duration (a lease, a delay) as whole microseconds, for `$n * interval '1

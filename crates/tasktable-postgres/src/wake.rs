@@ -104,16 +104,24 @@ impl Drop for Waker {
 }
 
 /// Runs until aborted: listens, and after any failure reconnects with a growing pause.
+/// Losing a connection it listened on is a WARN line, and listening again after that an
+/// INFO line; the tries between are DEBUG, so a database that stays away for an hour
+/// costs two lines here, not one every few seconds.
 async fn listen(
     options: PgConnectOptions,
     sender: broadcast::Sender<Wake>,
     ready: watch::Sender<bool>,
 ) {
     let mut pause = RETRY_MIN;
+    let mut lost = false;
     loop {
-        let err = listen_once(&options, &sender, &ready, &mut pause).await;
-        ready.send_replace(false);
-        tracing::warn!(error = %err, retry_in = ?pause, "tasktable: wake listener lost its connection");
+        let err = listen_once(&options, &sender, &ready, &mut pause, &mut lost).await;
+        if ready.send_replace(false) {
+            lost = true;
+            tracing::warn!(error = %err, "tasktable: wake listener lost its connection; workers poll until it is back");
+        } else {
+            tracing::debug!(error = %err, retry_in = ?pause, "tasktable: wake listener cannot connect");
+        }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(RETRY_MAX);
     }
@@ -125,6 +133,7 @@ async fn listen_once(
     sender: &broadcast::Sender<Wake>,
     ready: &watch::Sender<bool>,
     pause: &mut Duration,
+    lost: &mut bool,
 ) -> sqlx::Error {
     // A pool of one, used only so PgListener can reconnect (and re-LISTEN) by itself when
     // the connection drops; notifications sent while it is down are lost, which polling
@@ -140,6 +149,9 @@ async fn listen_once(
     };
     if let Err(e) = listener.listen(WAKE_CHANNEL).await {
         return e;
+    }
+    if std::mem::take(lost) {
+        tracing::info!("tasktable: wake listener listening again");
     }
     ready.send_replace(true);
     *pause = RETRY_MIN;
@@ -249,9 +261,13 @@ impl Notifier {
                 .bind(&queues)
                 .execute(&pool)
                 .await;
-            if let Err(e) = sent {
-                // Best effort: the workers of these queues find the tasks when they poll.
-                tracing::warn!(error = %e, "tasktable: could not send wake-ups");
+            // Best effort: the workers of these queues find the tasks when they poll. An
+            // unreachable database is told by the store's calls, once.
+            match sent {
+                Err(e) if !tasktable_sqlx::is_unreachable(&e) => {
+                    tracing::warn!(error = %e, "tasktable: could not send wake-ups");
+                }
+                _ => {}
             }
         }
     }

@@ -125,7 +125,9 @@ impl Claimer {
             Ok(found) => found,
             Err(e) => {
                 metrics::store_error(Call::Claim);
-                tracing::warn!(error = %e, "finding queues with work failed");
+                if !e.is_unreachable() {
+                    tracing::warn!(error = %e, "finding queues with work failed");
+                }
                 return;
             }
         };
@@ -192,7 +194,9 @@ impl Claimer {
                 Ok(tasks) => tasks,
                 Err(e) => {
                     metrics::store_error(Call::Claim);
-                    tracing::warn!(error = %e, queue = %queue.config.name, "claim failed");
+                    if !e.is_unreachable() {
+                        tracing::warn!(error = %e, queue = %queue.config.name, "claim failed");
+                    }
                     round.failed.get_or_insert(e);
                     continue;
                 }

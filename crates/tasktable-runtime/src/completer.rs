@@ -103,6 +103,10 @@ async fn write_batch(
     }
     match finish_once(store, items.clone()).await {
         Ok(applied) => return as_planned(applied),
+        // The database is what fails, not the items: no use writing them one by one.
+        Err(e) if e.is_unreachable() => {
+            return as_planned(write(store, items, give_up_after).await);
+        }
         Err(e) => {
             tracing::warn!(error = %e, tasks = items.len(), "the store refused a batch of finished tasks; writing them one by one");
         }
@@ -217,7 +221,9 @@ async fn write(store: &dyn Store, items: Vec<FinishItem>, give_up_after: Duratio
         match result {
             Ok(applied) => return applied,
             Err(e) if started.elapsed() + wait < give_up_after => {
-                tracing::warn!(error = %e, tasks = items.len(), "cannot record finished tasks; retrying");
+                if !e.is_unreachable() {
+                    tracing::warn!(error = %e, tasks = items.len(), "cannot record finished tasks; retrying");
+                }
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(2));
             }

@@ -54,7 +54,9 @@ pub(crate) async fn renew_once(shared: &Shared) {
             }
             Err(e) => {
                 metrics::store_error(Call::Renew);
-                tracing::warn!(error = %e, leases = chunk.len(), "cannot renew leases");
+                if !e.is_unreachable() {
+                    tracing::warn!(error = %e, leases = chunk.len(), "cannot renew leases");
+                }
             }
         }
     }

@@ -49,7 +49,9 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
         }
         if let Err(e) = beat(&shared, false).await {
             metrics::store_error(Call::Heartbeat);
-            tracing::warn!(error = %e, "worker heartbeat failed");
+            if !e.is_unreachable() {
+                tracing::warn!(error = %e, "worker heartbeat failed");
+            }
         }
         reap_silent(
             &*shared.store,
@@ -83,7 +85,9 @@ pub(crate) async fn reap_silent(
         Ok(_) => {}
         Err(e) => {
             metrics::store_error(Call::Heartbeat);
-            tracing::warn!(error = %e, "marking silent workers gone failed");
+            if !e.is_unreachable() {
+                tracing::warn!(error = %e, "marking silent workers gone failed");
+            }
         }
     }
 }

@@ -177,7 +177,8 @@ impl Rescuer {
     }
 
     /// Scans at once, then every `interval`, until `stop` resolves. A failed scan is
-    /// logged, counted (`tasktable_store_errors_total{call="rescue"}`) and tried again at
+    /// logged (an unreachable database once, by the store), counted
+    /// (`tasktable_store_errors_total{call="rescue"}`) and tried again at
     /// the next one.
     pub async fn run(self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
@@ -190,7 +191,9 @@ impl Rescuer {
         loop {
             if let Err(e) = self.run_once(None).await {
                 metrics::store_error(Call::Rescue);
-                tracing::warn!(error = %e, "rescue scan failed");
+                if !e.is_unreachable() {
+                    tracing::warn!(error = %e, "rescue scan failed");
+                }
             }
 
             tokio::select! {

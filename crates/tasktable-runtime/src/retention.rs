@@ -142,7 +142,8 @@ impl Retainer {
     }
 
     /// Sweeps at once, then every `interval`, until `stop` resolves. A failed sweep is
-    /// logged, counted (`tasktable_store_errors_total{call="retention"}`) and tried again
+    /// logged (an unreachable database once, by the store), counted
+    /// (`tasktable_store_errors_total{call="retention"}`) and tried again
     /// at the next one.
     pub async fn run(self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
@@ -150,7 +151,9 @@ impl Retainer {
         loop {
             if let Err(e) = self.run_once(None, |_, _| {}).await {
                 metrics::store_error(Call::Retention);
-                tracing::warn!(error = %e, "retention sweep failed");
+                if !e.is_unreachable() {
+                    tracing::warn!(error = %e, "retention sweep failed");
+                }
             }
             tokio::select! {
                 _ = &mut stop => return,

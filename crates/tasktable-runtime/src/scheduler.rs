@@ -94,12 +94,7 @@ impl Scheduler {
             let full = fired.len() as u32 >= self.config.batch;
             for f in &fired {
                 metrics::schedule_fired(f);
-                tracing::info!(
-                    schedule = %f.name,
-                    tasks = f.tasks.len(),
-                    skipped = f.skipped.len(),
-                    "schedule fired"
-                );
+                log_fired(f);
             }
             all.extend(fired);
             if !full {
@@ -109,7 +104,8 @@ impl Scheduler {
     }
 
     /// Saves the declared schedules, then fires due ones every `interval` until `stop`
-    /// resolves. A failed call is logged and tried again at the next tick.
+    /// resolves. A failed call is logged (an unreachable database once, by the store) and
+    /// tried again at the next tick.
     pub async fn run(self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         metrics::describe();
@@ -120,13 +116,17 @@ impl Scheduler {
                     Ok(()) => declared = true,
                     Err(e) => {
                         metrics::store_error(Call::Schedule);
-                        tracing::warn!(error = %e, "declared schedules could not be saved");
+                        if !e.is_unreachable() {
+                            tracing::warn!(error = %e, "declared schedules could not be saved");
+                        }
                     }
                 }
             }
             if let Err(e) = self.run_once(None).await {
                 metrics::store_error(Call::Schedule);
-                tracing::warn!(error = %e, "firing schedules failed");
+                if !e.is_unreachable() {
+                    tracing::warn!(error = %e, "firing schedules failed");
+                }
             }
             let jitter = 0.8 + 0.4 * rand::random::<f64>();
             tokio::select! {
@@ -134,5 +134,84 @@ impl Scheduler {
                 _ = tokio::time::sleep(self.config.interval.mul_f64(jitter)) => {}
             }
         }
+    }
+}
+
+/// Slot times a line lists; more are told as a count.
+const LISTED: usize = 10;
+
+/// The INFO lines of one firing: what fired, and, when some slots were missed or skipped,
+/// how many and which, in a bounded line each (however many slots a long outage missed).
+fn log_fired(f: &Fired) {
+    let schedule = f.name.as_str();
+    tracing::info!(
+        schedule,
+        tasks = f.tasks.len(),
+        caught_up = f.caught_up,
+        skipped = f.skipped.len(),
+        missed_skipped = f.missed_skipped.count,
+        "schedule fired"
+    );
+    if let Some(late) = f.tasks.get(..f.caught_up).filter(|l| !l.is_empty()) {
+        let slots: Vec<DateTime<Utc>> = late.iter().map(|t| t.slot_at).collect();
+        tracing::info!(
+            schedule,
+            caught_up = slots.len(),
+            first_slot = %time(slots[0]),
+            last_slot = %time(slots[slots.len() - 1]),
+            slots = %listing(&slots),
+            "schedule caught up missed slots"
+        );
+    }
+    let missed = &f.missed_skipped;
+    if let (Some(first), Some(last)) = (missed.first, missed.last) {
+        tracing::info!(
+            schedule,
+            reason = "missed",
+            skipped = missed.count,
+            more = missed.more,
+            first_slot = %time(first),
+            last_slot = %time(last),
+            "schedule skipped slots"
+        );
+    }
+    // Slots the overlap policy skips (the previous task still runs) are counted by the
+    // firing's own line (`skipped`): a line of their own at every slot of a schedule
+    // whose task is stuck would be a line per slot for as long as it stays stuck.
+}
+
+/// A slot as RFC 3339 in UTC, to the millisecond (as a slot's idempotency key spells it).
+fn time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The first [`LISTED`] slots, and how many more.
+fn listing(slots: &[DateTime<Utc>]) -> String {
+    let mut text: Vec<String> = slots.iter().take(LISTED).map(|t| time(*t)).collect();
+    if slots.len() > LISTED {
+        text.push(format!("and {} more", slots.len() - LISTED));
+    }
+    text.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_listing_of_many_slots_names_the_first_ten_and_counts_the_rest() {
+        let at = |m: u32| Utc.with_ymd_and_hms(2030, 1, 1, 0, m, 0).unwrap();
+        assert_eq!(
+            listing(&[at(1), at(2)]),
+            "2030-01-01T00:01:00.000Z, 2030-01-01T00:02:00.000Z"
+        );
+        let many: Vec<_> = (0..50).map(at).collect();
+        let text = listing(&many);
+        assert!(
+            text.ends_with(", 2030-01-01T00:09:00.000Z, and 40 more"),
+            "{text}"
+        );
+        assert_eq!(text.matches("2030-").count(), LISTED);
     }
 }

@@ -310,7 +310,9 @@ impl Worker {
         // claims nothing.
         if let Err(e) = registry::beat(shared, true).await {
             metrics::store_error(metrics::Call::Heartbeat);
-            tracing::warn!(error = %e, "worker heartbeat failed");
+            if !e.is_unreachable() {
+                tracing::warn!(error = %e, "worker heartbeat failed");
+            }
         }
         let heartbeat = tokio::spawn(registry::run(shared.clone(), stop_services.clone()));
         let tracker = TaskTracker::new();

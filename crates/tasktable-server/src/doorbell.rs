@@ -174,7 +174,9 @@ async fn watch_queue(
         match due {
             Ok(true) => bell.ring.send_modify(|n| *n = n.wrapping_add(1)),
             Ok(false) => {}
-            // The claims find out for themselves at their next wake or deadline.
+            // The claims find out for themselves at their next wake or deadline. An
+            // unreachable database is told once, by the store, not once a tick.
+            Err(e) if e.is_unreachable() => {}
             Err(e) => tracing::warn!(queue = %bell.queue, error = %e, "due check failed"),
         }
     }

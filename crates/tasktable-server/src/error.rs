@@ -123,6 +123,7 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         let message = err.to_string();
+        let unreachable = err.is_unreachable();
         match err {
             StoreError::NotFound(_) | StoreError::ScheduleNotFound(_) => {
                 ApiError::not_found(message)
@@ -144,7 +145,10 @@ impl From<StoreError> for ApiError {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
             }
             StoreError::Migration(_) | StoreError::Database(_) => {
-                tracing::error!(error = %message, "store call failed");
+                // An unreachable database is told once, by the store, not once a request.
+                if !unreachable {
+                    tracing::error!(error = %message, "store call failed");
+                }
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "database_unavailable",

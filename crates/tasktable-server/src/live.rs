@@ -241,8 +241,11 @@ pub async fn follow(
             match follower.next().await {
                 Ok(items) => Some((items, (follower, guard))),
                 Err(e) => {
-                    // The client reconnects from the last id it saw.
-                    tracing::warn!(error = %e, "an event stream ended on a store error");
+                    // The client reconnects from the last id it saw. An unreachable
+                    // database is told once, by the store.
+                    if !e.is_unreachable() {
+                        tracing::warn!(error = %e, "an event stream ended on a store error");
+                    }
                     None
                 }
             }

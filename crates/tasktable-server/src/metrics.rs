@@ -159,8 +159,11 @@ pub async fn scrape(State(state): State<AppState>) -> Response {
         }
         Err(e) => {
             // The recorded series are still worth serving, above all while the database
-            // is down; the scrape reports the failure in `tasktable_store_up`.
-            tracing::warn!(error = %e, "cannot read the database gauges for /metrics");
+            // is down; the scrape reports the failure in `tasktable_store_up` (and an
+            // unreachable database is told once, by the store, not once a scrape).
+            if !e.is_unreachable() {
+                tracing::warn!(error = %e, "cannot read the database gauges for /metrics");
+            }
             push_family(
                 &mut body,
                 STORE_UP,

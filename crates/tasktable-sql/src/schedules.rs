@@ -311,7 +311,10 @@ pub async fn run_due<B: Backend>(b: &B, p: RunDueParams) -> StoreResult<Vec<Fire
             Ok(Some(f)) => fired.push(f),
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(schedule = id, error = %e, "schedule could not fire");
+                // An unreachable database is told once, by the store every part holds.
+                if !e.is_unreachable() {
+                    tracing::warn!(schedule = id, error = %e, "schedule could not fire");
+                }
                 first_error.get_or_insert(e);
             }
         }
@@ -472,8 +475,8 @@ async fn fire_due<B: Backend>(
         let plan = plan(&slots, s.covered_until, now, s.spec.missed);
         let mut previous = task_state(&mut tx, s.last_task_id).await?;
         let scheduler = Actor::system("scheduler");
-        let (mut tasks, mut skipped) = (Vec::new(), Vec::new());
-        for slot in plan.slots {
+        let (mut tasks, mut skipped, mut caught_up) = (Vec::new(), Vec::new(), 0);
+        for (i, slot) in plan.slots.into_iter().enumerate() {
             if !s.spec.overlap.fires(previous) {
                 skipped.push(slot);
                 continue;
@@ -481,6 +484,9 @@ async fn fire_due<B: Backend>(
             let fired = fire_slot(b, &mut tx, &s, slot, &scheduler, now).await?;
             previous = task_state(&mut tx, Some(fired.task_id)).await?;
             tasks.push(fired);
+            if i < plan.caught_up {
+                caught_up += 1;
+            }
         }
         let place = Some((plan.covered_until, plan.next_run_at));
         record(&mut tx, &s, tasks.last(), place, now).await?;
@@ -491,6 +497,8 @@ async fn fire_due<B: Backend>(
             name: s.spec.name,
             tasks,
             skipped,
+            caught_up,
+            missed_skipped: plan.missed_skipped,
         };
         Ok((tx, (Some(fired), changed)))
     })
@@ -521,6 +529,8 @@ pub async fn fire_now<B: Backend>(b: &B, p: FireNowParams) -> StoreResult<Fired>
             name: s.spec.name,
             tasks,
             skipped: Vec::new(),
+            caught_up: 0,
+            missed_skipped: Default::default(),
         };
         Ok((tx, (fired, changed)))
     })

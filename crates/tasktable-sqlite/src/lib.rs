@@ -105,7 +105,7 @@ pub struct SqliteBackend {
 }
 
 pub(crate) fn db(e: sqlx::Error) -> StoreError {
-    StoreError::database(e)
+    tasktable_sqlx::store_error(e)
 }
 
 impl SqliteBackend {

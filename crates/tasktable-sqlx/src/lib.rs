@@ -3,9 +3,10 @@
 //!
 //! Owns: [`Tx`], the write transaction every store opens, which never goes back to its
 //! pool inside a transaction; [`released_clean`], the check a pool makes of every
-//! connection handed back to it; and [`first_connection`], made before the pool so that an
-//! unreachable database is told at once with its cause. Must not know: any particular
-//! database, tasktable's tables or rules.
+//! connection handed back to it; [`first_connection`], made before the pool so that an
+//! unreachable database is told at once with its cause; and which of sqlx's errors mean
+//! that the database could not be reached ([`store_error`], [`is_unreachable`]). Must not
+//! know: any particular database, tasktable's tables or rules.
 //!
 //! Why [`Tx`] and not `sqlx::Transaction`: sqlx (0.8.6 and 0.9.0) counts a transaction
 //! as open only once the answer to its `BEGIN` has arrived. A future dropped while that
@@ -19,8 +20,10 @@
 #![warn(missing_docs)]
 
 mod first;
+mod unreachable;
 
 pub use first::{first_connection, FIRST_CONNECTION_WAIT};
+pub use unreachable::{is_unreachable, store_error};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool, TransactionManager};

@@ -90,7 +90,8 @@ pub enum StoreError {
     /// [`Shielded`](crate::Shielded) store came within
     /// [`TURN_WAIT`](crate::shielded::TURN_WAIT). Not the caller's mistake. A write that
     /// fails so may still have committed (its answer lost on the way), or part of it may
-    /// have (a bulk change keeps the chunks it committed).
+    /// have (a bulk change keeps the chunks it committed). When the cause is an
+    /// [`Unreachable`] database, [`StoreError::is_unreachable`] says so.
     #[error("database error: {0}")]
     Database(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -112,11 +113,36 @@ impl StoreError {
         StoreError::Database(Box::new(err))
     }
 
+    /// [`StoreError::Database`] for a driver's error that says the database could not be
+    /// reached ([`Unreachable`]).
+    pub fn unreachable(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError::Database(Box::new(Unreachable(Box::new(err))))
+    }
+
     /// True when the error is the caller's to fix (bad input, wrong state, unknown id).
     pub fn is_client_error(&self) -> bool {
         !matches!(self, StoreError::Database(_) | StoreError::Migration(_))
     }
+
+    /// True when the call failed because the database could not be reached
+    /// ([`Unreachable`]). A [`Shielded`](crate::Shielded) store logs such an outage once,
+    /// when it begins, and once more when a call succeeds again; whoever retries the call
+    /// need not log each failure.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, StoreError::Database(e) if e.is::<Unreachable>())
+    }
 }
+
+/// The cause of a [`StoreError::Database`] when the database could not be reached: the
+/// connection was refused, reset or cut, the server is shutting down or starting up, no
+/// connection could be had within the pool's wait, or no turn at a
+/// [`Shielded`](crate::Shielded) store within
+/// [`TURN_WAIT`](crate::shielded::TURN_WAIT). The backends decide which of their driver's
+/// errors these are, in one place (`tasktable_sqlx::store_error` for the sqlx-driven
+/// ones); everything else about the error, its text included, is the driver's.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Unreachable(Box<dyn std::error::Error + Send + Sync>);
 
 /// The states an operation may start from, for error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +158,19 @@ impl std::fmt::Display for AllowedStates {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreachable_database_reads_as_any_database_error_and_says_so() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let text = refused.to_string();
+        let e = StoreError::unreachable(refused);
+        assert!(e.is_unreachable());
+        assert!(!e.is_client_error());
+        assert_eq!(e.to_string(), format!("database error: {text}"));
+        let other = StoreError::database(std::io::Error::other("no such table"));
+        assert!(!other.is_unreachable());
+        assert!(!StoreError::NotFound(7).is_unreachable());
+    }
 
     #[test]
     fn illegal_transition_says_what_would_be_allowed() {

@@ -10,7 +10,8 @@
 //! schedule calls' types ([`schedule`]), the worker registry's ([`worker`]), the batch
 //! calls' ([`batch`]), the event log's and task logs' ([`event`], with a task's
 //! [`timeline`]), and the live feed with its [`feed::Follower`] ([`feed`]); [`Shielded`],
-//! which runs every call of a store to its end whatever becomes of its caller. Rules
+//! which runs every call of a store to its end whatever becomes of its caller, and logs
+//! once when the database becomes unreachable and once when it answers again. Rules
 //! (retry delays, which state an operation may start from) come from `tasktable-core` and
 //! reach the store as parameters; the store only makes each transition atomic and fenced.
 //!
@@ -31,6 +32,7 @@ mod checked;
 mod error;
 mod filter;
 mod params;
+mod reachability;
 mod rows;
 pub mod schedule;
 pub mod shielded;
@@ -43,7 +45,7 @@ pub use batch::{
 };
 pub use bulk::{update_in_chunks, ChunkedUpdate, UpdateChunkParams, DEFAULT_BULK_CHUNK_ROWS};
 pub use checked::{Checked, Limits};
-pub use error::{StoreError, StoreResult};
+pub use error::{StoreError, StoreResult, Unreachable};
 pub use event::{
     timeline, Event, EventFilter, EventListParams, EventPruneParams, LogLine, LogParams, NewEvent,
     TimelineEntry, MAX_EVENT_LIST, MAX_LOG_LINES, MAX_LOG_LINES_PER_CALL, MAX_LOG_LINE_BYTES,

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use tasktable_core::schedule::{ScheduleEdit, ScheduleSpec};
+use tasktable_core::schedule::{ScheduleEdit, ScheduleSpec, SlotSpan};
 use tasktable_core::Actor;
 use tasktable_core::TaskId;
 
@@ -134,6 +134,15 @@ pub struct Fired {
     pub tasks: Vec<FiredTask>,
     /// Slots the overlap policy skipped, because the previous slot's task was unfinished.
     pub skipped: Vec<DateTime<Utc>>,
+    /// How many of `tasks`, the first, are missed slots fired late: slots more than
+    /// [`ON_TIME`](tasktable_core::schedule::ON_TIME) old when the schedule fired, which
+    /// its `missed` policy let through.
+    #[serde(default)]
+    pub caught_up: usize,
+    /// The missed slots the schedule's `missed` policy left unfired, counted up to
+    /// [`SLOTS_COUNTED`](tasktable_core::schedule::SLOTS_COUNTED).
+    #[serde(default)]
+    pub missed_skipped: SlotSpan,
 }
 
 /// One slot fired, and its task.

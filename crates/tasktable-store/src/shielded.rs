@@ -22,7 +22,13 @@
 //! that holds one is given (the worker, the HTTP server, the client), so a store built by
 //! hand is shielded where it is used; pass one shielded store to every part so that they
 //! share one bound. A call costs a turn at a semaphore; only a call cut off costs a task.
+//!
+//! Every call's result also tells whether the database answers: a shielded store logs
+//! one WARN `database unreachable` when calls start failing because the database cannot
+//! be reached ([`StoreError::is_unreachable`]), and one INFO `database reachable again`
+//! when one succeeds afterwards, so one shared store means one pair of lines per outage.
 
+use crate::reachability::Reachability;
 use crate::*;
 use futures::future::BoxFuture;
 use std::future::Future;
@@ -40,7 +46,7 @@ pub const MAX_IN_FLIGHT: usize = 256;
 
 /// How long a call waits for its turn before it fails, as long as sqlx waits for a pooled
 /// connection: calls queue here instead of at the pool, and an outage still fails them
-/// within about the same time.
+/// within about the same time, as [`Unreachable`].
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
 
 /// A [`Store`] that runs every call of the store it wraps to its end ([module
@@ -49,6 +55,7 @@ pub const TURN_WAIT: Duration = Duration::from_secs(30);
 pub struct Shielded {
     store: Arc<dyn Store>,
     turns: Arc<Semaphore>,
+    reach: Arc<Reachability>,
 }
 
 /// What becomes of the result of a call whose caller went away.
@@ -58,11 +65,22 @@ impl Shielded {
     /// `store`, shielded; a store whose calls already run to their end comes back as it
     /// is, so every part that holds a store may shield it without stacking shields.
     pub fn wrap(store: Arc<dyn Store>) -> Arc<dyn Store> {
+        Shielded::wrap_with(store, None)
+    }
+
+    /// [`wrap`](Self::wrap) for a store opened from `url`: its lines about an unreachable
+    /// database name the URL, its password hidden.
+    pub fn wrap_at(store: Arc<dyn Store>, url: &str) -> Arc<dyn Store> {
+        Shielded::wrap_with(store, Some(url))
+    }
+
+    fn wrap_with(store: Arc<dyn Store>, url: Option<&str>) -> Arc<dyn Store> {
         if store.runs_to_end() {
             return store;
         }
         let turns = store.capacity().clamp(1, MAX_IN_FLIGHT);
         Arc::new(Shielded {
+            reach: Arc::new(Reachability::new(store.backend(), url)),
             store,
             turns: Arc::new(Semaphore::new(turns)),
         })
@@ -88,31 +106,38 @@ impl Shielded {
         T: Send + 'static,
         F: Future<Output = StoreResult<T>> + Send + 'static,
     {
+        let seen = self.reach.seen();
         let turn = match tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned()).await {
             Ok(Ok(turn)) => turn,
             Ok(Err(_)) => {
-                return Err(StoreError::Database("the store is closed to new calls".into()))
-            }
-            Err(_) => {
                 return Err(StoreError::Database(
-                    format!(
-                        "no turn at the store for {} s: every connection is busy (a slow or unreachable database)",
-                        TURN_WAIT.as_secs()
-                    )
-                    .into(),
+                    "the store is closed to new calls".into(),
                 ))
             }
+            Err(_) => {
+                let waited: StoreResult<T> = Err(StoreError::unreachable(NoTurn));
+                self.reach.observe(seen, &waited);
+                return waited;
+            }
         };
-        ToEnd {
+        let result = ToEnd {
             call: Some(Box::pin(call(self.store.clone()))),
             store: self.store.clone(),
             turn: Some(turn),
             unheard: Some(unheard),
             polling: false,
         }
-        .await
+        .await;
+        self.reach.observe(seen, &result);
+        result
     }
 }
+
+/// No turn at the store came within [`TURN_WAIT`]: every call the store serves at once
+/// waited that long on the database.
+#[derive(Debug, thiserror::Error)]
+#[error("no turn at the store for {} s: every connection is busy (a slow or unreachable database)", TURN_WAIT.as_secs())]
+struct NoTurn;
 
 /// A store call driven in its caller's task that, dropped before it ends, finishes on a
 /// task of its own (its turn held until then) and hands its result to `unheard`.

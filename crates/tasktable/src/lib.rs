@@ -168,7 +168,9 @@ use std::sync::Arc;
 /// to (it is safe from many processes at once).
 ///
 /// The store is [shielded](store::Shielded): a call whose caller is dropped half way (a
-/// timeout, a `select!`, an aborted task) still runs to its commit or rollback.
+/// timeout, a `select!`, an aborted task) still runs to its commit or rollback. Should the
+/// database become unreachable later, the store logs it once (`database unreachable`,
+/// naming `url` with its password hidden) and once more when a call succeeds again.
 ///
 /// ```
 /// # #[tokio::main]
@@ -197,7 +199,9 @@ use std::sync::Arc;
 /// leaves out or a malformed URL; [`StoreError::Database`] when the database cannot be
 /// reached (a server is given up on after 5 s, with the cause).
 pub async fn connect(url: &str) -> StoreResult<Arc<dyn Store>> {
-    open(url).await.map(store::Shielded::wrap)
+    open(url)
+        .await
+        .map(|store| store::Shielded::wrap_at(store, url))
 }
 
 async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {

@@ -46,6 +46,17 @@ pub async fn each_missed_slot_policy_fires_what_it_says_after_an_outage(db: &imp
         minutes(&[10, 20, 30, 40, 50]),
         "every missed"
     );
+    // Each firing says how many missed slots it fired late, and which it left.
+    let told = |id: i64| {
+        let f = fired.iter().find(|f| f.schedule_id == id).expect("fired");
+        let left = f.missed_skipped;
+        (f.caught_up, left.count, left.more, left.first, left.last)
+    };
+    let first = Some(at(10 * 60));
+    assert_eq!(told(ids[0]), (0, 4, false, first, Some(at(40 * 60))));
+    assert_eq!(told(ids[1]), (1, 3, false, first, Some(at(30 * 60))));
+    assert_eq!(told(ids[2]), (3, 1, false, first, first));
+    assert_eq!(told(ids[3]), (4, 0, false, None, None));
 
     // A skip schedule that was down past its on-time window fires nothing and waits for
     // its next slot.
@@ -57,6 +68,10 @@ pub async fn each_missed_slot_policy_fires_what_it_says_after_an_outage(db: &imp
     assert!(
         skip.tasks.is_empty(),
         "the 60-minute slot is two minutes late"
+    );
+    assert_eq!(
+        (skip.missed_skipped.count, skip.missed_skipped.first),
+        (1, Some(at(60 * 60)))
     );
     let after = s
         .schedule_get(ScheduleRef::Id(ids[0]))

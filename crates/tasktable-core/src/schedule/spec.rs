@@ -7,7 +7,9 @@
 //! recurrence, sets it to the time of the change, so the schedule takes effect from its
 //! next slot and never fires slots from before it existed in that form.
 
-use super::{due_slots, InvalidRecurrence, Missed, Recurrence, Slots, TaskTemplate};
+use super::{
+    due_slots, on_time_from, InvalidRecurrence, Missed, Recurrence, SlotSpan, Slots, TaskTemplate,
+};
 use crate::{InvalidTask, TaskState};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -219,6 +221,12 @@ pub fn next_run(
 pub struct FirePlan {
     /// The slots to fire, oldest first (the overlap policy may still skip some).
     pub slots: Vec<DateTime<Utc>>,
+    /// How many of `slots`, the oldest, were missed (more than
+    /// [`ON_TIME`](super::ON_TIME) old at `now`) and fire late, as the schedule's
+    /// [`Missed`] policy lets them through.
+    pub caught_up: usize,
+    /// The missed slots the [`Missed`] policy leaves unfired.
+    pub missed_skipped: SlotSpan,
     /// The schedule's place afterwards: `now`, since every slot up to it is settled.
     pub covered_until: DateTime<Utc>,
     /// When it is next due.
@@ -226,7 +234,8 @@ pub struct FirePlan {
 }
 
 /// The firing of a schedule placed at `covered_until`, at `now`: the slots in
-/// `(covered_until, now]` that [`due_slots`] lets through under `missed`.
+/// `(covered_until, now]` that [`due_slots`] lets through under `missed`, and an account
+/// of the missed ones, fired late or left.
 pub fn plan(
     slots: &Slots,
     covered_until: DateTime<Utc>,
@@ -234,8 +243,18 @@ pub fn plan(
     missed: Missed,
 ) -> FirePlan {
     let covered = covered_until.max(now);
+    let due = due_slots(slots, covered_until, now, missed);
+    let on_time = on_time_from(now);
+    let caught_up = due.iter().take_while(|s| **s < on_time).count();
+    // The slots left are the missed ones older than the oldest fired late.
+    let left_before = match caught_up {
+        0 => on_time,
+        _ => due[0],
+    };
     FirePlan {
-        slots: due_slots(slots, covered_until, now, missed),
+        slots: due,
+        caught_up,
+        missed_skipped: SlotSpan::between(slots, covered_until, left_before),
         covered_until: covered,
         next_run_at: slots.next_after(covered),
     }

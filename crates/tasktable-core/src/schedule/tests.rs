@@ -258,6 +258,62 @@ fn missed_slots_follow_the_policy_and_on_time_ones_always_fire() {
 }
 
 #[test]
+fn a_plan_counts_the_missed_slots_it_fires_late_and_those_it_leaves() {
+    let minutely = cron("* * * * *", "UTC");
+    let last = utc(2026, 5, 1, 10, 0);
+    let now = last + TimeDelta::minutes(10) + TimeDelta::seconds(30);
+    let at = |m: i64| last + TimeDelta::minutes(m);
+    // Slots 1 to 9 were missed; 10 is on time.
+    let skip = plan(&minutely, last, now, Missed::Skip);
+    assert_eq!(skip.caught_up, 0);
+    assert_eq!(
+        skip.missed_skipped,
+        SlotSpan {
+            count: 9,
+            more: false,
+            first: Some(at(1)),
+            last: Some(at(9)),
+        }
+    );
+    let three = plan(&minutely, last, now, Missed::RunAll { max: 3 });
+    assert_eq!(three.slots, [at(7), at(8), at(9), at(10)]);
+    assert_eq!(three.caught_up, 3);
+    assert_eq!(
+        (
+            three.missed_skipped.count,
+            three.missed_skipped.first,
+            three.missed_skipped.last
+        ),
+        (6, Some(at(1)), Some(at(6)))
+    );
+    let all = plan(&minutely, last, now, Missed::RunAll { max: 100 });
+    assert_eq!(
+        (all.caught_up, all.missed_skipped),
+        (9, SlotSpan::default())
+    );
+    // On time: nothing missed.
+    let on_time = plan(&minutely, at(9), now, Missed::Skip);
+    assert_eq!(
+        (on_time.caught_up, on_time.missed_skipped.is_empty()),
+        (0, true)
+    );
+}
+
+#[test]
+fn a_long_outage_is_counted_only_so_far() {
+    let minutely = cron("* * * * *", "UTC");
+    let last = utc(2026, 5, 1, 10, 0);
+    let year_later = last + TimeDelta::days(365) + TimeDelta::seconds(30);
+    let p = plan(&minutely, last, year_later, Missed::RunLatest);
+    assert_eq!(p.caught_up, 1);
+    let left = p.missed_skipped;
+    assert_eq!((left.count, left.more), (SLOTS_COUNTED, true));
+    assert_eq!(left.first, Some(last + TimeDelta::minutes(1)));
+    // The newest left is the one before the slot fired late.
+    assert_eq!(left.last, Some(p.slots[0] - TimeDelta::minutes(1)));
+}
+
+#[test]
 fn recurrences_round_trip_through_json() {
     let daily = Recurrence::Daily {
         at: NaiveDate::from_ymd_opt(2026, 1, 1)

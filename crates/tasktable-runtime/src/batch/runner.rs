@@ -152,6 +152,16 @@ pub(super) async fn run<H: BatchHandler>(
         }
     }
     if winding.is_none() {
+        tracing::info!(
+            task_id = task.task_id(),
+            kind = task.kind(),
+            queue = task.queue(),
+            attempt = task.attempt(),
+            from = state.window.low(),
+            items = state.window.end(),
+            failed = state.budget.spent,
+            "batch started"
+        );
         winding = match items(handler, &ctx, &mut state, &mut ticks).await {
             Ok(w) => w,
             Err(outcome) => return outcome,
@@ -161,6 +171,7 @@ pub(super) async fn run<H: BatchHandler>(
     if let Err(outcome) = save(&ctx, &mut state).await {
         return outcome;
     }
+    log_wound_down(&ctx, &state, winding.as_ref());
     match winding {
         Some(Winding::Pause) => HandlerOutcome::Hold {
             reason: "paused".into(),
@@ -180,6 +191,43 @@ pub(super) async fn run<H: BatchHandler>(
                 "errors": state.budget.spent,
             })),
         },
+    }
+}
+
+/// The INFO line of an attempt that ran every item, spent the error budget, or gives its
+/// task back because an operator paused or stopped the batch: one line an attempt,
+/// never one an item.
+fn log_wound_down<D>(ctx: &BatchContext, state: &State<D>, winding: Option<&Winding>) {
+    let task = ctx.task();
+    let (task_id, kind, queue) = (task.task_id(), task.kind(), task.queue());
+    let (done, failed, items) = (state.window.low(), state.budget.spent, state.window.end());
+    match winding {
+        Some(Winding::Pause) => {
+            tracing::info!(task_id, kind, queue, done, failed, items, "batch paused")
+        }
+        Some(Winding::Stop) => {
+            tracing::info!(task_id, kind, queue, done, failed, items, "batch stopped")
+        }
+        Some(Winding::Exhausted(..)) => tracing::info!(
+            task_id,
+            kind,
+            queue,
+            done,
+            failed,
+            items,
+            outcome = "failed",
+            "batch ended"
+        ),
+        None => tracing::info!(
+            task_id,
+            kind,
+            queue,
+            done,
+            failed,
+            items,
+            outcome = "succeeded",
+            "batch ended"
+        ),
     }
 }
 
@@ -385,7 +433,9 @@ fn saved<D: serde::de::DeserializeOwned>(
         Ok(saved) => saved,
         // The database may be back by the next save; the lease keeper renews meanwhile.
         Err(e) => {
-            tracing::warn!(task_id = task.task_id(), error = %e, "cannot save the batch's progress");
+            if !e.is_unreachable() {
+                tracing::warn!(task_id = task.task_id(), error = %e, "cannot save the batch's progress");
+            }
             let mut failures = saving.failures;
             failures.append(&mut state.failures);
             state.failures = failures;
