@@ -193,16 +193,22 @@ impl Change {
     }
 
     /// What an edit sets, for the event of a change to many tasks (each task's own event
-    /// has the old value too): `("priority", {"new": 7})`; `None` for changes of state.
+    /// has the old value too): `("priority", {"new": 7})`; `None` for changes of state,
+    /// and for a new payload: whether a reader may see a payload's fields depends on the
+    /// task's kind, which a change to many tasks need not have one of, so the payload is
+    /// only in each task's own event.
     pub fn new_detail(&self) -> Option<(&'static str, Value)> {
         let field = self.field()?;
         let new = match self {
             Change::Reschedule { run_at } => json!(run_at),
             Change::SetPriority { priority } => json!(priority),
             Change::SetMaxAttempts { max_attempts } => json!(max_attempts),
-            Change::EditPayload { payload } => shown(payload),
             Change::SetTarget { target } => json!(target),
-            Change::Cancel | Change::Retry | Change::Hold | Change::Release => return None,
+            Change::EditPayload { .. }
+            | Change::Cancel
+            | Change::Retry
+            | Change::Hold
+            | Change::Release => return None,
         };
         Some((field, json!({ "new": new })))
     }

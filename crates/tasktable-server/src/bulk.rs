@@ -41,8 +41,16 @@ impl Step {
         let mut fields = serde_json::Map::new();
         if let Some(object) = body.as_object_mut() {
             for name in ["dry_run", "limit", "after", "action"] {
-                if let Some(v) = object.remove(name) {
-                    fields.insert(name.into(), v);
+                match object.remove(name) {
+                    Some(Value::Null) => {
+                        return Err(ApiError::invalid(format!(
+                            "{name} is null; leave it out instead"
+                        )))
+                    }
+                    Some(v) => {
+                        fields.insert(name.into(), v);
+                    }
+                    None => {}
                 }
             }
         }

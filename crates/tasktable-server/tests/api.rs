@@ -504,6 +504,10 @@ async fn bulk_changes_go_in_steps_and_dry_runs_count(s: Server) {
         json!({"filter": filter, "action": "no spaces"}),
         json!({"filter": filter, "action": "x".repeat(65)}),
         json!({"filter": filter, "action": 7}),
+        json!({"filter": filter, "limit": null}),
+        json!({"filter": filter, "action": null}),
+        // Another operation's action.
+        json!({"filter": filter, "action": action}),
     ] {
         assert_error(
             &s.post("/api/v1/tasks/bulk/release", bad.clone()).await,

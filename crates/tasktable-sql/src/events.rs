@@ -145,12 +145,16 @@ pub async fn prune<B: Backend>(b: &B, p: &EventPruneParams) -> StoreResult<u64> 
     let cutoff = now
         .checked_sub_signed(age)
         .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    // A bulk action's own event stays while any of its tasks' events do: the audit shows
+    // the action by it alone.
     let mut pick = Sql::new(
         read.dialect(),
-        "SELECT id FROM tasktable_events WHERE task_id IS NULL AND happened_at < ",
+        "SELECT ev.id AS id FROM tasktable_events ev WHERE ev.task_id IS NULL \
+         AND (ev.action_key IS NULL OR NOT EXISTS (SELECT 1 FROM tasktable_events t \
+         WHERE t.action_key = ev.action_key AND t.task_id IS NOT NULL)) AND ev.happened_at < ",
     );
     pick.bind(cutoff)
-        .push(" ORDER BY id LIMIT ")
+        .push(" ORDER BY ev.id LIMIT ")
         .bind(i64::from(p.limit));
     let ids = read
         .fetch(pick)

@@ -190,8 +190,8 @@ async fn write<E: Exec>(
     let events = events(e, asked.map(|a| a.action), change, &moved).await?;
     crate::events::record(e, now, actor, &events).await?;
     if let Some(asked) = asked {
-        let changed = chosen.ids.len() as u64;
-        record_action(e, now, actor, asked, change, changed).await?;
+        // The tasks it changed: an edit that set what already was recorded nothing.
+        record_action(e, now, actor, asked, change, events.len() as u64).await?;
     }
     for ((effect, multi_run), ids) in &groups {
         for ids in ids.chunks(Sql::MAX_IN_LIST) {
@@ -291,9 +291,10 @@ async fn events<E: Exec>(
         .collect())
 }
 
-/// Adds `changed` tasks to the action's own event, by its key and actor, writing it when
-/// this is the action's first chunk to change any: what was asked (the filter as given,
-/// and what an edit sets), with the filter's queue and kind.
+/// Adds `changed` tasks to the action's own event, found by its key, writing it when this
+/// is the action's first chunk to change any: what was asked (the filter as given, and
+/// what an edit sets), with the filter's queue and kind. A key whose event another actor
+/// or another change wrote is refused (the chunk, and so the step, changes nothing).
 async fn record_action<E: Exec>(
     e: &mut E,
     now: DateTime<Utc>,
@@ -308,14 +309,21 @@ async fn record_action<E: Exec>(
     let count = i64::try_from(changed).unwrap_or(i64::MAX);
     let mut find = Sql::new(
         e.dialect(),
-        "SELECT id FROM tasktable_events WHERE action_key = ",
+        "SELECT id, event, actor_kind, actor FROM tasktable_events WHERE action_key = ",
     );
-    find.bind(asked.action)
-        .push(" AND actor = ")
-        .bind(actor.name.as_str())
-        .push(" AND task_id IS NULL");
+    find.bind(asked.action).push(" AND task_id IS NULL");
     if let Some(row) = e.fetch(find).await?.first() {
         let id = required(row.int("id"), "id")?;
+        let same = required(row.text("event"), "event")? == change.event().as_str()
+            && required(row.text("actor_kind"), "actor_kind")? == actor.kind.as_str()
+            && required(row.text("actor"), "actor")? == actor.name;
+        if !same {
+            return Err(StoreError::InvalidInput(format!(
+                "action {:?} is another change's (another operation or another actor): \
+                 a step names the action its own first step began",
+                asked.action
+            )));
+        }
         let mut add = Sql::new(
             e.dialect(),
             "UPDATE tasktable_events SET action_tasks = action_tasks + ",

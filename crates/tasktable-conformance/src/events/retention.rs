@@ -110,4 +110,32 @@ pub async fn a_tasks_events_are_deleted_or_archived_with_it_and_the_rest_pruned_
     assert_eq!(left[0].task_id, pending.copied());
     let refused = s.event_prune(prune(DAY, 0)).await;
     assert!(matches!(refused, Err(StoreError::InvalidInput(_))));
+
+    // A bulk action's own event concerns no task, but stays while its tasks' events do:
+    // the audit shows the action by it alone.
+    let bulk = s
+        .task_update(UpdateParams {
+            target: Target::Filter(TaskFilter::default().kind("job").state(TaskState::Pending)),
+            change: Change::Cancel,
+            actor: alice(),
+            now: None,
+            action: Some("kept-while-its-tasks-are".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(bulk, 1);
+    let now = s.db_now().await.unwrap();
+    let later = EventPruneParams {
+        older_than: Duration::ZERO,
+        limit: 10,
+        now: Some(now + chrono::Duration::seconds(1)),
+    };
+    assert_eq!(s.event_prune(later).await.unwrap(), 0);
+    let audit = all(&*s, EventFilter::default(), 100).await;
+    assert!(
+        audit
+            .iter()
+            .any(|e| e.task_id.is_none() && e.tasks == Some(1)),
+        "{audit:?}"
+    );
 }
