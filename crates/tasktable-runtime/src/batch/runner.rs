@@ -208,26 +208,23 @@ fn log_wound_down<D>(ctx: &BatchContext, state: &State<D>, winding: Option<&Wind
         Some(Winding::Stop) => {
             tracing::info!(task_id, kind, queue, done, failed, items, "batch stopped")
         }
-        Some(Winding::Exhausted(..)) => tracing::info!(
-            task_id,
-            kind,
-            queue,
-            done,
-            failed,
-            items,
-            outcome = "failed",
-            "batch ended"
-        ),
-        None => tracing::info!(
-            task_id,
-            kind,
-            queue,
-            done,
-            failed,
-            items,
-            outcome = "succeeded",
-            "batch ended"
-        ),
+        Some(Winding::Exhausted(..)) | None => {
+            let outcome = if winding.is_some() {
+                "failed"
+            } else {
+                "succeeded"
+            };
+            tracing::info!(
+                task_id,
+                kind,
+                queue,
+                done,
+                failed,
+                items,
+                outcome,
+                "batch ended"
+            )
+        }
     }
 }
 
