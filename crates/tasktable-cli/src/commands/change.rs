@@ -217,15 +217,21 @@ async fn by_id(api: &Api, ids: &[i64], ops: &[Op], json: bool) -> Result<(), Cli
 const STEP: u32 = 1000;
 
 async fn bulk(api: &Api, target: &TargetArgs, ops: &[Op], json: bool) -> Result<(), CliError> {
-    if !target.yes {
-        confirm(api, &target.filter, ops).await?;
-    }
+    // The first change's count, as just confirmed; later ones are counted when they start.
+    let mut confirmed = if target.yes {
+        None
+    } else {
+        confirm(api, &target.filter, ops).await?
+    };
     let terminal = !json && std::io::stderr().is_terminal();
     let mut answers = Vec::new();
     for op in ops {
         // A step at a time, so a long change shows how far it is.
         let bar = if terminal {
-            let total = matching(api, &target.filter, op).await?;
+            let total = match confirmed.take() {
+                Some(n) => n,
+                None => matching(api, &target.filter, op).await?,
+            };
             ProgressBar::new(total).with_style(
                 ProgressStyle::with_template(&format!(
                     "{:>16} {{bar:40}} {{pos}}/{{len}} tasks {{per_sec}} eta {{eta}}",
@@ -288,8 +294,9 @@ async fn matching(api: &Api, filter: &FilterArgs, op: &Op) -> Result<u64, CliErr
     field(&answer, "matching")
 }
 
-/// Asks on the terminal, saying how many tasks each change applies to now.
-async fn confirm(api: &Api, filter: &FilterArgs, ops: &[Op]) -> Result<(), CliError> {
+/// Asks on the terminal, saying how many tasks each change applies to now; answers the
+/// first change's count.
+async fn confirm(api: &Api, filter: &FilterArgs, ops: &[Op]) -> Result<Option<u64>, CliError> {
     let names: Vec<&str> = ops.iter().map(|op| op.name).collect();
     let what = format!(
         "{} every task with {}",
@@ -301,9 +308,10 @@ async fn confirm(api: &Api, filter: &FilterArgs, ops: &[Op]) -> Result<(), CliEr
             "this would {what}; pass --yes to confirm (stdin is not a terminal, so there is no one to ask)"
         )));
     }
-    let mut counts = Vec::new();
+    let (mut counts, mut first) = (Vec::new(), None);
     for op in ops {
         let n = matching(api, filter, op).await?;
+        first = first.or(Some(n));
         counts.push(match ops {
             [_] => output::tasks(n),
             _ => format!("{}: {}", op.name, output::tasks(n)),
@@ -314,7 +322,7 @@ async fn confirm(api: &Api, filter: &FilterArgs, ops: &[Op]) -> Result<(), CliEr
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        Ok(())
+        Ok(first)
     } else {
         Err(CliError::new(
             Exit::Failure,
