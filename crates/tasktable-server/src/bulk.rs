@@ -54,11 +54,13 @@ impl Step {
                 }
             }
         }
-        if let Some(after) = fields.get_mut("after") {
-            // Read as JSON means it, like every integer of a body (2.0 is 2).
-            let whole: Option<i64> = crate::whole::optional(after.take())
-                .map_err(|e| ApiError::invalid(format!("after: {e}")))?;
-            *after = json!(whole);
+        // Read as JSON means them, like every integer of a body (2.0 is 2).
+        for name in ["limit", "after"] {
+            if let Some(value) = fields.get_mut(name) {
+                let whole: Option<i64> = crate::whole::optional(value.take())
+                    .map_err(|e| ApiError::invalid(format!("{name}: {e}")))?;
+                *value = json!(whole);
+            }
         }
         let step: Step = serde_json::from_value(Value::Object(fields))
             .map_err(|e| ApiError::invalid(format!("bad bulk step: {e}")))?;
@@ -117,6 +119,26 @@ pub async fn bulk(
     let step = Step::take(&mut body)?;
     let change = parse_change(&state, &op, body).await?;
     let applies = changeable(&filter, change.operation());
+    // The action's key: the one a step names, or a new one the answer gives back.
+    let action = step.action.unwrap_or_else(new_action_key);
+    if step.dry_run || step.limit.is_some() {
+        // A dry run, or a step that reaches no task, still refuses what the change would:
+        // the store checks the change (and the key) on a window of no ids.
+        let nothing = TaskFilter {
+            id_below: Some(TaskId::MIN),
+            ..filter.clone()
+        };
+        state
+            .store
+            .task_update(UpdateParams {
+                target: Target::Filter(nothing),
+                change: change.clone(),
+                actor: actor.clone(),
+                now: None,
+                action: Some(action.clone()),
+            })
+            .await?;
+    }
     if step.dry_run {
         let matching = match applies {
             Some(filter) => {
@@ -132,8 +154,6 @@ pub async fn bulk(
         };
         return Ok(Json(json!({ "changed": 0, "matching": matching })).into_response());
     }
-    // The action's key: the one a step names, or a new one the answer gives back.
-    let action = step.action.unwrap_or_else(new_action_key);
     let Some(limit) = step.limit else {
         let changed = state
             .store

@@ -477,7 +477,8 @@ async fn bulk_changes_go_in_steps_and_dry_runs_count(s: Server) {
     // An edit leaves its tasks in the filter: the steps still end.
     let (mut after, mut changed) = (Value::Null, 0);
     loop {
-        let mut body = json!({"filter": filter, "priority": 3, "limit": 3});
+        // A whole number is one however JSON writes it.
+        let mut body = json!({"filter": filter, "priority": 3, "limit": 3.0});
         if !after.is_null() {
             body["after"] = after.clone();
         }
@@ -521,6 +522,18 @@ async fn bulk_changes_go_in_steps_and_dry_runs_count(s: Server) {
         7,
         "nothing released"
     );
+    // A step or a dry run that reaches no task still refuses what the change would.
+    for step in [json!({"limit": 5}), json!({"dry_run": true})] {
+        let mut bad = json!({"filter": {"kind": "none"}, "max_attempts": 0});
+        bad.as_object_mut()
+            .unwrap()
+            .extend(step.as_object().unwrap().clone());
+        assert_error(
+            &s.post("/api/v1/tasks/bulk/set-max-attempts", bad).await,
+            422,
+            "invalid_input",
+        );
+    }
 }
 
 async fn queues_pause_resume_and_stats_count(s: Server) {
