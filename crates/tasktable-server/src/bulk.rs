@@ -121,6 +121,16 @@ pub async fn bulk(
     let applies = changeable(&filter, change.operation());
     // The action's key: the one a step names, or a new one the answer gives back.
     let action = step.action.unwrap_or_else(new_action_key);
+    // The change to the tasks a filter matches, as part of this action.
+    let update = |filter: TaskFilter| {
+        state.store.task_update(UpdateParams {
+            target: Target::Filter(filter),
+            change: change.clone(),
+            actor: actor.clone(),
+            now: None,
+            action: Some(action.clone()),
+        })
+    };
     if step.dry_run || step.limit.is_some() {
         // A dry run, or a step that reaches no task, still refuses what the change would:
         // the store checks the change (and the key) on a window of no ids.
@@ -128,16 +138,7 @@ pub async fn bulk(
             id_below: Some(TaskId::MIN),
             ..filter.clone()
         };
-        state
-            .store
-            .task_update(UpdateParams {
-                target: Target::Filter(nothing),
-                change: change.clone(),
-                actor: actor.clone(),
-                now: None,
-                action: Some(action.clone()),
-            })
-            .await?;
+        update(nothing).await?;
     }
     if step.dry_run {
         let matching = match applies {
@@ -155,16 +156,7 @@ pub async fn bulk(
         return Ok(Json(json!({ "changed": 0, "matching": matching })).into_response());
     }
     let Some(limit) = step.limit else {
-        let changed = state
-            .store
-            .task_update(UpdateParams {
-                target: Target::Filter(filter),
-                change,
-                actor,
-                now: None,
-                action: Some(action.clone()),
-            })
-            .await?;
+        let changed = update(filter).await?;
         return Ok(Json(json!({ "changed": changed, "action": action })).into_response());
     };
     // A step: the next `limit` tasks the change applies to, newest first, changed as one
@@ -189,16 +181,7 @@ pub async fn bulk(
         id_below: step.after,
         ..filter
     };
-    let changed = state
-        .store
-        .task_update(UpdateParams {
-            target: Target::Filter(window),
-            change,
-            actor,
-            now: None,
-            action: Some(action.clone()),
-        })
-        .await?;
+    let changed = update(window).await?;
     let next = page.next.map(|_| lowest);
     Ok(Json(json!({ "changed": changed, "next": next, "action": action })).into_response())
 }
