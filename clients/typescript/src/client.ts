@@ -1,4 +1,5 @@
 import { ApiError, ConnectionFailed } from "./errors.js";
+import { currentTraceparent } from "./trace.js";
 
 /** A task claimed under a lease (the claim's answer, as docs/api.md describes it). */
 export interface Claimed {
@@ -18,6 +19,9 @@ export interface Claimed {
   run: number | null;
   lease_expires_at: string | null;
   deadline_at: string | null;
+  /** The W3C traceparent of whoever submitted the task (null when the submit had none): the
+   * worker runs the attempt in a span of that trace when OpenTelemetry is installed. */
+  traceparent?: string | null;
 }
 
 /** The fields that name a lease in a lease call. */
@@ -91,12 +95,13 @@ export class Client {
 
   /** The decoded JSON answer; throws ApiError for an error answer, ConnectionFailed when
    * the server cannot be reached. */
-  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  async request<T>(method: string, path: string, body?: unknown, extra?: Record<string, string>): Promise<T> {
     // Outside the try: a value that is not JSON is the caller's error, not the network's.
     const data = body === undefined ? undefined : JSON.stringify(body);
+    const headers = extra ? { ...this.headers, ...extra } : this.headers;
     let response: Response;
     try {
-      response = await fetch(this.base + path, { method, headers: this.headers, body: data });
+      response = await fetch(this.base + path, { method, headers, body: data });
     } catch (error) {
       throw new ConnectionFailed(`${method} ${path}: ${(error as Error).message}`, { cause: error });
     }
@@ -120,15 +125,23 @@ export class Client {
     return answer as T;
   }
 
-  /** Submits one task; resolves to its id. `options` are the other fields of POST /api/v1/tasks. */
+  /** Submits one task; resolves to its id. `options` are the other fields of POST /api/v1/tasks.
+   * With OpenTelemetry installed, the task continues the active span's trace. */
   async submit(kind: string, payload: unknown = null, options: Record<string, unknown> = {}): Promise<number> {
-    const answer = await this.request<{ id: number }>("POST", "/api/v1/tasks", { kind, payload, ...options });
+    const body = { kind, payload, ...options };
+    const answer = await this.request<{ id: number }>("POST", "/api/v1/tasks", body, await traceHeaders());
     return answer.id;
   }
 
-  /** Submits up to 10,000 tasks in one transaction; resolves to their ids in order. */
+  /** Submits up to 10,000 tasks in one transaction; resolves to their ids in order. With
+   * OpenTelemetry installed, the tasks continue the active span's trace. */
   async submitMany(tasks: Record<string, unknown>[]): Promise<number[]> {
-    const answer = await this.request<{ tasks: { id: number }[] }>("POST", "/api/v1/tasks/batch", { tasks });
+    const answer = await this.request<{ tasks: { id: number }[] }>(
+      "POST",
+      "/api/v1/tasks/batch",
+      { tasks },
+      await traceHeaders(),
+    );
     return answer.tasks.map((t) => t.id);
   }
 
@@ -187,4 +200,11 @@ export class Client {
   async leave(workerId: string): Promise<void> {
     await this.request("POST", "/api/v1/leave", { worker_id: workerId });
   }
+}
+
+/** The active span's `traceparent` header, when OpenTelemetry is installed and a span is
+ * active. */
+async function traceHeaders(): Promise<Record<string, string> | undefined> {
+  const traceparent = await currentTraceparent();
+  return traceparent ? { traceparent } : undefined;
 }

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { Claimed, Client, LeaseCall, leaseOf } from "./client.js";
 import { ApiError, Fail, LEASE_GONE, LeaseGone, Snooze } from "./errors.js";
+import { inAttemptSpan, openTelemetry } from "./trace.js";
 
 /** What a handler is given: the task, its lease's fencing token, a way to save where it
  * got to, and a signal aborted when the lease is gone or the worker shuts down. */
@@ -191,6 +192,8 @@ export class Worker {
   private wakeStop!: () => void;
   private readonly stopped = new Promise<void>((resolve) => (this.wakeStop = resolve));
   private slotFreed: (() => void) | undefined;
+  /** `@opentelemetry/api` when the application has it, looked for once by run(). */
+  private otel: Awaited<ReturnType<typeof openTelemetry>> = null;
 
   constructor(
     readonly client: Client,
@@ -232,6 +235,7 @@ export class Worker {
       process.once("SIGTERM", onSignal);
       process.once("SIGINT", onSignal);
     }
+    this.otel = await openTelemetry();
     this.log.info(`worker ${this.workerId} takes ${Object.keys(this.handlers).join(", ")} from queue ${this.o.queue}, ${this.o.concurrency} at once`);
     // One beat before any claim: a server that does not speak this package's protocol
     // refuses it, and the worker stops having claimed nothing.
@@ -389,7 +393,11 @@ export class Worker {
     }
   }
 
-  private async outcome(task: Task): Promise<Record<string, unknown>> {
+  private outcome(task: Task): Promise<Record<string, unknown>> {
+    return inAttemptSpan(this.otel, task.claimed, () => this.handled(task));
+  }
+
+  private async handled(task: Task): Promise<Record<string, unknown>> {
     const handler = this.handlers[task.kind];
     let result: unknown;
     try {

@@ -262,13 +262,14 @@ async fn child(url: String, kind: String, concurrency: usize, lease_ms: u64) {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Logs as tasktable's processes write them, and traces when OTEL_ asks for them (the
+    // cost of tracing is measured with this).
+    let _telemetry = tasktable_telemetry::Telemetry::init(
+        "error",
+        tasktable_telemetry::LogFormat::Text,
+        Some(&tokio::runtime::Handle::current()),
+    )
+    .expect("telemetry");
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Child {

@@ -28,7 +28,8 @@ Exit codes:
   1  failure: the server refused or failed the request, could not be reached, or a
      database, file or socket operation failed
   2  usage: the command line is wrong (unknown option, bad JSON, bad duration, a bulk
-     change without --yes when stdin is not a terminal, a public --listen without tokens)
+     change without --yes when stdin is not a terminal, a public --listen without
+     tokens, an OTEL_ variable asking for what is not supported)
   3  not found: no task with that id, or no schedule with that name or id
   4  conflict: the change is not allowed from the task's state, or a schedule of that
      name exists

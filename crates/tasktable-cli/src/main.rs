@@ -32,6 +32,7 @@ use commands::token::TokenCommand;
 use database::DatabaseArgs;
 use error::{CliError, EXIT_CODES_HELP};
 use std::process::ExitCode;
+use tasktable_telemetry::Telemetry;
 
 /// `tasktable --version`: the crate's version, and the source it was built from when the
 /// build knew it (build.rs).
@@ -212,10 +213,6 @@ fn main() -> ExitCode {
         cli.command,
         Command::Serve(_) | Command::Worker(_) | Command::Migrate(_)
     );
-    init_logging(
-        if serves { "info,sqlx=warn" } else { "warn" },
-        cli.log_format,
-    );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -223,7 +220,25 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    // Logs on stderr; the processes that run tasks also export traces when the
+    // OpenTelemetry environment asks for them.
+    let telemetry = match Telemetry::init(
+        if serves { "info,sqlx=warn" } else { "warn" },
+        match cli.log_format {
+            LogFormat::Text => tasktable_telemetry::LogFormat::Text,
+            LogFormat::Json => tasktable_telemetry::LogFormat::Json,
+        },
+        serves.then(|| runtime.handle()),
+    ) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let ran = runtime.block_on(run(cli));
+    telemetry.shutdown();
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -253,31 +268,6 @@ fn command() -> clap::Command {
         "token" => hide_client_options(sub, true),
         _ => sub,
     })
-}
-
-/// Logs go to stderr, as text or JSON; `RUST_LOG` overrides the default level.
-fn init_logging(default: &str, format: LogFormat) {
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // sqlx logs the value of every database URL parameter it does not know, and such a
-    // parameter may be a password (`?sslpassword=`): those lines never reach the log.
-    for quiet in [
-        "sqlx_postgres::options::parse=error",
-        "sqlx_mysql::options::parse=error",
-    ] {
-        if let Ok(directive) = quiet.parse() {
-            filter = filter.add_directive(directive);
-        }
-    }
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => fmt
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => fmt.json().flatten_event(true).init(),
-    }
 }
 
 async fn run(cli: Cli) -> Result<(), CliError> {

@@ -396,6 +396,7 @@ fn submitted(id: TaskId, key: &str, state: TaskState, run_at: DateTime<Utc>) -> 
         run_counts: None,
         run: None,
         created_by: None,
+        traceparent: None,
     }
 }
 

@@ -35,6 +35,7 @@ pub mod state;
 pub mod stored;
 pub mod target;
 pub mod task;
+pub mod trace;
 pub mod url;
 pub mod worker;
 

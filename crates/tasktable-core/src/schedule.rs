@@ -456,6 +456,7 @@ impl TaskTemplate {
             target: self.target.clone(),
             affinity: None,
             created_by: None,
+            traceparent: None,
             runs: None,
             rearm: None,
             batch: None,

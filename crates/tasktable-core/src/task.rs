@@ -8,6 +8,7 @@ use crate::outcome::AttemptOutcome;
 use crate::runs::{InvalidRuns, Rearm, RunCounts, Runs};
 use crate::state::TaskState;
 use crate::target::{InvalidTarget, Target};
+use crate::trace::TraceParent;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -75,6 +76,11 @@ pub struct NewTask {
     /// caller's behalf (the API from the token, a schedule), never read from input.
     #[serde(skip)]
     pub created_by: Option<Actor>,
+    /// The submitter's trace ([`crate::trace`]), which the task's attempts continue; set
+    /// by whoever submits from the caller's context (the API from the `traceparent`
+    /// header, the Rust client from the current span), never read from input.
+    #[serde(skip)]
+    pub traceparent: Option<TraceParent>,
 }
 
 impl NewTask {
@@ -99,12 +105,19 @@ impl NewTask {
             rearm: None,
             batch: None,
             created_by: None,
+            traceparent: None,
         }
     }
 
     /// Recorded as submitted by `actor`.
     pub fn created_by(mut self, actor: Actor) -> Self {
         self.created_by = Some(actor);
+        self
+    }
+
+    /// Continues the trace of `traceparent`: the task's attempts run in spans of it.
+    pub fn traceparent(mut self, traceparent: TraceParent) -> Self {
+        self.traceparent = Some(traceparent);
         self
     }
 
@@ -404,6 +417,9 @@ pub struct Task {
     /// Who submitted it, where recorded (a pull worker's claim does not show it).
     #[serde(default)]
     pub created_by: Option<Actor>,
+    /// The submitter's trace, which its attempts continue ([`crate::trace`]).
+    #[serde(default)]
+    pub traceparent: Option<TraceParent>,
 }
 
 impl Task {

@@ -6,7 +6,7 @@
 -- $8 run_at (NULL: now + delay), $9 delays in µs, $10 max attempts, $11 backoff initial ms,
 -- $12 multipliers, $13 backoff max ms, $14 jitters, $15 timeouts ms, $17 targets (core's
 -- stored form, NULL for any worker), $18 affinities ms, $19 who submits each (NULL:
--- unknown); $16 now (NULL: now()).
+-- unknown), $20 the submitters' traceparents (NULL: none); $16 now (NULL: now()).
 --
 -- Ids are drawn from the sequence in input order before the insert, so each input row
 -- knows its id and the answer can be matched back to the input, and ids grow in submit
@@ -28,22 +28,22 @@ WITH seq AS MATERIALIZED (
     FROM seq, unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::int[],
                      $8::timestamptz[], $9::bigint[], $10::int[], $11::bigint[], $12::float8[],
                      $13::bigint[], $14::float8[], $15::bigint[], $17::text[], $18::bigint[],
-                     $19::text[])
+                     $19::text[], $20::text[])
         WITH ORDINALITY AS i(kind, queue, state, payload, task_key, idempotency_key, priority,
                              run_at, delay_us, max_attempts, backoff_initial_ms, backoff_multiplier,
                              backoff_max_ms, backoff_jitter, timeout_ms, target, affinity_ms,
-                             created_by, ord)
+                             created_by, traceparent, ord)
     ORDER BY i.ord
 ), inserted AS (
     INSERT INTO tasktable_tasks (
         id, kind, queue, state, payload, task_key, idempotency_key, priority, run_at, max_attempts,
         backoff_initial_ms, backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms,
-        target, affinity_ms, created_by, created_at, updated_at
+        target, affinity_ms, created_by, traceparent, created_at, updated_at
     ) OVERRIDING SYSTEM VALUE
     SELECT input.id, kind, queue, state, payload, task_key, idempotency_key, priority,
            coalesce(input.run_at, clock.now + delay_us * interval '1 microsecond'), max_attempts,
            backoff_initial_ms, backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms,
-           target, affinity_ms, created_by, clock.now, clock.now
+           target, affinity_ms, created_by, traceparent, clock.now, clock.now
     FROM input, clock
     ORDER BY input.ord
     /* ON_CONFLICT */
@@ -70,12 +70,12 @@ ORDER BY input.ord
 INSERT INTO tasktable_tasks (
     kind, queue, state, payload, task_key, idempotency_key, priority, run_at, max_attempts,
     backoff_initial_ms, backoff_multiplier, backoff_max_ms, backoff_jitter, timeout_ms,
-    target, affinity_ms, created_by, created_at, updated_at
+    target, affinity_ms, created_by, traceparent, created_at, updated_at
 )
 SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::text, $6::text, $7::int,
        coalesce($8::timestamptz, clock.now + $9::bigint * interval '1 microsecond'), $10::int,
        $11::bigint, $12::float8, $13::bigint, $14::float8, $15::bigint,
-       $17::text, $18::bigint, $19::text, clock.now, clock.now
+       $17::text, $18::bigint, $19::text, $20::text, clock.now, clock.now
 FROM (SELECT coalesce($16::timestamptz, now()) AS now) AS clock
 /* ON_CONFLICT */
 RETURNING 1::bigint AS ord, id, state = 'pending' AND run_at <= created_at AS due

@@ -121,6 +121,7 @@ pub async fn insert(
     let query = column!(query, |t| t.target.to_column());
     let query = column!(query, |t| t.affinity.map(|d| d.as_millis() as i64));
     let query = column!(query, |t| t.created_by.as_ref().map(|a| a.to_column()));
+    let query = column!(query, |t| t.traceparent.as_ref().map(|tp| tp.as_str()));
     let rows = query.fetch_all(&mut *conn).await.map_err(db)?;
 
     let mut ids: Vec<Option<i64>> = vec![None; tasks.len()];

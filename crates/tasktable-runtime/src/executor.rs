@@ -11,12 +11,15 @@ use crate::attempt_log;
 use crate::context::{StopReason, TaskContext};
 use crate::metrics::TaskMetrics;
 use crate::shared::{Shared, WorkerEvent};
+use crate::trace;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tasktable_core::outcome::FinishPlan;
-use tasktable_core::{HandlerOutcome, Task};
+use tasktable_core::{AttemptOutcome, HandlerOutcome, Task};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::{Instrument, Span};
 
 enum Ending {
     Returned(HandlerOutcome),
@@ -50,6 +53,8 @@ pub(crate) async fn execute(
     metrics: Arc<TaskMetrics>,
 ) {
     let claimed_at = Instant::now();
+    // Disabled (and free) unless this process exports traces.
+    let span = trace::attempt_span(&task);
     let ctx = TaskContext::new(task.clone(), shared.store.clone(), shared.config.lease_for);
     shared.activate(&ctx);
     let mut recording_added = false;
@@ -69,7 +74,7 @@ pub(crate) async fn execute(
     };
     let (ending, permits, waiting) = match permits {
         Ok(permits) => {
-            let ending = run(&shared, &task, &ctx, &metrics, claimed_at).await;
+            let ending = run(&shared, &task, &ctx, &metrics, claimed_at, &span).await;
             (ending, permits, None)
         }
         Err((ending, waiting)) => {
@@ -87,7 +92,7 @@ pub(crate) async fn execute(
         waiting,
         recording_added,
     };
-    finish(shared, task, ctx, ending, holding, metrics).await
+    finish(shared, task, ctx, ending, holding, metrics, span).await
 }
 
 /// What an attempt holds of the worker's capacity until its end is recorded.
@@ -165,6 +170,7 @@ async fn run(
     ctx: &TaskContext,
     metrics: &TaskMetrics,
     claimed_at: Instant,
+    span: &Span,
 ) -> Ending {
     metrics.started();
     shared.emit(WorkerEvent::Claimed {
@@ -180,7 +186,9 @@ async fn run(
         Some(handler) => {
             run_handler(
                 shared,
-                handler.call(ctx.clone(), task.payload.clone()),
+                handler
+                    .call(ctx.clone(), task.payload.clone())
+                    .instrument(span.clone()),
                 ctx,
                 timeout,
             )
@@ -206,6 +214,7 @@ async fn finish(
     ending: Ending,
     holding: Holding,
     metrics: Arc<TaskMetrics>,
+    span: Span,
 ) {
     let Holding {
         permits,
@@ -214,10 +223,17 @@ async fn finish(
     } = holding;
     let started = waiting.is_none();
     match ending {
-        Ending::Stopped(StopReason::LeaseLost) => metrics.lease_lost(),
+        Ending::Stopped(StopReason::LeaseLost) => {
+            metrics.lease_lost();
+            trace::attempt_ended(&span, AttemptOutcome::LeaseExpired);
+        }
         // The operator's change recorded this attempt's end; the worker counts it.
         Ending::Stopped(StopReason::Retargeted) => {
-            metrics.recorded(tasktable_core::AttemptOutcome::Retargeted)
+            metrics.recorded(AttemptOutcome::Retargeted);
+            trace::attempt_ended(&span, AttemptOutcome::Retargeted);
+        }
+        Ending::Stopped(StopReason::Cancelled) => {
+            trace::attempt_ended(&span, AttemptOutcome::Cancelled)
         }
         _ => {}
     }
@@ -256,6 +272,7 @@ async fn finish(
             .then(|| plan.error.clone())
             .flatten();
         let recorded = shared.completer.finish(&task, plan).await;
+        trace::attempt_ended(&span, recorded.unwrap_or(AttemptOutcome::LeaseExpired));
         let worker = shared.config.identity.id.as_str();
         match recorded {
             Some(outcome) => {
@@ -302,7 +319,7 @@ async fn finish(
 
 async fn run_handler(
     shared: &Shared,
-    future: futures::future::BoxFuture<'static, HandlerOutcome>,
+    future: impl Future<Output = HandlerOutcome> + Send + 'static,
     ctx: &TaskContext,
     timeout: Option<Duration>,
 ) -> Ending {

@@ -9,7 +9,8 @@
 //! lease expired, the [`Scheduler`] that fires recurring schedules and saves those
 //! declared in code, and the [`Retainer`] that purges finished tasks past their age;
 //! each worker's row in the registry (its heartbeat, an operator's drain, and marking
-//! silent peers gone); what they record for monitoring ([`metrics`]).
+//! silent peers gone); what they record for monitoring ([`metrics`]) and the spans of
+//! their work ([`trace`]: a submit's, an attempt's, and the `traceparent` joining them).
 //!
 //! Must not know: SQL or any backend. It holds an `Arc<dyn Store>`, computes every rule
 //! with `tasktable-core`, and never opens a transaction; each store call is one atomic
@@ -35,6 +36,7 @@ mod retention;
 mod scheduler;
 mod shared;
 mod shutdown;
+pub mod trace;
 mod worker;
 
 pub use batch::{BatchContext, BatchHandler, Item, SAVE_EVERY};

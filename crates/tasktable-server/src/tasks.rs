@@ -10,7 +10,7 @@ use crate::wire::{
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
@@ -18,21 +18,28 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tasktable_core::trace::TraceParent;
 use tasktable_core::{Operation, Task, TaskId, TaskState};
+use tasktable_runtime::trace;
 use tasktable_store::{Change, ListParams, SubmitParams, Target, TaskFilter, UpdateParams};
+use tracing::{Instrument, Span};
 
 pub async fn submit(
     State(state): State<AppState>,
     Caller(actor): Caller,
+    headers: HeaderMap,
     Body(task): Body<SubmitTask>,
 ) -> ApiResult<Response> {
-    let task = task.into_new_task().map_err(ApiError::invalid)?;
+    let mut task = task.into_new_task().map_err(ApiError::invalid)?;
+    let (span, traceparent) = submit_trace(&headers, Some(&task.kind));
+    task.traceparent = traceparent;
     let submitted = state
         .store
         .task_submit(SubmitParams {
             tasks: vec![task.created_by(actor)],
             now: None,
         })
+        .instrument(span)
         .await?;
     let first = submitted[0];
     let task = state
@@ -52,6 +59,7 @@ pub async fn submit(
 pub async fn submit_batch(
     State(state): State<AppState>,
     Caller(actor): Caller,
+    headers: HeaderMap,
     Body(batch): Body<SubmitBatch>,
 ) -> ApiResult<Response> {
     if batch.tasks.is_empty() {
@@ -64,15 +72,21 @@ pub async fn submit_batch(
             batch.tasks.len()
         )));
     }
+    let (span, traceparent) = submit_trace(&headers, None);
     let tasks = batch
         .tasks
         .into_iter()
-        .map(|t| Ok(t.into_new_task()?.created_by(actor.clone())))
+        .map(|t| {
+            let mut task = t.into_new_task()?.created_by(actor.clone());
+            task.traceparent.clone_from(&traceparent);
+            Ok(task)
+        })
         .collect::<Result<Vec<_>, String>>()
         .map_err(ApiError::invalid)?;
     let submitted = state
         .store
         .task_submit(SubmitParams { tasks, now: None })
+        .instrument(span)
         .await?;
     let status = if submitted.iter().any(|s| s.created) {
         StatusCode::CREATED
@@ -87,6 +101,22 @@ pub async fn submit_batch(
         })
         .collect();
     Ok((status, Json(json!({ "tasks": views }))).into_response())
+}
+
+/// The span of a submit and the trace its tasks continue: the submit's span when this
+/// process exports traces (a child of the caller's), else the caller's own `traceparent`
+/// as it came, so workers in other processes still continue the caller's trace. A
+/// request with no `traceparent`, a malformed one or several has none (W3C: the receiver
+/// ignores them).
+fn submit_trace(headers: &HeaderMap, kind: Option<&str>) -> (Span, Option<TraceParent>) {
+    let mut values = headers.get_all("traceparent").iter();
+    let caller = match (values.next(), values.next()) {
+        (Some(value), None) => value.to_str().ok().and_then(TraceParent::parse),
+        _ => None,
+    };
+    let span = trace::submit_span(kind, caller.as_ref());
+    let traceparent = trace::traceparent_of(&span).or(caller);
+    (span, traceparent)
 }
 
 /// `GET /api/v1/tasks` parameters; `state` is a comma-separated list.

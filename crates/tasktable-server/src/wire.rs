@@ -170,6 +170,9 @@ pub struct ClaimedTask {
     /// For a run of a multi-run task, the run's number: send it with every lease call;
     /// null for a task that runs once.
     pub run: Option<u32>,
+    /// The W3C `traceparent` of whoever submitted the task: run the attempt in a span of
+    /// that trace. Null when the submit had none.
+    pub traceparent: Option<String>,
 }
 
 impl From<Task> for ClaimedTask {
@@ -187,6 +190,7 @@ impl From<Task> for ClaimedTask {
             lease_expires_at: t.lease_expires_at,
             deadline_at: t.deadline_at,
             run: t.run,
+            traceparent: t.traceparent.map(|tp| tp.as_str().to_owned()),
         }
     }
 }

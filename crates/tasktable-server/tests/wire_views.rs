@@ -40,6 +40,7 @@ fn task() -> Value {
         "affinity_ms": 500, "affinity_until": t, "copies": 3, "at_once": 2, "repeat": true,
         "joining": false, "max_failed_runs": 1, "runs_active": 1, "runs_succeeded": 1,
         "runs_failed": 0, "created_by": {"kind": "token", "name": "ops", "role": "operator"},
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     })
 }
 

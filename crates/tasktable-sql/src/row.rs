@@ -5,6 +5,7 @@ use crate::{Cells, Dialect, Exec, Sql};
 use serde_json::Value;
 use std::time::Duration;
 use tasktable_core::runs::{RunCounts, Runs};
+use tasktable_core::trace::TraceParent;
 use tasktable_core::{Attempt, Backoff, Target, Task, TaskId, TaskState};
 use tasktable_store::{credential_from_db, StoreError, StoreResult};
 
@@ -15,7 +16,7 @@ pub const TASK_COLUMNS: &str = "id, kind, queue, state, payload, result, checkpo
     lease_credential, lease_expires_at, deadline_at, worker_id, worker_host, last_error, created_at, updated_at, \
     started_at, finished_at, schedule_id, slot_at, target, affinity_ms, affinity_until, \
     affinity_target, copies, at_once, repeat_runs, joining_runs, max_failed_runs, runs_active, runs_succeeded, \
-    runs_failed, run_target, created_by";
+    runs_failed, run_target, created_by, traceparent";
 
 /// Every column of `tasktable_attempts` that [`attempt_from_row`] reads.
 pub const ATTEMPT_COLUMNS: &str =
@@ -117,6 +118,12 @@ pub fn task_from_row(row: &impl Cells) -> StoreResult<Task> {
             .unwrap_or(None)
             .as_deref()
             .and_then(tasktable_core::Actor::from_column),
+        // Read where the query returns it; a value that does not parse is no trace.
+        traceparent: row
+            .text("traceparent")
+            .unwrap_or(None)
+            .as_deref()
+            .and_then(TraceParent::parse),
     })
 }
 

@@ -48,6 +48,7 @@ pub async fn insert(
             .bind(t.target.to_column())
             .bind(t.affinity.map(|d| d.as_millis() as i64))
             .bind(t.created_by.as_ref().map(|a| a.to_column()))
+            .bind(t.traceparent.as_ref().map(|tp| tp.as_str()))
             .fetch_optional(&mut *conn)
             .await
             .map_err(db)?;

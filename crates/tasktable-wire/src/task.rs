@@ -168,6 +168,9 @@ pub struct TaskView {
     /// Who submitted it, where recorded.
     #[serde(default)]
     pub created_by: Option<tasktable_core::Actor>,
+    /// The W3C `traceparent` of its submitter, which its attempts continue.
+    #[serde(default)]
+    pub traceparent: Option<tasktable_core::trace::TraceParent>,
 }
 
 impl TaskView {
@@ -223,6 +226,7 @@ impl From<Task> for TaskView {
             runs_succeeded: t.run_counts.map(|c| c.succeeded),
             runs_failed: t.run_counts.map(|c| c.failed),
             created_by: t.created_by,
+            traceparent: t.traceparent,
         }
     }
 }

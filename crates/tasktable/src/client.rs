@@ -98,10 +98,16 @@ impl Client {
     }
 
     /// All or none; results in the order given. Tasks that name no submitter are
-    /// recorded as this client's actor's.
+    /// recorded as this client's actor's, and tasks that name no trace continue the
+    /// current span's, when an OpenTelemetry layer follows it
+    /// ([`tasktable_runtime::trace`]): their attempts run in spans of that trace.
     pub async fn submit_many(&self, mut tasks: Vec<NewTask>) -> StoreResult<Vec<Submitted>> {
+        let traceparent = tasktable_runtime::trace::current_traceparent();
         for t in &mut tasks {
             t.created_by.get_or_insert_with(|| self.actor.clone());
+            if t.traceparent.is_none() {
+                t.traceparent.clone_from(&traceparent);
+            }
         }
         self.store
             .task_submit(SubmitParams { tasks, now: None })

@@ -78,6 +78,7 @@ pub use tasktable_core::{
 };
 /// What workers record for monitoring (Prometheus series names).
 pub use tasktable_runtime::metrics;
+pub use tasktable_runtime::trace;
 /// What a batch item came to ([`BatchHandler::item`]).
 pub use tasktable_runtime::Item as BatchItem;
 /// Runs tasks in this process: claims them from its queues, runs their handlers, renews

@@ -6,7 +6,7 @@ import http.client
 import json
 import threading
 import urllib.parse
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from .errors import ApiError, ConnectionFailed
 
@@ -47,7 +47,8 @@ class Transport:
         self._local.conn = None
 
     def request(
-        self, method: str, path: str, body: Any = None, timeout: Optional[float] = None
+        self, method: str, path: str, body: Any = None, timeout: Optional[float] = None,
+        headers: Optional[Dict[str, str]] = None,
     ) -> Any:
         """The decoded JSON answer; raises ApiError for an error answer and
         ConnectionFailed when the server cannot be reached."""
@@ -58,7 +59,8 @@ class Transport:
         for attempt in (1, 2):
             conn = self._connection(wait)
             try:
-                conn.request(method, self._prefix + path, body=data, headers=self._headers)
+                sent = self._headers if not headers else {**self._headers, **headers}
+                conn.request(method, self._prefix + path, body=data, headers=sent)
                 response = conn.getresponse()
                 raw = response.read()
                 status = response.status

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
+from . import _trace
 from ._http import Transport
 
 
@@ -29,6 +30,9 @@ class Claimed:
     run: Optional[int]
     lease_expires_at: Optional[str]
     deadline_at: Optional[str]
+    #: The W3C traceparent of whoever submitted the task (None when the submit had none):
+    #: the worker runs the attempt in a span of that trace when OpenTelemetry is installed.
+    traceparent: Optional[str] = None
 
     @classmethod
     def from_json(cls, t: Dict[str, Any]) -> "Claimed":
@@ -37,6 +41,7 @@ class Claimed:
             checkpoint=t.get("checkpoint"), attempt=t["attempt"], max_attempts=t["max_attempts"],
             token=t["token"], credential=t["credential"], run=t.get("run"),
             lease_expires_at=t.get("lease_expires_at"), deadline_at=t.get("deadline_at"),
+            traceparent=t.get("traceparent"),
         )
 
     def lease(self) -> Dict[str, Any]:
@@ -88,13 +93,17 @@ class Client:
 
     def submit(self, kind: str, payload: Any = None, **options: Any) -> int:
         """Submits one task; answers its id. `options` are the fields of POST /api/v1/tasks
-        (queue, priority, run_at, delay_ms, max_attempts, idempotency_key, ...)."""
+        (queue, priority, run_at, delay_ms, max_attempts, idempotency_key, ...). With
+        OpenTelemetry installed, the task continues the current span's trace."""
         body = {"kind": kind, "payload": payload, **options}
-        return self._http.request("POST", "/api/v1/tasks", body)["id"]
+        return self._http.request("POST", "/api/v1/tasks", body, headers=_trace_headers())["id"]
 
     def submit_many(self, tasks: Sequence[Dict[str, Any]]) -> List[int]:
-        """Submits up to 10,000 tasks in one transaction; answers their ids in order."""
-        answer = self._http.request("POST", "/api/v1/tasks/batch", {"tasks": list(tasks)})
+        """Submits up to 10,000 tasks in one transaction; answers their ids in order.
+        With OpenTelemetry installed, the tasks continue the current span's trace."""
+        answer = self._http.request(
+            "POST", "/api/v1/tasks/batch", {"tasks": list(tasks)}, headers=_trace_headers()
+        )
         return [t["id"] for t in answer["tasks"]]
 
     def get(self, task_id: int) -> Dict[str, Any]:
@@ -160,3 +169,10 @@ class Client:
 
     def leave(self, worker_id: str) -> None:
         self._http.request("POST", "/api/v1/leave", {"worker_id": worker_id})
+
+
+def _trace_headers() -> Optional[Dict[str, str]]:
+    """The current span's `traceparent` header, when OpenTelemetry is installed and a span
+    is current."""
+    traceparent = _trace.current_traceparent()
+    return {"traceparent": traceparent} if traceparent else None

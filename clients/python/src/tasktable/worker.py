@@ -33,6 +33,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from . import _trace
 from .client import Claimed, Client
 from .errors import ApiError, Fail, LeaseGone, Snooze, TasktableError
 
@@ -451,6 +452,12 @@ class Worker:
             self._ended(1)
 
     def _outcome(self, task: Task) -> Dict[str, Any]:
+        with _trace.attempt(task._claimed) as span:
+            call = self._handled(task)
+            _trace.ended(span, call)
+            return call
+
+    def _handled(self, task: Task) -> Dict[str, Any]:
         handler = self.handlers[task.kind]
         try:
             result = handler(task)

@@ -1,12 +1,13 @@
 //! What every test of the `tasktable` binary shares.
 
+pub mod otlp;
 pub mod serve;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_tasktable");
 
 /// Environment that would change what a command does, removed from every child.
-pub const ENV: [&str; 11] = [
+pub const ENV: [&str; 17] = [
     "TASKTABLE_SERVER",
     "TASKTABLE_TOKEN",
     "TASKTABLE_TOKENS",
@@ -18,6 +19,12 @@ pub const ENV: [&str; 11] = [
     "TASKTABLE_HTTP_ALLOW_NET",
     "TASKTABLE_HTTP_ALLOW_HOST",
     "RUST_LOG",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
 ];
 
 /// The repository's root.
