@@ -893,6 +893,7 @@ async fn reads_back(s: &dyn Store, f: &str) {
                     queues: Queues::All,
                     capacity: 10,
                     protocol: Protocol::Process,
+                    kinds: None,
                 },
                 address: None,
                 // Rows from before version 15 have no owner.
@@ -915,6 +916,7 @@ async fn reads_back(s: &dyn Store, f: &str) {
                     queues: Queues::Listed(vec!["default".into(), "runs".into(), "batches".into()]),
                     capacity: 4,
                     protocol: Protocol::Process,
+                    kinds: None,
                 },
                 address: None,
                 owner: None,

@@ -55,6 +55,7 @@ async fn register(ui: &Ui, id: &str, queues: Queues) {
                 queues,
                 capacity: 3,
                 protocol: Protocol::Process,
+                kinds: None,
             },
             address: None,
             starting: true,

@@ -23,7 +23,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 16] = [
+pub const MIGRATIONS: [(i64, &str); 17] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -40,6 +40,7 @@ pub const MIGRATIONS: [(i64, &str); 16] = [
     (14, "submitters_and_logs"),
     (15, "worker_owners"),
     (16, "event_actions"),
+    (17, "worker_kinds"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -138,6 +139,13 @@ macro_rules! backend_migrations {
                 name: "event_actions",
                 sql: ::std::borrow::Cow::Borrowed(include_str!(
                     "../migrations/0016_event_actions.sql"
+                )),
+            },
+            $crate::migrate::Migration {
+                version: 17,
+                name: "worker_kinds",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0017_worker_kinds.sql"
                 )),
             },
         ]
