@@ -63,6 +63,22 @@ class WorkerTest(unittest.TestCase):
             self.assertEqual(task["result"], {"doubled": n * 2})
             self.assertEqual(len(task["attempts"]), 1)
 
+    def test_heartbeats_carry_the_kinds_of_its_handlers(self):
+        other = self.ops.submit("resize", {})
+        worker = self.start({"double": lambda task: task.payload, "add": lambda task: task.payload})
+        shown = eventually(
+            "the registry holds the worker",
+            lambda: next((w for w in self.ops._http.request("GET", "/api/v1/workers")["workers"]
+                          if w["id"] == worker.worker_id), None),
+        )
+        self.assertEqual(shown["kinds"], ["add", "double"])
+        # So a task of a kind no worker handles says so.
+        self.assertEqual(
+            self.ops.get(other)["waiting"],
+            [{"reason": "no_worker_for_kind",
+              "text": 'no live worker handles kind "resize" in queue "default"'}],
+        )
+
     def test_a_checkpoint_reaches_the_next_attempt_under_a_newer_fencing_token(self):
         seen = []
 

@@ -145,7 +145,8 @@ export class Client {
     return answer.tasks.map((t) => t.id);
   }
 
-  /** The task as GET /api/v1/tasks/{id} shows it, with its `attempts` and `runs` beside
+  /** The task as GET /api/v1/tasks/{id} shows it, with its `attempts`, `runs`, `timeline`
+   * and, while it is pending, `waiting` (why: each a `reason` code and its `text`) beside
    * its own fields. */
   async get(id: number): Promise<Record<string, any>> {
     const shown = await this.request<{
@@ -153,12 +154,14 @@ export class Client {
       attempts: unknown[];
       runs?: unknown[];
       timeline?: unknown[];
+      waiting?: { reason: string; text: string }[];
     }>("GET", `/api/v1/tasks/${id}`);
     return {
       ...shown.task,
       attempts: shown.attempts,
       runs: shown.runs ?? [],
       timeline: shown.timeline ?? [],
+      waiting: shown.waiting ?? [],
     };
   }
 

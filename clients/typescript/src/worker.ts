@@ -523,6 +523,8 @@ export class Worker {
         queues: [this.o.queue],
         capacity: this.o.concurrency,
         starting,
+        // The kinds it has handlers for, so a task no worker handles can say so.
+        kinds: Object.keys(this.handlers).sort(),
       });
       if (draining && !this.draining) this.log.info(`worker ${this.workerId} is draining: claiming nothing new`);
       this.draining = draining;

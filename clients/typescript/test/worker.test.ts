@@ -49,6 +49,22 @@ test("drains tasks and records their results", () =>
     });
   }));
 
+test("heartbeats carry the kinds of its handlers", () =>
+  withServer(async (server, start) => {
+    const ops = server.client("operator");
+    const other = await ops.submit("resize", {});
+    const worker = start({ double: (task) => task.payload, add: (task) => task.payload });
+    const shown = await eventually("the registry holds the worker", async () => {
+      const listed = await ops.request<{ workers: { id: string; kinds: string[] | null }[] }>("GET", "/api/v1/workers");
+      return listed.workers.find((w) => w.id === worker.workerId);
+    });
+    assert.deepEqual(shown.kinds, ["add", "double"]);
+    // So a task of a kind no worker handles says so.
+    assert.deepEqual((await ops.get(other)).waiting, [
+      { reason: "no_worker_for_kind", text: 'no live worker handles kind "resize" in queue "default"' },
+    ]);
+  }));
+
 test("a checkpoint reaches the next attempt under a newer fencing token", () =>
   withServer(async (server, start) => {
     const seen: [unknown, number][] = [];

@@ -44,6 +44,7 @@ async fn fail_once_as(store: &dyn Store, worker: &str) -> Vec<i64> {
                 queues: Queues::All,
                 capacity: 10,
                 protocol: Protocol::Process,
+                kinds: None,
             },
             address: None,
             starting: true,

@@ -72,3 +72,54 @@ fn serves_worker_is_listed_shown_drained_and_released() {
         .json();
     assert_eq!(json["worker"]["state"], "active", "nothing changed");
 }
+
+/// serve's worker tells the registry the kinds of its handlers, and `show` says why a
+/// task of another kind waits, then that its queue is paused.
+#[test]
+fn show_says_why_a_pending_task_waits_from_the_kinds_workers_handle() {
+    let server = Server::start_with(&["--workers", "1", "--worker-id", "serve-1"]);
+    let shown = server
+        .tt(&["workers", "show", "serve-1", "--json"])
+        .ok()
+        .json();
+    let kinds = shown["worker"]["kinds"]
+        .as_array()
+        .unwrap_or_else(|| panic!("serve's worker says its kinds: {shown}"));
+    assert!(!kinds.is_empty(), "{shown}");
+    assert!(!kinds.contains(&Value::from("resize")), "{shown}");
+    let text = server.tt(&["workers", "show", "serve-1"]).ok().stdout;
+    let line = format!("kinds        {}\n", kinds_joined(kinds));
+    assert!(text.contains(&line), "{line:?} in {text}");
+
+    let submitted = server.tt(&["submit", "resize", "--json"]).ok().json();
+    let id = submitted["id"].to_string();
+    let shown = server.tt(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        shown["waiting"],
+        serde_json::json!([{"reason": "no_worker_for_kind",
+            "text": "no live worker handles kind \"resize\" in queue \"default\""}]),
+        "{shown}"
+    );
+    let text = server.tt(&["show", &id]).ok().stdout;
+    assert!(
+        text.contains(
+            "  waiting     no live worker handles kind \"resize\" in queue \"default\"\n"
+        ),
+        "{text}"
+    );
+
+    server.tt(&["pause", "default"]).ok();
+    let text = server.tt(&["show", &id]).ok().stdout;
+    assert!(
+        text.contains("  waiting     queue \"default\" is paused\n"),
+        "{text}"
+    );
+}
+
+fn kinds_joined(kinds: &[Value]) -> String {
+    kinds
+        .iter()
+        .map(|k| k.as_str().expect("a kind"))
+        .collect::<Vec<_>>()
+        .join(",")
+}

@@ -24,7 +24,8 @@
 //! - [`retention`] — finished tasks purged by state and age, in batches, deleted or
 //!   archived whole, statistics kept;
 //! - [`workers`] — the worker registry: heartbeats, drains, silent workers marked gone
-//!   and forgotten, queues with work found for workers that take every queue;
+//!   and forgotten, queues with work found for workers that take every queue, and why a
+//!   pending task waits;
 //! - [`policies`] — queue policies: cluster-wide limits per queue and kind, rates per
 //!   queue and task key, one task per worker, fair shares of long tasks;
 //! - [`targets`] — who may run a task: claims that honour a target and put a worker's own
@@ -246,6 +247,10 @@ macro_rules! conformance_suite {
             workers::ownership::the_registry_reads_a_page_at_a_time,
             workers::discovery::discovery_finds_each_queue_with_pending_tasks_once,
             workers::discovery::a_due_check_sees_due_tasks_of_its_kinds_in_queues_not_paused,
+            workers::waiting::heartbeats_keep_the_kinds_a_worker_handles_and_an_old_beat_leaves_them_unknown,
+            workers::waiting::a_pending_task_says_which_worker_it_lacks_and_a_fitting_worker_ends_it,
+            workers::waiting::a_paused_queue_a_target_and_a_later_run_at_are_named,
+            workers::waiting::a_limited_queue_at_its_limit_says_so_and_only_pending_tasks_wait,
         );
         $crate::conformance_suite!(@area $backend, targets, 2;
             targets::claim::targeted_tasks_go_only_to_the_workers_they_allow,

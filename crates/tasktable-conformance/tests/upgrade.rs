@@ -894,6 +894,7 @@ async fn reads_back(s: &dyn Store, f: &str) {
                     queues: Queues::All,
                     capacity: 10,
                     protocol: Protocol::Process,
+                    kinds: None,
                 },
                 address: None,
                 // Rows from before version 15 have no owner.
@@ -916,6 +917,7 @@ async fn reads_back(s: &dyn Store, f: &str) {
                     queues: Queues::Listed(vec!["default".into(), "runs".into(), "batches".into()]),
                     capacity: 4,
                     protocol: Protocol::Process,
+                    kinds: None,
                 },
                 address: None,
                 owner: None,

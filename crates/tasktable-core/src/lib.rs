@@ -8,7 +8,7 @@
 //! budget and lifecycle ([`batch`]), when a recurring schedule's slots fall and which
 //! to fire after a pause ([`schedule`]), who a worker is and what its registry state
 //! means ([`worker`]), who may run a task ([`target`]), what a queue's policy lets a claim take ([`policy`]), how a task that wants several runs
-//! counts them ([`runs`]), what becomes of text a worker writes on its way into a row and
+//! counts them ([`runs`]), why a pending task waits ([`waiting`]), what becomes of text a worker writes on its way into a row and
 //! how far a lease or a delay may reach ([`stored`]), the bounds of names and counts
 //! ([`names`]), who did something ([`actor`]), and how a URL is read and its password
 //! hidden ([`url`]).
@@ -37,6 +37,7 @@ pub mod target;
 pub mod task;
 pub mod trace;
 pub mod url;
+pub mod waiting;
 pub mod worker;
 
 pub use backoff::Backoff;

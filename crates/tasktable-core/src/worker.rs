@@ -17,6 +17,9 @@ pub const MAX_GROUPS: usize = 64;
 pub const MAX_QUEUES: usize = 256;
 /// The largest capacity a worker may say it has: what the registry's 32-bit column holds.
 pub const MAX_CAPACITY: u32 = i32::MAX as u32;
+/// Most kinds one worker may say it handles ([`WorkerFacts::kinds`]): far more handlers
+/// than one process registers, and few enough that a heartbeat stays small.
+pub const MAX_KINDS: usize = 1000;
 
 /// The queues a worker takes tasks from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,15 +139,20 @@ pub struct WorkerFacts {
     pub capacity: u32,
     /// How it reaches the database, and so how its heartbeats arrive.
     pub protocol: Protocol,
+    /// The kinds it has handlers for, at most [`MAX_KINDS`], each a name a task's kind
+    /// may be; `None`: it did not say (a worker of a version from before heartbeats
+    /// carried them), so nothing may be concluded from it.
+    #[serde(default)]
+    pub kinds: Option<Vec<String>>,
 }
 
 /// Why a worker's facts cannot be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidWorker {
-    /// The host, the version or a listed queue is no valid name ([`valid_name`]).
+    /// The host, the version, a listed queue or a kind is no valid name ([`valid_name`]).
     #[error("{field} must be 1 to {MAX_NAME_CHARS} characters, not all whitespace, without control characters")]
     Name {
-        /// Which: `host`, `version` or `a queue`.
+        /// Which: `host`, `version`, `a queue` or `a kind`.
         field: &'static str,
     },
     /// The id or a group is no name a target can hold
@@ -159,7 +167,7 @@ pub enum InvalidWorker {
     TooMany {
         /// What is counted, as the message words it.
         field: &'static str,
-        /// The most allowed: [`MAX_GROUPS`] or [`MAX_QUEUES`].
+        /// The most allowed: [`MAX_GROUPS`], [`MAX_QUEUES`] or [`MAX_KINDS`].
         max: usize,
     },
     /// A capacity of 0, or over [`MAX_CAPACITY`].
@@ -202,7 +210,26 @@ impl WorkerFacts {
         if self.capacity == 0 || self.capacity > MAX_CAPACITY {
             return Err(InvalidWorker::Capacity);
         }
+        if let Some(kinds) = &self.kinds {
+            if kinds.len() > MAX_KINDS {
+                return Err(InvalidWorker::TooMany {
+                    field: "kinds",
+                    max: MAX_KINDS,
+                });
+            }
+            if kinds.iter().any(|k| !valid_name(k)) {
+                return Err(InvalidWorker::Name { field: "a kind" });
+            }
+        }
         Ok(())
+    }
+
+    /// Whether the worker handles `kind`: `None` when it did not say which kinds it
+    /// handles.
+    pub fn handles(&self, kind: &str) -> Option<bool> {
+        self.kinds
+            .as_ref()
+            .map(|kinds| kinds.iter().any(|k| k == kind))
     }
 }
 
@@ -246,6 +273,7 @@ mod tests {
             queues: Queues::Listed(vec!["default".into()]),
             capacity: 4,
             protocol: Protocol::Process,
+            kinds: Some(vec!["email".into()]),
         }
     }
 
@@ -300,6 +328,38 @@ mod tests {
         assert_eq!(f.validate(), Err(InvalidWorker::Capacity));
         f.capacity = MAX_CAPACITY;
         assert_eq!(f.validate(), Ok(()));
+        f = facts();
+        f.kinds = Some((0..=MAX_KINDS).map(|i| format!("k{i}")).collect());
+        assert_eq!(
+            f.validate(),
+            Err(InvalidWorker::TooMany {
+                field: "kinds",
+                max: MAX_KINDS
+            })
+        );
+        f.kinds = Some((0..MAX_KINDS).map(|i| format!("k{i}")).collect());
+        assert_eq!(f.validate(), Ok(()));
+        for bad in ["", " ", "a\nb", &"k".repeat(MAX_NAME_CHARS + 1)] {
+            f.kinds = Some(vec![bad.to_owned()]);
+            assert_eq!(
+                f.validate(),
+                Err(InvalidWorker::Name { field: "a kind" }),
+                "{bad:?}"
+            );
+        }
+        f.kinds = Some(vec![]);
+        assert_eq!(f.validate(), Ok(()), "a worker may handle no kind yet");
+        f.kinds = None;
+        assert_eq!(f.validate(), Ok(()));
+    }
+
+    #[test]
+    fn kinds_unknown_say_nothing_and_known_ones_answer() {
+        let mut f = facts();
+        assert_eq!(f.handles("email"), Some(true));
+        assert_eq!(f.handles("resize"), Some(false));
+        f.kinds = None;
+        assert_eq!(f.handles("email"), None);
     }
 
     #[test]

@@ -196,6 +196,7 @@ pub async fn task(
         attempts,
         runs,
         timeline,
+        waiting,
     } = detail;
     // Only the actions the task's state allows are offered.
     let act = |op: Operation, label: &str, danger: bool, fields: Markup| {
@@ -233,6 +234,16 @@ pub async fn task(
                 }))
                 @if !offered(task.state) {
                     p.muted { "No action applies to a " (task.state) " task." }
+                }
+            }
+        }
+        @if !waiting.is_empty() {
+            div id="waiting" {
+                h2 { "Why it waits" }
+                ul {
+                    @for reason in &waiting {
+                        li data-reason=(reason.code()) { (reason.to_string()) }
+                    }
                 }
             }
         }

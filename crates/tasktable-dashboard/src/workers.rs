@@ -1,6 +1,6 @@
-//! The workers page: the registry (who runs where, in which state, what it takes), with
-//! what each worker runs now as seen from the tasks it holds, and for operators a button
-//! to drain or release each. Workers that hold leases but are not in the registry (a
+//! The workers page: the registry (who runs where, in which state, which queues and kinds
+//! it takes), with what each worker runs now as seen from the tasks it holds, and for
+//! operators a button to drain or release each. Workers that hold leases but are not in the registry (a
 //! pull worker that never registered) are listed too. The running tasks read are capped
 //! (newest first, ids and kinds only); the total comes from the queue counts, so the page
 //! says when it shows only part.
@@ -59,6 +59,17 @@ fn queues(q: &Queues) -> String {
     match q {
         Queues::All => "every queue".into(),
         Queues::Listed(names) => names.join(", "),
+    }
+}
+
+/// The kinds a worker handles, as its heartbeat said them.
+fn kinds(kinds: &Option<Vec<String>>) -> Markup {
+    html! {
+        @match kinds {
+            None => span.muted title="the worker does not say which kinds it handles" { "unknown" },
+            Some(k) if k.is_empty() => span.muted { "none" },
+            Some(k) => (k.join(", ")),
+        }
     }
 }
 
@@ -162,7 +173,7 @@ pub async fn workers(
         table id="workers" {
             thead { tr {
                 th { "Worker" } th { "Host" } th { "Address" } th { "State" } th.num { "Running" }
-                th { "Queues" } th { "Groups" } th { "Last seen" } th { "Tasks" }
+                th { "Queues" } th { "Kinds" } th { "Groups" } th { "Last seen" } th { "Tasks" }
                 @if session.can_act() { th {} }
             } }
             tbody {
@@ -173,7 +184,9 @@ pub async fn workers(
                         td { (w.address.as_deref().unwrap_or("—")) }
                         td { (state_badge(w.state)) }
                         td.num { (r.map_or(0, |r| r.count)) " / " (w.facts.capacity) }
-                        td { (queues(&w.facts.queues)) } td { (w.facts.groups.join(", ")) }
+                        td { (queues(&w.facts.queues)) }
+                        td.kinds { (kinds(&w.facts.kinds)) }
+                        td { (w.facts.groups.join(", ")) }
                         td { (time(Some(w.last_seen_at))) }
                         td { (tasks_cell(r)) }
                         @if session.can_act() { td { (button(w)) } }
@@ -183,13 +196,13 @@ pub async fn workers(
                     tr data-worker=(id) {
                         td { (id) } td { (r.host) } td { "—" }
                         td { span.muted { "not registered" } }
-                        td.num { (r.count) } td {} td {} td {}
+                        td.num { (r.count) } td {} td {} td {} td {}
                         td { (tasks_cell(Some(r))) }
                         @if session.can_act() { td {} }
                     }
                 }
                 @if registry.is_empty() && unregistered.is_empty() {
-                    tr { td colspan="10" .muted { "No worker has registered, and no task is running." } }
+                    tr { td colspan="11" .muted { "No worker has registered, and no task is running." } }
                 }
             }
         }

@@ -318,6 +318,10 @@ async fn cancelling_a_pending_task_from_its_page() {
     b.goto(&app.url(&format!("/ui/tasks/{id}"))).await;
     b.css("#actions").await;
     assert_eq!(heading_state(&b).await, "pending");
+    // A pending task says why it waits: no worker has registered.
+    let waiting = b.text("#waiting").await;
+    assert!(waiting.contains("Why it waits"), "{waiting}");
+    assert!(waiting.contains("no worker is live"), "{waiting}");
     b.click(&format!(
         "#actions form[action='/ui/tasks/{id}/cancel'] button"
     ))
@@ -325,6 +329,11 @@ async fn cancelling_a_pending_task_from_its_page() {
     b.flash("flash", "cancel: done").await;
     assert_eq!(heading_state(&b).await, "cancelled");
     assert_eq!(app.state(id).await, TaskState::Cancelled);
+    assert_eq!(
+        b.count("#waiting").await,
+        0,
+        "a cancelled task does not wait"
+    );
 
     // The task's history and the audit both say who cancelled it, from where.
     let history = b.text("#history").await;

@@ -475,6 +475,7 @@ async fn the_task_page_shows_the_affinity_and_whom_a_retry_waits_for(backend: &s
                 queues: Queues::All,
                 capacity: 1,
                 protocol: Protocol::Process,
+                kinds: None,
             },
             address: None,
             starting: true,

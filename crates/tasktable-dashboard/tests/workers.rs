@@ -15,6 +15,7 @@ on_every_backend!(
     an_operator_drains_and_releases_a_worker,
     readers_and_bad_forms_change_no_worker,
     the_registry_is_shown_a_page_at_a_time,
+    a_pending_tasks_page_says_why_it_waits_and_workers_show_their_kinds,
 );
 
 /// 200 workers a page, by id, and a link to the next; the live count is the registry's.
@@ -44,6 +45,10 @@ async fn the_registry_is_shown_a_page_at_a_time(backend: &str) {
 type Fields<'a> = Vec<(&'a str, &'a str)>;
 
 async fn register(ui: &Ui, id: &str, queues: Queues) {
+    register_with_kinds(ui, id, queues, None).await;
+}
+
+async fn register_with_kinds(ui: &Ui, id: &str, queues: Queues, kinds: Option<&[&str]>) {
     ui.store
         .worker_beat(WorkerBeatParams {
             facts: WorkerFacts {
@@ -55,6 +60,7 @@ async fn register(ui: &Ui, id: &str, queues: Queues) {
                 queues,
                 capacity: 3,
                 protocol: Protocol::Process,
+                kinds: kinds.map(|k| k.iter().map(|s| s.to_string()).collect()),
             },
             address: None,
             starting: true,
@@ -226,4 +232,55 @@ async fn readers_and_bad_forms_change_no_worker(backend: &str) {
         assert_eq!(resp.status(), status, "{op} {fields:?}");
     }
     assert!(!worker(&ui, "w-1").await.draining, "nothing changed");
+}
+
+/// A pending task's page says why it waits, in the registry's terms; the workers page
+/// shows the kinds each worker handles, or that it did not say.
+async fn a_pending_tasks_page_says_why_it_waits_and_workers_show_their_kinds(backend: &str) {
+    let Some(ui) = Ui::start(backend).await else {
+        return;
+    };
+    let mailer = Queues::Listed(vec!["default".into()]);
+    register_with_kinds(&ui, "w-mail", mailer, Some(&["email", "sms"])).await;
+    let submitted = ui
+        .store
+        .task_submit(tasktable_store::SubmitParams {
+            tasks: vec![
+                tasktable_core::NewTask::new("resize", serde_json::json!({})),
+                tasktable_core::NewTask::new("resize", serde_json::json!({})).held(true),
+            ],
+            now: None,
+        })
+        .await
+        .unwrap();
+    let (client, _) = ui.sign_in(READER).await;
+    let html = ui
+        .page(&client, &format!("/ui/tasks/{}", submitted[0].id))
+        .await;
+    assert!(html.contains("<div id=\"waiting\">"), "{html}");
+    assert!(
+        html.contains(
+            "<li data-reason=\"no_worker_for_kind\">no live worker handles kind &quot;resize&quot; in queue &quot;default&quot;</li>"
+        ),
+        "{html}"
+    );
+    let held = ui
+        .page(&client, &format!("/ui/tasks/{}", submitted[1].id))
+        .await;
+    assert!(
+        !held.contains("id=\"waiting\""),
+        "a held task does not wait: {held}"
+    );
+
+    register(&ui, "w-old", Queues::All).await;
+    let html = ui.page(&client, "/ui/workers").await;
+    assert!(row(&html, "w-mail").contains("email, sms"), "{html}");
+    assert!(row(&html, "w-old").contains(">unknown<"), "{html}");
+    let html = ui
+        .page(&client, &format!("/ui/tasks/{}", submitted[0].id))
+        .await;
+    assert!(
+        html.contains("<li data-reason=\"turn\">"),
+        "a worker whose kinds are unknown might take it: {html}"
+    );
 }

@@ -143,7 +143,7 @@ impl WorkerConfig {
                 self.worker_silence, self.heartbeat_interval
             ));
         }
-        if let Err(e) = facts(&self).validate() {
+        if let Err(e) = facts(&self, &[]).validate() {
             return bad(format!("worker registry: {e}"));
         }
         if self.schedule_interval.is_some_and(|d| d.is_zero()) {
@@ -185,8 +185,21 @@ pub(crate) fn jittered(d: Duration) -> Duration {
     d.mul_f64(0.8 + 0.4 * rand::random::<f64>())
 }
 
-/// What a worker with `config` tells the registry.
-pub(crate) fn facts(config: &WorkerConfig) -> WorkerFacts {
+/// What a worker with `config` and handlers for `kinds` tells the registry. A kind no
+/// task could have (not a valid name) is left out, as is any beyond the registry's
+/// [`MAX_KINDS`](tasktable_core::worker::MAX_KINDS), so the heartbeat is never refused
+/// for them; the kinds are sorted, so that beats of the same worker read alike.
+pub(crate) fn facts<'a>(
+    config: &WorkerConfig,
+    kinds: impl IntoIterator<Item = &'a String>,
+) -> WorkerFacts {
+    let mut kinds: Vec<String> = kinds
+        .into_iter()
+        .filter(|k| tasktable_core::worker::valid_name(k))
+        .cloned()
+        .collect();
+    kinds.sort_unstable();
+    kinds.truncate(tasktable_core::worker::MAX_KINDS);
     let queues = if config.all_queues {
         Queues::All
     } else {
@@ -201,6 +214,7 @@ pub(crate) fn facts(config: &WorkerConfig) -> WorkerFacts {
         queues,
         capacity: u32::try_from(config.concurrency).unwrap_or(u32::MAX),
         protocol: Protocol::Process,
+        kinds: Some(kinds),
     }
 }
 

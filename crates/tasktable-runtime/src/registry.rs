@@ -16,7 +16,7 @@ pub(crate) async fn beat(shared: &Shared, starting: bool) -> StoreResult<()> {
     let status = shared
         .store
         .worker_beat(WorkerBeatParams {
-            facts: facts(&shared.config),
+            facts: facts(&shared.config, shared.handlers.keys()),
             address: None,
             starting,
             now: None,

@@ -218,7 +218,7 @@ impl Worker {
     pub async fn register(&self) -> StoreResult<()> {
         self.store
             .worker_beat(tasktable_store::WorkerBeatParams {
-                facts: crate::config::facts(&self.config),
+                facts: crate::config::facts(&self.config, self.handlers.keys()),
                 address: None,
                 starting: true,
                 now: None,

@@ -1,10 +1,11 @@
-//! A task's page, read once for every reader of it: the task, its ended attempts, its runs
-//! and its timeline, with its payload and its events shown as the reader's role may see
-//! them. The API's `GET /tasks/{id}` and the dashboard's task page both read it here.
+//! A task's page, read once for every reader of it: the task, its ended attempts, its runs,
+//! its timeline and, while it is pending, why it waits, with its payload and its events
+//! shown as the reader's role may see them. The API's `GET /tasks/{id}` and the dashboard's task page both read it here.
 
 use crate::{AppState, Role};
 use tasktable_core::runs::Run;
-use tasktable_core::{Attempt, Task, TaskId};
+use tasktable_core::waiting::WaitReason;
+use tasktable_core::{Attempt, Task, TaskId, TaskState};
 use tasktable_store::event::TimelineEntry;
 use tasktable_store::StoreResult;
 
@@ -17,6 +18,8 @@ pub struct TaskDetail {
     pub runs: Vec<Run>,
     /// Submission, claims, ends, events and log lines, oldest first.
     pub timeline: Vec<TimelineEntry>,
+    /// Why it waits, while it is pending (empty otherwise).
+    pub waiting: Vec<WaitReason>,
 }
 
 impl TaskDetail {
@@ -36,12 +39,17 @@ impl TaskDetail {
             .collect();
         let logs = state.store.task_logs(id).await?;
         let timeline = tasktable_store::timeline(&task, &attempts, &events, &logs);
+        let waiting = match task.state {
+            TaskState::Pending => state.store.task_waiting(id.into()).await?,
+            _ => Vec::new(),
+        };
         task.payload = state.payload_for(role, &task.kind, task.payload);
         Ok(Some(TaskDetail {
             task,
             attempts,
             runs,
             timeline,
+            waiting,
         }))
     }
 }

@@ -194,6 +194,23 @@ mod tests {
     }
 
     #[test]
+    fn document_states_the_kinds_a_heartbeat_carries_and_every_wait_reason() {
+        use tasktable_core::waiting::WaitReason;
+        use tasktable_core::worker::MAX_KINDS;
+        let doc = doc();
+        let beat = body_schema(&doc, "/api/v1/heartbeat");
+        let kinds = &beat["properties"]["kinds"]["anyOf"][0];
+        assert_eq!(kinds["maxItems"], MAX_KINDS);
+        let shown = at(&doc, "/components/schemas/Worker/properties/kinds");
+        assert_eq!(shown["maxItems"], MAX_KINDS);
+        let codes = at(
+            &doc,
+            "/components/schemas/WaitReason/properties/reason/enum",
+        );
+        assert_eq!(codes, &serde_json::json!(WaitReason::CODES));
+    }
+
+    #[test]
     fn document_states_the_servers_limits() {
         let doc = doc();
         let limits = Limits::default();

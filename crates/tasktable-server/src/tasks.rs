@@ -5,7 +5,7 @@ use crate::detail::TaskDetail;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Caller, Path, Query, RawBody};
 use crate::wire::{
-    AttemptView, RunView, SubmitBatch, SubmitTask, SubmittedView, TargetSpec, TaskView,
+    AttemptView, RunView, SubmitBatch, SubmitTask, SubmittedView, TargetSpec, TaskView, WaitingView,
 };
 use crate::AppState;
 use axum::body::Bytes;
@@ -214,9 +214,10 @@ pub async fn show(
         .ok_or_else(|| ApiError::not_found(format!("task {id} not found")))?;
     let runs: Vec<RunView> = detail.runs.into_iter().map(RunView::from).collect();
     let attempts: Vec<AttemptView> = detail.attempts.into_iter().map(AttemptView::from).collect();
+    let waiting: Vec<WaitingView> = detail.waiting.iter().map(WaitingView::from).collect();
     let task = TaskView::from(detail.task);
-    let body =
-        json!({"task": task, "attempts": attempts, "runs": runs, "timeline": detail.timeline});
+    let body = json!({"task": task, "attempts": attempts, "runs": runs,
+        "timeline": detail.timeline, "waiting": waiting});
     Ok(Json(body).into_response())
 }
 

@@ -38,6 +38,8 @@ pub struct WorkerView {
     pub queues: Option<Vec<String>>,
     pub capacity: u32,
     pub protocol: &'static str,
+    /// The kinds it has handlers for; `null`: it did not say.
+    pub kinds: Option<Vec<String>>,
     pub state: &'static str,
     pub draining: bool,
     pub started_at: DateTime<Utc>,
@@ -63,6 +65,7 @@ impl From<WorkerInfo> for WorkerView {
             },
             capacity: f.capacity,
             protocol: f.protocol.as_str(),
+            kinds: f.kinds,
             state: w.state.as_str(),
             draining: w.draining,
             started_at: w.started_at,
@@ -223,6 +226,9 @@ pub struct HeartbeatBody {
     capacity: Option<u32>,
     #[serde(default)]
     starting: bool,
+    /// The kinds the worker has handlers for; absent or `null`: it does not say.
+    #[serde(default)]
+    kinds: Option<Vec<String>>,
     /// The pull protocol the worker speaks; absent: 1, what workers spoke before they said.
     #[serde(default, deserialize_with = "crate::whole::optional")]
     protocol_version: Option<u32>,
@@ -352,6 +358,9 @@ async fn register(
         queues: Queues::Listed(vec![claim.queue.clone()]),
         capacity: claim.limit,
         protocol: Protocol::Pull,
+        // A claim names the kinds of one call, not all its worker handles: its heartbeat
+        // says those.
+        kinds: None,
     };
     let status = state
         .store
@@ -392,6 +401,7 @@ pub async fn heartbeat(
         queues: b.queues.map_or(Queues::All, Queues::Listed),
         capacity: b.capacity.unwrap_or(1),
         protocol: Protocol::Pull,
+        kinds: b.kinds,
     };
     check_token_groups(&caller, &facts.groups)?;
     check_token_queues(&caller, &facts.queues)?;

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 use tasktable_wire::{
     AttemptView, BackoffSpec, BatchView, ItemFailureView, RunView, ScheduleView, TaskView,
-    TemplateView,
+    TemplateView, WaitingView,
 };
 
 const DOCUMENT: &str = include_str!("../openapi.json");
@@ -157,6 +157,10 @@ fn every_view_is_its_schema_field_by_field() {
         })),
     );
     check("Template", written::<TemplateView>(template()));
+    check(
+        "WaitReason",
+        written::<WaitingView>(json!({"reason": "queue_paused", "text": "queue \"q\" is paused"})),
+    );
     check(
         "Schedule",
         written::<ScheduleView>(json!({

@@ -257,6 +257,18 @@ async fn bad_heartbeats_are_refused_and_register_nothing(s: Server) {
         (json!({"worker_id": "w", "capacity": -1}), "capacity"),
         (json!({"worker_id": "w", "host": "a\u{7}b"}), "host"),
         (json!({"worker_id": "w", "pid": 5}), "unknown field"),
+        (json!({"worker_id": "w", "kinds": "resize"}), "kinds"),
+        (json!({"worker_id": "w", "kinds": [1]}), "kinds"),
+        (json!({"worker_id": "w", "kinds": [""]}), "a kind"),
+        (json!({"worker_id": "w", "kinds": ["a\nb"]}), "a kind"),
+        (
+            json!({"worker_id": "w", "kinds": ["k".repeat(256)]}),
+            "a kind",
+        ),
+        (
+            json!({"worker_id": "w", "kinds": (0..=1000).map(|i| format!("k{i}")).collect::<Vec<_>>()}),
+            "at most 1000 kinds",
+        ),
     ];
     for (body, says) in cases {
         let answer = s.post("/api/v1/heartbeat", body.clone()).await;

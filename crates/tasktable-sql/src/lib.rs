@@ -8,8 +8,9 @@
 //! history rows they write, statistics aggregates, schedules and their firing, the runs
 //! of multi-run tasks ([`runs`]), batches' rows, saves and actions ([`batches`]), the
 //! event log written with each operator change and read by the audit ([`events`]), task
-//! logs ([`logs`]), the live feed's reads ([`feed`]), the migration runner) and the decoding
-//! of their rows into core types ([`row`]); and the one `Store`, [`SqlStore`], over what a
+//! logs ([`logs`]), the live feed's reads ([`feed`]), the facts of why a pending task
+//! waits ([`waiting`]), the migration runner) and the decoding of their rows into core
+//! types ([`row`]); and the one `Store`, [`SqlStore`], over what a
 //! backend provides ([`Backend`]), with the choice of lane for a claim ([`store::claim`])
 //! and for a lease's writes ([`store::finish`]).
 //!
@@ -53,6 +54,7 @@ mod sql;
 pub mod stats;
 pub mod store;
 pub mod update;
+pub mod waiting;
 pub mod workers;
 
 pub use backend::Backend;

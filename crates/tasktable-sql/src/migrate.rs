@@ -23,7 +23,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 17] = [
+pub const MIGRATIONS: [(i64, &str); 18] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -41,6 +41,7 @@ pub const MIGRATIONS: [(i64, &str); 17] = [
     (15, "worker_owners"),
     (16, "event_actions"),
     (17, "traceparent"),
+    (18, "worker_kinds"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -146,6 +147,13 @@ macro_rules! backend_migrations {
                 name: "traceparent",
                 sql: ::std::borrow::Cow::Borrowed(include_str!(
                     "../migrations/0017_traceparent.sql"
+                )),
+            },
+            $crate::migrate::Migration {
+                version: 18,
+                name: "worker_kinds",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0018_worker_kinds.sql"
                 )),
             },
         ]

@@ -22,7 +22,7 @@ use tasktable_store::{
 };
 
 const COLUMNS: &str = "id, host, address, pid, version, worker_groups, queues, capacity, \
-    protocol, draining, started_at, last_seen_at, gone_at, owner";
+    protocol, draining, started_at, last_seen_at, gone_at, owner, kinds";
 
 /// Most queues [`discover`] returns: MySQL stops a recursive query at 1,000 rounds.
 pub const MAX_DISCOVERED_QUEUES: i64 = 500;
@@ -68,7 +68,16 @@ pub async fn groups_of<E: Exec>(
     Ok(out)
 }
 
-fn info_from_row(row: &impl Cells, running: u64) -> StoreResult<WorkerInfo> {
+/// The kinds a worker said it handles: NULL (a row from before version 18, or a worker
+/// that did not say) is `None`.
+fn kinds_from_row(row: &impl Cells) -> StoreResult<Option<Vec<String>>> {
+    match row.json("kinds")? {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => names(v, "kinds").map(Some),
+    }
+}
+
+pub(crate) fn info_from_row(row: &impl Cells, running: u64) -> StoreResult<WorkerInfo> {
     let queues = match row.json("queues")? {
         None | Some(Value::Null) => Queues::All,
         Some(v) => Queues::Listed(names(v, "queues")?),
@@ -90,6 +99,7 @@ fn info_from_row(row: &impl Cells, running: u64) -> StoreResult<WorkerInfo> {
             capacity: u32::try_from(required(row.int("capacity"), "capacity")?)
                 .map_err(|_| bad_row("capacity"))?,
             protocol: Protocol::parse(&protocol).ok_or_else(|| bad_row("protocol"))?,
+            kinds: kinds_from_row(row)?,
         },
         address: row.text("address")?,
         owner: row.text("owner")?,
@@ -169,7 +179,13 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
         .bind(now)
         .push(", NULL, ")
         .bind(Arg::Text(p.owner.clone()))
-        .push(")");
+        .push(", ");
+    // A worker that does not say its kinds leaves the column NULL, as an old row has it.
+    match &f.kinds {
+        Some(kinds) => sql.bind(Arg::Json(Value::from(kinds.clone()))),
+        None => sql.push("NULL"),
+    };
+    sql.push(")");
     // The drain flag is the operator's; a beat never changes it. A gone worker that beats
     // is back.
     let mut set = vec![
@@ -182,6 +198,7 @@ async fn beat_in<E: Exec>(tx: &mut E, p: &WorkerBeatParams) -> StoreResult<Worke
         "capacity",
         "protocol",
         "last_seen_at",
+        "kinds",
     ];
     if p.starting {
         set.push("started_at");

@@ -322,6 +322,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// groups, whether it is draining).
     async fn worker_standing(&self, id: String) -> StoreResult<Option<WorkerStanding>>;
 
+    /// Why a task waits, in core's words ([`tasktable_core::waiting`]): read from the
+    /// task, its queue, the live workers (what each takes, handles and runs) and the
+    /// queue's policy, at one moment and without locks. Empty when the task is not
+    /// pending or there is no such task; a pending task has at least one reason.
+    async fn task_waiting(
+        &self,
+        params: TaskWaitingParams,
+    ) -> StoreResult<Vec<tasktable_core::waiting::WaitReason>>;
+
     /// The queues with pending tasks, by name: how a worker that takes every queue finds
     /// them.
     async fn queue_discover(&self) -> StoreResult<Vec<String>>;

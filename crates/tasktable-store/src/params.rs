@@ -265,6 +265,25 @@ pub struct QueueInfo {
     pub counts: Vec<(TaskState, u64)>,
 }
 
+/// A task whose reasons for waiting are asked for ([`Store::task_waiting`]).
+///
+/// [`Store::task_waiting`]: crate::Store::task_waiting
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskWaitingParams {
+    /// The task.
+    pub id: TaskId,
+    /// The time a task's `run_at` and a rate's bucket are held against; `None`: the
+    /// database's clock.
+    pub now: Option<DateTime<Utc>>,
+}
+
+impl From<TaskId> for TaskWaitingParams {
+    /// The task `id`, at the database's now.
+    fn from(id: TaskId) -> Self {
+        TaskWaitingParams { id, now: None }
+    }
+}
+
 /// What a waiting claim could take: tasks of any of `kinds` in `queue`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DueParams {

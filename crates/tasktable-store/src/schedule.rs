@@ -181,6 +181,7 @@ macro_rules! forward_maintenance_calls {
         $crate::forward_maintenance_calls!(@one $inner, worker_count_live() -> u64);
         $crate::forward_maintenance_calls!(@one $inner, worker_standing(id: String) -> Option<$crate::WorkerStanding>);
         $crate::forward_maintenance_calls!(@one $inner, queue_discover() -> Vec<String>);
+        $crate::forward_maintenance_calls!(@one $inner, task_waiting(p: $crate::TaskWaitingParams) -> Vec<$crate::__core::waiting::WaitReason>);
         $crate::forward_maintenance_calls!(@one $inner, queue_has_due(p: $crate::DueParams) -> bool);
         $crate::forward_maintenance_calls!(@one $inner, run_list(id: $crate::__core::TaskId) -> Vec<$crate::__core::runs::Run>);
         $crate::forward_maintenance_calls!(@one $inner, lease_status(lease: $crate::__core::Lease) -> $crate::LeaseStatus);

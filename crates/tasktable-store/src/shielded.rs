@@ -453,6 +453,14 @@ impl Store for Shielded {
             .await
     }
 
+    async fn task_waiting(
+        &self,
+        params: TaskWaitingParams,
+    ) -> StoreResult<Vec<tasktable_core::waiting::WaitReason>> {
+        self.run(move |s| async move { s.task_waiting(params).await })
+            .await
+    }
+
     async fn queue_discover(&self) -> StoreResult<Vec<String>> {
         self.run(move |s| async move { s.queue_discover().await })
             .await

@@ -18,7 +18,9 @@ pub mod whole;
 
 pub use batch::{BatchView, ItemFailureView};
 pub use schedule::{ScheduleView, TemplateView};
-pub use task::{millis, AttemptView, BackoffSpec, RunView, SubmittedView, TargetSpec, TaskView};
+pub use task::{
+    millis, AttemptView, BackoffSpec, RunView, SubmittedView, TargetSpec, TaskView, WaitingView,
+};
 
 /// The versions of the pull protocol (claims, lease calls, heartbeats). A worker says the
 /// one it speaks in its heartbeats (`protocol_version`; absent means 1); the server takes

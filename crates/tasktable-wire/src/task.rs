@@ -231,6 +231,26 @@ impl From<Task> for TaskView {
     }
 }
 
+/// One reason a pending task waits (`waiting` beside a task's page): what a program may
+/// test, and the words a person reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitingView {
+    /// A code that stays the same across versions
+    /// ([`WaitReason::code`](tasktable_core::waiting::WaitReason::code)).
+    pub reason: String,
+    /// The reason in plain words.
+    pub text: String,
+}
+
+impl From<&tasktable_core::waiting::WaitReason> for WaitingView {
+    fn from(r: &tasktable_core::waiting::WaitReason) -> Self {
+        WaitingView {
+            reason: r.code().to_owned(),
+            text: r.to_string(),
+        }
+    }
+}
+
 /// One run of a multi-run task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunView {

@@ -107,15 +107,17 @@ class Client:
         return [t["id"] for t in answer["tasks"]]
 
     def get(self, task_id: int) -> Dict[str, Any]:
-        """The task as GET /api/v1/tasks/{id} shows it, with its `attempts`, `runs` and
+        """The task as GET /api/v1/tasks/{id} shows it, with its `attempts`, `runs`,
         `timeline` (its history: submit, claims, attempts' ends, operators' changes, log
-        lines) beside its own fields."""
+        lines) and, while it is pending, `waiting` (why: each a `reason` code and its
+        `text`) beside its own fields."""
         shown = self._http.request("GET", f"/api/v1/tasks/{task_id}")
         return {
             **shown["task"],
             "attempts": shown["attempts"],
             "runs": shown.get("runs", []),
             "timeline": shown.get("timeline", []),
+            "waiting": shown.get("waiting", []),
         }
 
     def cancel(self, task_id: int) -> Dict[str, Any]:

@@ -577,6 +577,8 @@ class Worker:
             draining = self.client.heartbeat(
                 self.worker_id, host=socket.gethostname(), version="tasktable-python 0.1.0",
                 groups=self.groups, queues=[self.queue], capacity=self.concurrency, starting=starting,
+                # The kinds it has handlers for, so a task no worker handles can say so.
+                kinds=sorted(self.handlers),
             )
         except ApiError as error:
             if error.code in _FATAL_BEAT_CODES:

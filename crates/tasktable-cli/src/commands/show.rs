@@ -20,12 +20,19 @@ pub async fn run(api: &Api, id: i64, json: bool) -> Result<(), CliError> {
     // Older servers send no runs, and no timeline.
     let runs: Vec<Run> = field(&answer, "runs").unwrap_or_default();
     let timeline: Vec<Entry> = field(&answer, "timeline").unwrap_or_default();
-    let mut text = render(&task, &attempts, &runs);
+    let waiting: Vec<Waiting> = field(&answer, "waiting").unwrap_or_default();
+    let mut text = render(&task, &attempts, &runs, &waiting);
     if !timeline.is_empty() {
         text.push_str("\nhistory\n");
         text.push_str(&history(&timeline));
     }
     output::emit(&text)
+}
+
+/// One reason a pending task waits, as the server words it.
+#[derive(Debug, Clone, Deserialize)]
+struct Waiting {
+    text: String,
 }
 
 /// One line of a task's timeline as the server sends it.
@@ -56,7 +63,7 @@ fn history(timeline: &[Entry]) -> String {
     table.render()
 }
 
-fn render(task: &Task, attempts: &[Attempt], runs: &[Run]) -> String {
+fn render(task: &Task, attempts: &[Attempt], runs: &[Run], waiting: &[Waiting]) -> String {
     let mut fields: Vec<(&str, String)> = vec![
         ("state", task.state.to_string()),
         ("kind", task.kind.clone()),
@@ -90,6 +97,17 @@ fn render(task: &Task, attempts: &[Attempt], runs: &[Run]) -> String {
     optional(
         "worker",
         worker(task.worker_host.as_deref(), task.worker_id.as_deref()),
+    );
+    // Why a pending task waits, a reason a line (older servers say nothing).
+    optional(
+        "waiting",
+        (!waiting.is_empty()).then(|| {
+            waiting
+                .iter()
+                .map(|w| w.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
     );
     optional("last error", task.current_error().map(str::to_owned));
     optional("payload", Some(pretty(&task.payload)));
@@ -216,7 +234,7 @@ mod tests {
             affinity(&waiting).as_deref(),
             Some("1m\nwaits for worker w1 until 2030-01-01 00:01:12Z")
         );
-        let text = render(&waiting, &[], &[]);
+        let text = render(&waiting, &[], &[], &[]);
         assert!(
             text.contains(
                 "  affinity    1m\n              waits for worker w1 until 2030-01-01 00:01:12Z\n"
@@ -226,11 +244,11 @@ mod tests {
 
         let not_waiting = task(json!({"affinity_ms": 30_000, "affinity_until": null}));
         assert_eq!(affinity(&not_waiting).as_deref(), Some("30s"));
-        assert!(render(&not_waiting, &[], &[]).contains("  affinity    30s\n"));
+        assert!(render(&not_waiting, &[], &[], &[]).contains("  affinity    30s\n"));
 
         // An older server sends neither field; a task without an affinity shows no line.
         let none = task(json!({}));
         assert_eq!(affinity(&none), None);
-        assert!(!render(&none, &[], &[]).contains("affinity"));
+        assert!(!render(&none, &[], &[], &[]).contains("affinity"));
     }
 }

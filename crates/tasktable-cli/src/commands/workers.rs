@@ -46,11 +46,23 @@ struct Worker {
     queues: Option<Vec<String>>,
     capacity: u32,
     protocol: String,
+    /// Older servers send none; `None` also for a worker that did not say.
+    #[serde(default)]
+    kinds: Option<Vec<String>>,
     state: String,
     started_at: DateTime<Utc>,
     last_seen_at: DateTime<Utc>,
     gone_at: Option<DateTime<Utc>>,
     running: u64,
+}
+
+/// The kinds a worker handles, or `?` when it did not say.
+fn kinds(w: &Worker) -> String {
+    match &w.kinds {
+        None => "?".into(),
+        Some(k) if k.is_empty() => "-".into(),
+        Some(k) => k.join(","),
+    }
 }
 
 fn queues(w: &Worker) -> String {
@@ -88,6 +100,7 @@ async fn list(api: &Api, args: &WorkersArgs, json: bool) -> Result<(), CliError>
         "STATE",
         "RUNNING",
         "QUEUES",
+        "KINDS",
         "GROUPS",
         "LAST SEEN",
     ]);
@@ -99,6 +112,7 @@ async fn list(api: &Api, args: &WorkersArgs, json: bool) -> Result<(), CliError>
             w.state.clone(),
             format!("{}/{}", w.running, w.capacity),
             queues(w),
+            output::one_line(&kinds(w), 40),
             w.groups.join(","),
             output::time(w.last_seen_at),
         ]);
@@ -134,6 +148,13 @@ fn describe(w: &Worker) -> String {
     add("version", w.version.clone());
     add("protocol", w.protocol.clone());
     add("queues", queues(w));
+    add(
+        "kinds",
+        match &w.kinds {
+            None => "unknown (the worker did not say)".into(),
+            Some(_) => kinds(w),
+        },
+    );
     add("groups", w.groups.join(","));
     add("running", format!("{} of {}", w.running, w.capacity));
     add("started", output::time(w.started_at));

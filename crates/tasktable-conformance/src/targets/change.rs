@@ -21,6 +21,7 @@ fn facts(id: &str, groups: &[&str]) -> WorkerFacts {
         queues: Queues::All,
         capacity: 4,
         protocol: Protocol::Process,
+        kinds: None,
     }
 }
 

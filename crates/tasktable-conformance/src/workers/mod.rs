@@ -1,11 +1,12 @@
 //! The worker registry: heartbeats register and update workers on the database's clock,
 //! an operator's drain outlives a restart until released, silent workers are marked gone
-//! and later forgotten, and the queues with work are found for workers that take every
-//! queue.
+//! and later forgotten, the queues with work are found for workers that take every
+//! queue, and a pending task says why it waits.
 
 pub mod discovery;
 pub mod ownership;
 pub mod registry;
+pub mod waiting;
 
 use tasktable_core::worker::{Protocol, Queues, WorkerFacts};
 
@@ -19,5 +20,6 @@ pub(crate) fn facts(id: &str) -> WorkerFacts {
         queues: Queues::Listed(vec!["default".into(), "emails".into()]),
         capacity: 8,
         protocol: Protocol::Process,
+        kinds: None,
     }
 }

@@ -13,6 +13,7 @@ fn pull(id: &str, host: &str) -> WorkerFacts {
     WorkerFacts {
         host: host.into(),
         protocol: Protocol::Pull,
+        kinds: None,
         ..facts(id)
     }
 }

@@ -99,6 +99,7 @@ impl App {
             },
             capacity,
             protocol: Protocol::Process,
+            kinds: None,
         };
         self.store
             .worker_beat(tasktable_store::WorkerBeatParams {

@@ -31,6 +31,7 @@ pub fn worker_facts(id: &str) -> tasktable_core::worker::WorkerFacts {
         queues: Queues::Listed(vec!["default".into()]),
         capacity: 4,
         protocol: Protocol::Process,
+        kinds: None,
     }
 }
 

@@ -208,6 +208,13 @@ impl<B: Backend> Store for SqlStore<B> {
         query::queues(&mut self.db.read().await?).await
     }
 
+    async fn task_waiting(
+        &self,
+        params: TaskWaitingParams,
+    ) -> StoreResult<Vec<tasktable_core::waiting::WaitReason>> {
+        crate::waiting::task_waiting(&mut self.db.read().await?, &params).await
+    }
+
     async fn queue_discover(&self) -> StoreResult<Vec<String>> {
         workers::discover(&mut self.db.read().await?).await
     }
