@@ -183,12 +183,21 @@ impl Rescuer {
     pub async fn run(self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         metrics::describe();
-        // Once, at start: a rescue of any queue then has a series to rise from.
-        match self.store.queue_list().await {
-            Ok(queues) => queues.iter().for_each(|q| metrics::rescued_zero(&q.name)),
-            Err(e) => tracing::debug!(error = %e, "listing queues for the rescue counters failed"),
-        }
+        // At start (and at each scan until the listing succeeds, when the database was
+        // busy or away): a rescue of any queue then has a series to rise from.
+        let mut zeroed = false;
         loop {
+            if !zeroed {
+                match self.store.queue_list().await {
+                    Ok(queues) => {
+                        queues.iter().for_each(|q| metrics::rescued_zero(&q.name));
+                        zeroed = true;
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "listing queues for the rescue counters failed")
+                    }
+                }
+            }
             if let Err(e) = self.run_once(None).await {
                 metrics::store_error(Call::Rescue);
                 if !e.is_unreachable() {
