@@ -220,15 +220,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // Logs on stderr; the processes that run tasks also export traces when the
-    // OpenTelemetry environment asks for them.
+    // Logs on stderr; the processes that run tasks (not `migrate`) also export traces
+    // when the OpenTelemetry environment asks for them.
     let telemetry = match Telemetry::init(
         if serves { "info,sqlx=warn" } else { "warn" },
         match cli.log_format {
             LogFormat::Text => tasktable_telemetry::LogFormat::Text,
             LogFormat::Json => tasktable_telemetry::LogFormat::Json,
         },
-        serves.then(|| runtime.handle()),
+        matches!(cli.command, Command::Serve(_) | Command::Worker(_)).then(|| runtime.handle()),
     ) {
         Ok(telemetry) => telemetry,
         Err(e) => {

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 fn a_task_that_fails_for_good_is_a_warn_line_in_json() {
     // A worker of the built-in handlers, whose `http` may not reach the loopback address:
     // the request is refused, a permanent failure of the task's only attempt.
-    let server = Server::start_with(&["--workers", "1", "--log-format", "json"]);
+    let server = Server::start_watched(&["--workers", "1", "--log-format", "json"], |_| {});
     let id = server
         .tt(&[
             "submit",
@@ -42,16 +42,13 @@ fn a_task_that_fails_for_good_is_a_warn_line_in_json() {
         .json()["id"]
         .as_i64()
         .expect("an id");
-    server.wait_for_event("failed");
-    let log = std::fs::read_to_string(server.dir.path().join("serve.log")).expect("serve.log");
-    let lines: Vec<Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    let line = lines
-        .iter()
-        .find(|l| l["task_id"] == id)
-        .unwrap_or_else(|| panic!("no line names task {id}:\n{log}"));
+    // Every line is JSON (`lines` says which is not), and one names the task.
+    let line = &server
+        .wait_for_log(Duration::from_secs(120), |_| {
+            lines(&server).into_iter().find(|l| l["task_id"] == id)
+        })
+        .unwrap_or_else(|| panic!("no line names task {id}:\n{}", server.log_text()));
+    let log = server.log_text();
     assert_eq!(line["level"], "WARN", "{line}");
     assert_eq!(line["message"], "task failed for good", "{line}");
     assert_eq!(line["kind"], "http", "{line}");
@@ -89,7 +86,7 @@ fn call(server: &Server, path: &str, body: &str) -> Value {
 
 #[test]
 fn a_pull_workers_failed_attempt_is_logged_with_its_worker_and_attempt() {
-    let server = Server::start_with(&["--workers", "0", "--log-format", "json"]);
+    let server = Server::start_watched(&["--workers", "0", "--log-format", "json"], |_| {});
     let id = server
         .tt(&["submit", "remote", "null", "--max-attempts", "3", "--json"])
         .ok()
@@ -110,12 +107,11 @@ fn a_pull_workers_failed_attempt_is_logged_with_its_worker_and_attempt() {
             .to_string(),
     );
     assert!(failed.get("error").is_none(), "{failed}");
-    let log = std::fs::read_to_string(server.dir.path().join("serve.log")).expect("serve.log");
-    let line: Value = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|l| l["task_id"] == id)
-        .unwrap_or_else(|| panic!("no line names task {id}:\n{log}"));
+    let line = server
+        .wait_for_log(Duration::from_secs(120), |_| {
+            lines(&server).into_iter().find(|l| l["task_id"] == id)
+        })
+        .unwrap_or_else(|| panic!("no line names task {id}:\n{}", server.log_text()));
     assert_eq!(line["level"], "WARN", "{line}");
     assert_eq!(
         line["message"], "attempt failed; the task will be retried",
@@ -148,29 +144,30 @@ fn with_message(lines: &[Value], message: &str) -> Vec<Value> {
 }
 
 /// Waits (two minutes at most) until the log holds `n` lines with `message` that
-/// `matching` accepts, and returns them: the server's own signal that it got there.
+/// `matching` accepts, and returns them: the server's own signal that it got there, heard
+/// at each line it writes.
 async fn wait_for(
     server: &Server,
     message: &str,
     n: usize,
     matching: impl Fn(&Value) -> bool,
 ) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let found: Vec<Value> = with_message(&lines(server), message)
-            .into_iter()
-            .filter(|l| matching(l))
-            .collect();
-        if found.len() >= n {
-            return found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} {message:?} lines did not come within two minutes:\n{}",
-            server.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tokio::task::block_in_place(|| {
+        server
+            .wait_for_log(Duration::from_secs(120), |_| {
+                let found: Vec<Value> = with_message(&lines(server), message)
+                    .into_iter()
+                    .filter(|l| matching(l))
+                    .collect();
+                (found.len() >= n).then_some(found)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{n} {message:?} lines did not come within two minutes:\n{}",
+                    server.log_text()
+                )
+            })
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,14 +203,17 @@ async fn a_schedule_catching_up_missed_slots_says_which_it_fired_and_which_it_sk
         .expect("created");
     drop(store);
 
-    let server = Server::start_with(&[
-        "--workers",
-        "0",
-        "--log-format",
-        "json",
-        "--database-url",
-        &db,
-    ]);
+    let server = Server::start_watched(
+        &[
+            "--workers",
+            "0",
+            "--log-format",
+            "json",
+            "--database-url",
+            &db,
+        ],
+        |_| {},
+    );
     let caught_up = &wait_for(&server, "schedule caught up missed slots", 1, |_| true).await[0];
     assert_eq!(caught_up["level"], "INFO", "{caught_up}");
     assert_eq!(caught_up["schedule"], "hourly-report", "{caught_up}");
@@ -281,14 +281,17 @@ async fn serve_items() -> (Arc<Items>, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_starting_pausing_and_ending_is_one_line_each_not_one_an_item() {
     let (items, url) = serve_items().await;
-    let server = Server::start_with(&[
-        "--workers",
-        "1",
-        "--http-allow-net",
-        "127.0.0.0/8",
-        "--log-format",
-        "json",
-    ]);
+    let server = Server::start_watched(
+        &[
+            "--workers",
+            "1",
+            "--http-allow-net",
+            "127.0.0.0/8",
+            "--log-format",
+            "json",
+        ],
+        |_| {},
+    );
     // Open-ended: it runs until the service says an index is past the end.
     let created = server
         .tt(&[
@@ -398,7 +401,7 @@ async fn a_database_that_goes_away_is_one_warn_line_and_one_info_line_when_it_is
     let url = db
         .url()
         .replacen("postgres@", &format!("postgres:{DB_PASSWORD}@"), 1);
-    let server = Server::start_adjusted(&["--workers", "1", "--log-format", "json"], |cmd| {
+    let server = Server::start_watched(&["--workers", "1", "--log-format", "json"], |cmd| {
         cmd.env("DATABASE_URL", &url);
     });
     wait_for(&server, "worker started", 1, |_| true).await;

@@ -131,6 +131,42 @@ fn an_http_submit_and_its_in_process_attempt_are_one_trace() {
         attempt.content_type.starts_with("application/x-protobuf"),
         "{attempt:?}"
     );
+    // `show` names the trace, as tracing tools search for it.
+    let shown = server.tt(&["show", &id.to_string()]).ok();
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["trace", TRACE]),
+        "{}",
+        shown.stdout
+    );
+    // The submit span names the task it made.
+    assert_eq!(submit.attributes["tasktable.task.id"], id, "{submit:?}");
+    // serve said where its spans go, without the URL's secrets.
+    let log = server.log_text();
+    assert!(
+        log.contains("exporting traces") && log.contains(&format!("{}/v1/traces", receiver.url)),
+        "{log}"
+    );
+
+    // A submit the store refuses is a span with the error status.
+    let refused = "1f0a1b2c3d4e5f60718293a4b5c6d7e8";
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+        .args(["-H", "content-type: application/json", "-H"])
+        .arg(format!("authorization: Bearer {ADMIN}"))
+        .arg("-H")
+        .arg(format!("traceparent: 00-{refused}-{CALLER_SPAN}-01"))
+        .args(["-d", r#"{"kind": "http", "max_attempts": 0}"#])
+        .arg(format!("{}/api/v1/tasks", server.url))
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "422", "{out:?}");
+    let failed = receiver.wait_for("the refused submit's span", |spans| {
+        one(spans, "submit http", refused).cloned()
+    });
+    assert_eq!(failed.status, 2, "{failed:?}");
     // Only tasktable's spans are exported: no SQL, no HTTP internals.
     let names: Vec<String> = receiver.spans().into_iter().map(|s| s.name).collect();
     assert!(
@@ -199,6 +235,19 @@ fn an_otel_setting_that_is_not_supported_stops_serve_before_it_starts() {
             !dir.path().join("t.db").exists(),
             "nothing was opened: {name}={value}"
         );
+        // `migrate` exports nothing, so the setting is not its business.
+        let mut migrate = Command::new(common::BIN);
+        for var in common::ENV {
+            migrate.env_remove(var);
+        }
+        let out = migrate
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+            .env(name, value)
+            .args(["migrate", "--database-url"])
+            .arg(format!("sqlite://{}", dir.path().join("m.db").display()))
+            .output()
+            .expect("run migrate");
+        assert!(out.status.success(), "migrate with {name}={value}: {out:?}");
     }
 }
 

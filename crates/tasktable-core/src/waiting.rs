@@ -111,6 +111,9 @@ pub enum WaitReason {
         worker: String,
         /// When the wait ends at the latest.
         until: DateTime<Utc>,
+        /// `until` has passed: the wait is over, and lasts only until the rescuer's next
+        /// round lets other workers take the task.
+        over: bool,
     },
     /// The worker an affinity waits for is no longer live, or drains: the rescuer ends
     /// the wait at its next round.
@@ -257,9 +260,23 @@ impl fmt::Display for WaitReason {
             WaitReason::AllDraining => {
                 f.write_str("every live worker that could run it is draining")
             }
-            WaitReason::Affinity { worker, until } => write!(
+            WaitReason::Affinity {
+                worker,
+                until,
+                over: false,
+            } => write!(
                 f,
                 "it waits for worker {worker:?}, which ran its last attempt, until {}",
+                until.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            WaitReason::Affinity {
+                worker,
+                until,
+                over: true,
+            } => write!(
+                f,
+                "its wait for worker {worker:?}, which ran its last attempt, ended at {}: \
+                 the rescuer lets any allowed worker take it at its next round",
                 until.format("%Y-%m-%d %H:%M:%S UTC")
             ),
             WaitReason::AffinityWorkerAway { worker } => write!(
@@ -289,7 +306,7 @@ impl fmt::Display for WaitReason {
                 "every worker that could run it holds as many tasks as it runs at once",
             ),
             WaitReason::RunsDoneHere => f.write_str(
-                "every live worker that could run it has already succeeded at a run of it",
+                "every worker that could run it now (live and not draining) has already succeeded at a run of it",
             ),
             WaitReason::Turn => f.write_str(
                 "nothing holds it back: it waits for a worker with a free slot to claim it",
@@ -358,6 +375,7 @@ fn affinity<'a>(
     out.push(WaitReason::Affinity {
         worker: worker.clone(),
         until,
+        over: until <= around.now,
     });
     let found = around
         .live

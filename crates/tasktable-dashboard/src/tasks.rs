@@ -288,6 +288,9 @@ pub async fn task(
             dt { "Created" } dd { (time(Some(task.created_at))) }
             dt { "Started" } dd { (time(task.started_at)) }
             dt { "Finished" } dd { (time(task.finished_at)) }
+            @if let Some(tp) = &task.traceparent {
+                dt { "Trace" } dd id="trace" title=(tp.as_str()) { (tp.trace_id()) }
+            }
             @if let Some(error) = task.current_error() {
                 dt { "Last error" } dd.err id="last-error" { (error) }
             }

@@ -39,6 +39,7 @@ async fn readers_see_secret_payload_fields_redacted(backend: &str) {
     for secret in ["sekr1t-header", "pa55word"] {
         assert!(!html.contains(secret), "a reader sees {secret}");
     }
+    assert!(!html.contains("id=\"trace\""), "no trace, no row: {html}");
     assert!(
         html.contains("Authorization") && html.contains("[redacted]"),
         "{html}"
@@ -105,7 +106,13 @@ async fn the_task_page_offers_what_the_state_allows_and_an_error_while_it_is_cur
     let Some(ui) = Ui::start(backend).await else {
         return;
     };
-    let id = ui.submit(NewTask::new("mail", serde_json::json!(1))).await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let id = ui
+        .submit(
+            NewTask::new("mail", serde_json::json!(1))
+                .traceparent(tasktable_core::trace::TraceParent::parse(traceparent).unwrap()),
+        )
+        .await;
     let (client, _) = ui.sign_in(OPERATOR).await;
     let offered = |html: &str| -> Vec<String> {
         let ops = [
@@ -139,6 +146,13 @@ async fn the_task_page_offers_what_the_state_allows_and_an_error_while_it_is_cur
     );
     assert!(
         html.contains("Run now") && !html.contains("Retry now"),
+        "{html}"
+    );
+    // The trace its attempts continue, by the id tracing tools search for.
+    assert!(
+        html.contains(&format!(
+            "<dd id=\"trace\" title=\"{traceparent}\">4bf92f3577b34da6a3ce929d0e0e4736</dd>"
+        )),
         "{html}"
     );
     // An attempt fails, then the task succeeds on its retry: its old error is history.

@@ -184,15 +184,13 @@ async fn run(
     let timeout = task.timeout.map(|t| t.saturating_sub(started - claimed_at));
     let ending = match handler {
         Some(handler) => {
-            run_handler(
-                shared,
-                handler
-                    .call(ctx.clone(), task.payload.clone())
-                    .instrument(span.clone()),
-                ctx,
-                timeout,
-            )
-            .await
+            let call = handler.call(ctx.clone(), task.payload.clone());
+            // The handler runs in the attempt's span, when there is one to run in.
+            if span.is_disabled() {
+                run_handler(shared, call, ctx, timeout).await
+            } else {
+                run_handler(shared, call.instrument(span.clone()), ctx, timeout).await
+            }
         }
         // The claim asks only for registered kinds, so this is a bug elsewhere; failing
         // the attempt keeps it visible rather than silently looping.

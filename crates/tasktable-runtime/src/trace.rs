@@ -106,6 +106,25 @@ pub fn attempt_ended(span: &Span, outcome: AttemptOutcome) {
     }
 }
 
+/// Records how the submit of `span` ended: the task it made, or how many tasks (ids are
+/// attributes of single submits only), or the error status when it was refused.
+pub fn submit_ended(span: &Span, submitted: Result<&[i64], ()>) {
+    if span.is_disabled() {
+        return;
+    }
+    match submitted {
+        Ok([id]) => {
+            span.record("tasktable.task.id", *id);
+        }
+        Ok(ids) => {
+            span.record("tasktable.tasks", ids.len() as i64);
+        }
+        Err(()) => {
+            span.record("otel.status_code", "error");
+        }
+    }
+}
+
 /// The span of a submit received by the API: a child of the caller's span when its
 /// request carried a `traceparent`, named after the kind when the request submits one.
 pub fn submit_span(kind: Option<&str>, caller: Option<&TraceParent>) -> Span {
@@ -117,9 +136,11 @@ pub fn submit_span(kind: Option<&str>, caller: Option<&TraceParent>) -> Span {
             None => "submit".to_owned(),
         },
         otel.kind = "producer",
+        otel.status_code = tracing::field::Empty,
         messaging.system = "tasktable",
         messaging.operation.type = "send",
         tasktable.task.kind = kind,
+        tasktable.task.id = tracing::field::Empty,
         tasktable.tasks = tracing::field::Empty,
     );
     if let Some(parent) = caller {

@@ -39,8 +39,14 @@ pub async fn submit(
             tasks: vec![task.created_by(actor)],
             now: None,
         })
-        .instrument(span)
-        .await?;
+        .instrument(span.clone())
+        .await;
+    let ids: Vec<i64> = submitted.iter().flatten().map(|s| s.id).collect();
+    trace::submit_ended(
+        &span,
+        submitted.as_ref().map(|_| ids.as_slice()).map_err(|_| ()),
+    );
+    let submitted = submitted?;
     let first = submitted[0];
     let task = state
         .store
@@ -72,22 +78,27 @@ pub async fn submit_batch(
             batch.tasks.len()
         )));
     }
-    let (span, traceparent) = submit_trace(&headers, None);
-    let tasks = batch
+    let mut tasks = batch
         .tasks
         .into_iter()
-        .map(|t| {
-            let mut task = t.into_new_task()?.created_by(actor.clone());
-            task.traceparent.clone_from(&traceparent);
-            Ok(task)
-        })
+        .map(|t| Ok(t.into_new_task()?.created_by(actor.clone())))
         .collect::<Result<Vec<_>, String>>()
         .map_err(ApiError::invalid)?;
+    let (span, traceparent) = submit_trace(&headers, None);
+    for task in &mut tasks {
+        task.traceparent.clone_from(&traceparent);
+    }
     let submitted = state
         .store
         .task_submit(SubmitParams { tasks, now: None })
-        .instrument(span)
-        .await?;
+        .instrument(span.clone())
+        .await;
+    let ids: Vec<i64> = submitted.iter().flatten().map(|s| s.id).collect();
+    trace::submit_ended(
+        &span,
+        submitted.as_ref().map(|_| ids.as_slice()).map_err(|_| ()),
+    );
+    let submitted = submitted?;
     let status = if submitted.iter().any(|s| s.created) {
         StatusCode::CREATED
     } else {

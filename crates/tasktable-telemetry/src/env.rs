@@ -17,6 +17,10 @@ pub enum Protocol {
 /// The export the environment asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceConfig {
+    /// Where spans go, as the log may show it (without user information or query):
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT` with
+    /// `/v1/traces`, else `http://localhost:4318/v1/traces`.
+    pub endpoint: String,
     /// `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`.
     pub protocol: Protocol,
     /// `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT`, in
@@ -59,11 +63,18 @@ impl TraceConfig {
                 )))
             }
         }
-        let endpoint = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT"));
+        let endpoint = match (
+            set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            set("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ) {
+            (Some(url), _) => Some(shown("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &url, "")?),
+            (None, Some(base)) => Some(shown("OTEL_EXPORTER_OTLP_ENDPOINT", &base, "/v1/traces")?),
+            (None, None) => None,
+        };
         if endpoint.is_none() && exporter.is_none() {
             return Ok(None);
         }
+        let endpoint = endpoint.unwrap_or_else(|| "http://localhost:4318/v1/traces".to_owned());
         let (name, value) = match set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") {
             Some(v) => ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", Some(v)),
             None => (
@@ -109,11 +120,33 @@ impl TraceConfig {
                     .any(|pair| pair.trim_start().starts_with("service.name="))
             });
         Ok(Some(TraceConfig {
+            endpoint,
             protocol,
             timeout,
             service_named,
         }))
     }
+}
+
+/// The endpoint in variable `name`, with `path` added, as the log shows it: scheme, host,
+/// port and path. Anything but an http or https URL is refused, naming the variable (not
+/// its value, which may hold a secret).
+fn shown(name: &str, value: &str, path: &str) -> Result<String, TelemetryError> {
+    let url = url::Url::parse(value)
+        .ok()
+        .filter(|url| matches!(url.scheme(), "http" | "https") && url.host_str().is_some())
+        .ok_or_else(|| {
+            TelemetryError::Unsupported(format!(
+                "{name} is not an http or https URL (such as http://collector:4318)"
+            ))
+        })?;
+    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let base = url.path().trim_end_matches('/');
+    Ok(format!(
+        "{}://{}{port}{base}{path}",
+        url.scheme(),
+        url.host_str().unwrap_or_default()
+    ))
 }
 
 #[cfg(test)]
@@ -194,6 +227,36 @@ mod tests {
                 .contains("OTEL_EXPORTER_OTLP_TIMEOUT=5s"),
             "{timeout}"
         );
+    }
+
+    #[test]
+    fn endpoints_are_shown_without_secrets_and_must_be_http_urls() {
+        let base = read(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "https://u:pw@collector:4318/?k=v",
+        )]);
+        assert_eq!(
+            base.unwrap().unwrap().endpoint,
+            "https://collector:4318/v1/traces"
+        );
+        let exact = read(&[
+            ENDPOINT,
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://c/custom/traces",
+            ),
+        ]);
+        assert_eq!(exact.unwrap().unwrap().endpoint, "http://c/custom/traces");
+        let default = read(&[("OTEL_TRACES_EXPORTER", "otlp")]).unwrap().unwrap();
+        assert_eq!(default.endpoint, "http://localhost:4318/v1/traces");
+        for (name, value) in [
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "not-a-url"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://u:pw-secret@c/"),
+        ] {
+            let refused = read(&[(name, value)]).unwrap_err().to_string();
+            assert!(refused.contains(name), "{refused}");
+            assert!(!refused.contains("secret"), "{refused}");
+        }
     }
 
     #[test]

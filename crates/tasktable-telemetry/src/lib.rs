@@ -19,6 +19,8 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing_subscriber::filter::{EnvFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
@@ -57,6 +59,8 @@ pub enum TelemetryError {
 #[derive(Debug)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    /// Told to the exporter's client at shutdown, so that what fails then is said once.
+    closing: Arc<AtomicBool>,
 }
 
 impl Telemetry {
@@ -71,11 +75,14 @@ impl Telemetry {
         format: LogFormat,
         runtime: Option<&tokio::runtime::Handle>,
     ) -> Result<Telemetry, TelemetryError> {
-        let provider = match runtime {
-            Some(runtime) => match TraceConfig::from_env(|name| std::env::var(name).ok())? {
-                Some(config) => Some(provider(&config, runtime)?),
-                None => None,
-            },
+        let closing = Arc::new(AtomicBool::new(false));
+        let config = match runtime {
+            Some(runtime) => TraceConfig::from_env(|name| std::env::var(name).ok())?
+                .map(|config| (config, runtime)),
+            None => None,
+        };
+        let provider = match &config {
+            Some((config, runtime)) => Some(provider(config, runtime, closing.clone())?),
             None => None,
         };
         let otel = provider.as_ref().map(|provider| {
@@ -107,7 +114,17 @@ impl Telemetry {
                 )
                 .init(),
         }
-        Ok(Telemetry { provider })
+        if let Some((config, _)) = &config {
+            tracing::info!(
+                endpoint = %config.endpoint,
+                protocol = match config.protocol {
+                    Protocol::Protobuf => "http/protobuf",
+                    Protocol::Json => "http/json",
+                },
+                "exporting traces"
+            );
+        }
+        Ok(Telemetry { provider, closing })
     }
 
     /// Whether spans are exported.
@@ -120,6 +137,7 @@ impl Telemetry {
     /// [`Telemetry::init`] still runs.
     pub fn shutdown(self) {
         if let Some(provider) = self.provider {
+            self.closing.store(true, Ordering::Relaxed);
             if let Err(e) = provider.shutdown_with_timeout(Duration::from_secs(5)) {
                 tracing::warn!(error = %e, "the last spans could not be sent");
             }
@@ -147,6 +165,7 @@ fn log_filter(default: &str) -> EnvFilter {
 fn provider(
     config: &TraceConfig,
     runtime: &tokio::runtime::Handle,
+    closing: Arc<AtomicBool>,
 ) -> Result<SdkTracerProvider, TelemetryError> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -154,7 +173,11 @@ fn provider(
             Protocol::Protobuf => opentelemetry_otlp::Protocol::HttpBinary,
             Protocol::Json => opentelemetry_otlp::Protocol::HttpJson,
         })
-        .with_http_client(sender::Sender::new(runtime.clone(), config.timeout)?)
+        .with_http_client(sender::Sender::new(
+            runtime.clone(),
+            config.timeout,
+            closing,
+        )?)
         .with_timeout(config.timeout)
         // The endpoint and headers come from OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT and
         // _HEADERS, read by the exporter itself.

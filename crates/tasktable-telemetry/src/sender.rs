@@ -10,6 +10,7 @@
 use crate::TelemetryError;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Sends the exporter's requests.
@@ -19,6 +20,8 @@ pub struct Sender {
     runtime: tokio::runtime::Handle,
     /// Whether the last export failed (its WARN line written).
     failing: AtomicBool,
+    /// Set once the process shuts down: what fails then is said by the shutdown.
+    closing: Arc<AtomicBool>,
 }
 
 impl Sender {
@@ -26,6 +29,7 @@ impl Sender {
     pub fn new(
         runtime: tokio::runtime::Handle,
         timeout: Duration,
+        closing: Arc<AtomicBool>,
     ) -> Result<Sender, TelemetryError> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
@@ -37,22 +41,26 @@ impl Sender {
             client,
             runtime,
             failing: AtomicBool::new(false),
+            closing,
         })
     }
 
     async fn send(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let client = self.client.clone();
-        let request = reqwest::Request::try_from(request)?;
+        let request = reqwest::Request::try_from(request).map_err(cause)?;
         let sent = self.runtime.spawn(async move {
-            let response = client.execute(request).await?;
+            let response = client.execute(request).await.map_err(cause)?;
             let mut answer = Response::builder().status(response.status());
             if let Some(headers) = answer.headers_mut() {
                 *headers = response.headers().clone();
             }
-            let body = response.bytes().await?;
+            let body = response.bytes().await.map_err(cause)?;
             Ok::<_, HttpError>(answer.body(body)?)
         });
-        sent.await?
+        match sent.await {
+            Ok(answer) => answer,
+            Err(_) => Err("the process is shutting down".into()),
+        }
     }
 
     /// Logs the first export of an outage and the first one after it.
@@ -62,6 +70,9 @@ impl Sender {
             Ok(response) => Some(format!("the collector answered {}", response.status())),
             Err(e) => Some(e.to_string()),
         };
+        if self.closing.load(Ordering::Relaxed) {
+            return;
+        }
         match failure {
             Some(error) => {
                 if !self.failing.swap(true, Ordering::Relaxed) {
@@ -79,6 +90,20 @@ impl Sender {
             }
         }
     }
+}
+
+/// A reqwest error as the log may show it: its causes in order ("connection refused",
+/// "timed out"), without the URL, whose user information or query may hold a secret.
+fn cause(error: reqwest::Error) -> HttpError {
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text.into()
 }
 
 #[async_trait::async_trait]
@@ -151,16 +176,21 @@ mod tests {
             .with_writer(move || writer.clone())
             .with_ansi(false)
             .finish();
-        let sender = Sender::new(runtime.handle().clone(), Duration::from_secs(5)).unwrap();
+        let sender = Sender::new(
+            runtime.handle().clone(),
+            Duration::from_secs(5),
+            Arc::default(),
+        )
+        .unwrap();
         tracing::subscriber::with_default(subscriber, || {
             // Called as the exporter calls it: from a thread outside the runtime.
             for _ in 0..4 {
                 let _ = futures::executor::block_on(sender.send_bytes(post(&url)));
             }
-            // A closed port: a new outage.
-            let _ = futures::executor::block_on(
-                sender.send_bytes(post("http://127.0.0.1:9/v1/traces")),
-            );
+            // A closed port, at a URL holding secrets: a new outage, said without them.
+            let _ = futures::executor::block_on(sender.send_bytes(post(
+                "http://user:pw-secret@127.0.0.1:9/v1/traces?k=q-secret",
+            )));
         });
         let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
         let warns: Vec<&str> = text.lines().filter(|l| l.contains("WARN")).collect();
@@ -168,6 +198,8 @@ mod tests {
         assert_eq!(warns.len(), 2, "{text}");
         assert!(warns[0].contains("503"), "{text}");
         assert!(warns[1].contains("127.0.0.1:9/v1/traces"), "{text}");
+        assert!(warns[1].contains("onnection refused"), "the cause: {text}");
+        assert!(!text.contains("secret"), "{text}");
         assert_eq!(infos.len(), 1, "{text}");
         assert!(
             infos[0].contains("spans reach the collector again"),

@@ -98,6 +98,11 @@ fn render(task: &Task, attempts: &[Attempt], runs: &[Run], waiting: &[Waiting]) 
         "worker",
         worker(task.worker_host.as_deref(), task.worker_id.as_deref()),
     );
+    // The trace its attempts continue, as tracing tools search for it.
+    optional(
+        "trace",
+        task.traceparent.as_ref().map(|tp| tp.trace_id().to_owned()),
+    );
     // Why a pending task waits, a reason a line (older servers say nothing).
     optional(
         "waiting",

@@ -6,7 +6,8 @@ use super::{BIN, ENV};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 pub const ADMIN: &str = "admin-token-of-the-schedule-tests";
 pub const READER: &str = "reader-token-of-the-schedule-tests";
@@ -91,6 +92,15 @@ pub struct Server {
     child: Child,
     pub url: String,
     pub dir: tempfile::TempDir,
+    /// For a server started watched: a signal at each line its log gets.
+    watch: Option<Arc<LogWatch>>,
+}
+
+/// The lines a watched server's log has been given, and a signal at each.
+#[derive(Default)]
+struct LogWatch {
+    lines: Mutex<u64>,
+    grew: Condvar,
 }
 
 impl Server {
@@ -107,20 +117,52 @@ impl Server {
     /// As [`Server::start_with`], in a process whose open files are limited to
     /// `descriptors` (soft and hard) when given.
     pub fn start_limited(args: &[&str], descriptors: Option<u64>) -> Server {
-        Server::launch(args, descriptors, |_| {})
+        Server::launch(args, descriptors, |_| {}, false)
     }
 
     /// As [`Server::start_with`], with `adjust` applied to the command before it starts:
     /// environment (which wins over the default `TASKTABLE_TOKENS`; a `DATABASE_URL`
     /// there replaces the SQLite file), the user it runs as.
     pub fn start_adjusted(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Server {
-        Server::launch(args, None, adjust)
+        Server::launch(args, None, adjust, false)
+    }
+
+    /// As [`Server::start_adjusted`], with the server's log copied to `serve.log` line by
+    /// line as it writes it, so that [`Server::wait_for_log`] is woken by each line.
+    pub fn start_watched(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Server {
+        Server::launch(args, None, adjust, true)
+    }
+
+    /// Waits, at most `within`, until `found` finds what it looks for in the log a
+    /// watched server wrote so far; woken by each line it writes. `None` when it did not
+    /// come.
+    pub fn wait_for_log<T>(
+        &self,
+        within: Duration,
+        found: impl Fn(&str) -> Option<T>,
+    ) -> Option<T> {
+        let watch = self.watch.as_ref().expect("a server started watched");
+        let deadline = Instant::now() + within;
+        // Held while the log is read: a line copied meanwhile is counted, and signalled,
+        // only once the wait below lets go of it.
+        let mut lines = watch.lines.lock().unwrap();
+        loop {
+            if let Some(hit) = found(&self.log_text()) {
+                return Some(hit);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            lines = watch.grew.wait_timeout(lines, left).unwrap().0;
+        }
     }
 
     fn launch(
         args: &[&str],
         descriptors: Option<u64>,
         adjust: impl FnOnce(&mut Command),
+        watched: bool,
     ) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = format!("sqlite://{}", dir.path().join("tasktable.db").display());
@@ -154,9 +196,31 @@ impl Server {
             .args(&all)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(log)
+            .stderr(if watched {
+                Stdio::piped()
+            } else {
+                Stdio::from(log.try_clone().expect("log file"))
+            })
             .spawn()
             .expect("start tasktable serve");
+        let watch = watched.then(|| {
+            let watch = Arc::new(LogWatch::default());
+            let stderr = child.stderr.take().expect("stderr");
+            let copier = watch.clone();
+            let mut log = log;
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stderr);
+                let mut line = Vec::new();
+                while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                    let _ = log.write_all(&line);
+                    let _ = log.flush();
+                    line.clear();
+                    *copier.lines.lock().unwrap() += 1;
+                    copier.grew.notify_all();
+                }
+            });
+            watch
+        });
         // The server prints its address once it listens: requests from then on are
         // queued until it answers them.
         let stdout = child.stdout.take().expect("stdout");
@@ -171,6 +235,7 @@ impl Server {
             child,
             url: String::new(),
             dir,
+            watch,
         };
         server.url = line
             .trim_end()

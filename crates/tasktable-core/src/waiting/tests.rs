@@ -242,6 +242,16 @@ fn an_affinity_waits_for_its_worker_and_says_when_it_is_away() {
         codes(&t, &around(vec![worker("w2", Some(&["resize"]))])),
         vec!["affinity", "affinity_worker_away"]
     );
+    // Past its end, until the rescuer's round: said as over, not as a wait to come.
+    let later = Surroundings {
+        now: at(61),
+        ..around(vec![worker("w1", Some(&["resize"]))])
+    };
+    assert_eq!(
+        reasons(&t, &later)[0].to_string(),
+        "its wait for worker \"w1\", which ran its last attempt, ended at 2027-01-15 08:01:00 UTC: \
+         the rescuer lets any allowed worker take it at its next round"
+    );
 }
 
 #[test]
