@@ -340,6 +340,15 @@ async fn a_batch_starting_pausing_and_ending_is_one_line_each_not_one_an_item() 
     assert_eq!(resumed["attempt"], 1, "{resumed}");
     assert_eq!(resumed["from"], done_at_pause, "{resumed}");
     assert_eq!(resumed["failed"], 1, "{resumed}");
+    // One at a time: an item past the pause's low-water mark posted means the one before
+    // it was done after the resume.
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        highest.wait_for(|h| *h > done_at_pause),
+    )
+    .await
+    .expect("items are posted after the resume")
+    .unwrap();
 
     items.end.store(true, Ordering::SeqCst);
     let ended = &wait_for(&server, "batch ended", 1, this).await[0];
