@@ -19,9 +19,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tasktable_core::trace::TraceParent;
-use tasktable_core::{Operation, Task, TaskId, TaskState};
+use tasktable_core::{NewTask, Operation, Task, TaskId, TaskState};
 use tasktable_runtime::trace;
-use tasktable_store::{Change, ListParams, SubmitParams, Target, TaskFilter, UpdateParams};
+use tasktable_store::{
+    Change, ListParams, SubmitParams, Submitted, Target, TaskFilter, UpdateParams,
+};
 use tracing::{Instrument, Span};
 
 pub async fn submit(
@@ -33,20 +35,7 @@ pub async fn submit(
     let mut task = task.into_new_task().map_err(ApiError::invalid)?;
     let (span, traceparent) = submit_trace(&headers, Some(&task.kind));
     task.traceparent = traceparent;
-    let submitted = state
-        .store
-        .task_submit(SubmitParams {
-            tasks: vec![task.created_by(actor)],
-            now: None,
-        })
-        .instrument(span.clone())
-        .await;
-    let ids: Vec<i64> = submitted.iter().flatten().map(|s| s.id).collect();
-    trace::submit_ended(
-        &span,
-        submitted.as_ref().map(|_| ids.as_slice()).map_err(|_| ()),
-    );
-    let submitted = submitted?;
+    let submitted = submit_in(&state, vec![task.created_by(actor)], span).await?;
     let first = submitted[0];
     let task = state
         .store
@@ -88,17 +77,7 @@ pub async fn submit_batch(
     for task in &mut tasks {
         task.traceparent.clone_from(&traceparent);
     }
-    let submitted = state
-        .store
-        .task_submit(SubmitParams { tasks, now: None })
-        .instrument(span.clone())
-        .await;
-    let ids: Vec<i64> = submitted.iter().flatten().map(|s| s.id).collect();
-    trace::submit_ended(
-        &span,
-        submitted.as_ref().map(|_| ids.as_slice()).map_err(|_| ()),
-    );
-    let submitted = submitted?;
+    let submitted = submit_in(&state, tasks, span).await?;
     let status = if submitted.iter().any(|s| s.created) {
         StatusCode::CREATED
     } else {
@@ -128,6 +107,21 @@ fn submit_trace(headers: &HeaderMap, kind: Option<&str>) -> (Span, Option<TraceP
     let span = trace::submit_span(kind, caller.as_ref());
     let traceparent = trace::traceparent_of(&span).or(caller);
     (span, traceparent)
+}
+
+/// Submits `tasks` in `span`, and records on it what came of the submit.
+async fn submit_in(state: &AppState, tasks: Vec<NewTask>, span: Span) -> ApiResult<Vec<Submitted>> {
+    let submitted = state
+        .store
+        .task_submit(SubmitParams { tasks, now: None })
+        .instrument(span.clone())
+        .await;
+    let ids: Vec<i64> = submitted.iter().flatten().map(|s| s.id).collect();
+    trace::submit_ended(
+        &span,
+        submitted.as_ref().map(|_| ids.as_slice()).map_err(|_| ()),
+    );
+    Ok(submitted?)
 }
 
 /// `GET /api/v1/tasks` parameters; `state` is a comma-separated list.
