@@ -9,7 +9,7 @@
 mod common;
 
 use common::otlp::{Receiver, SpanSeen};
-use common::serve::{Server, ADMIN};
+use common::serve::{command, Server, ADMIN};
 use serde_json::{json, Value};
 use std::process::Command;
 
@@ -213,21 +213,25 @@ fn over_json_a_submit_without_a_caller_starts_the_trace_and_an_error_is_an_error
 #[test]
 fn an_otel_setting_that_is_not_supported_stops_serve_before_it_starts() {
     let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = |file: &str| format!("sqlite://{}", dir.path().join(file).display());
     for (name, value) in [
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
         ("OTEL_TRACES_EXPORTER", "zipkin"),
     ] {
-        let mut serve = Command::new(common::BIN);
-        for var in common::ENV {
-            serve.env_remove(var);
-        }
-        let out = serve
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-            .env(name, value)
-            .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
-            .arg(format!("sqlite://{}", dir.path().join("t.db").display()))
-            .output()
-            .expect("run serve");
+        let run = |args: &[&str]| {
+            command(args)
+                .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+                .env(name, value)
+                .output()
+                .expect("run tasktable")
+        };
+        let out = run(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            &sqlite("t.db"),
+        ]);
         let said = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}={value}: {said}");
         assert!(said.contains(&format!("{name}={value}")), "{said}");
@@ -236,17 +240,7 @@ fn an_otel_setting_that_is_not_supported_stops_serve_before_it_starts() {
             "nothing was opened: {name}={value}"
         );
         // `migrate` exports nothing, so the setting is not its business.
-        let mut migrate = Command::new(common::BIN);
-        for var in common::ENV {
-            migrate.env_remove(var);
-        }
-        let out = migrate
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-            .env(name, value)
-            .args(["migrate", "--database-url"])
-            .arg(format!("sqlite://{}", dir.path().join("m.db").display()))
-            .output()
-            .expect("run migrate");
+        let out = run(&["migrate", "--database-url", &sqlite("m.db")]);
         assert!(out.status.success(), "migrate with {name}={value}: {out:?}");
     }
 }
