@@ -72,7 +72,7 @@ pub fn continue_trace(span: &Span, parent: &TraceParent) {
 /// attributes (the outcome is added by [`attempt_ended`]).
 pub fn attempt_span(task: &Task) -> Span {
     let span = tracing::info_span!(
-        target: "tasktable::trace",
+        target: TARGET,
         "tasktable.attempt",
         otel.name = %format_args!("run {}", task.kind),
         otel.kind = "consumer",
@@ -129,7 +129,7 @@ pub fn submit_ended(span: &Span, submitted: Result<&[i64], ()>) {
 /// request carried a `traceparent`, named after the kind when the request submits one.
 pub fn submit_span(kind: Option<&str>, caller: Option<&TraceParent>) -> Span {
     let span = tracing::info_span!(
-        target: "tasktable::trace",
+        target: TARGET,
         "tasktable.submit",
         otel.name = %match kind {
             Some(kind) => format!("submit {kind}"),

@@ -14,6 +14,16 @@ pub enum Protocol {
     Json,
 }
 
+impl Protocol {
+    /// Its name in `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Protobuf => "http/protobuf",
+            Protocol::Json => "http/json",
+        }
+    }
+}
+
 /// The export the environment asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceConfig {

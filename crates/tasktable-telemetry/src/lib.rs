@@ -117,19 +117,11 @@ impl Telemetry {
         if let Some((config, _)) = &config {
             tracing::info!(
                 endpoint = %config.endpoint,
-                protocol = match config.protocol {
-                    Protocol::Protobuf => "http/protobuf",
-                    Protocol::Json => "http/json",
-                },
+                protocol = config.protocol.as_str(),
                 "exporting traces"
             );
         }
         Ok(Telemetry { provider, closing })
-    }
-
-    /// Whether spans are exported.
-    pub fn traces(&self) -> bool {
-        self.provider.is_some()
     }
 
     /// Sends the spans still buffered, waiting at most a few seconds for the collector.
@@ -151,9 +143,9 @@ impl Telemetry {
 fn log_filter(default: &str) -> EnvFilter {
     let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     for quiet in [
-        "sqlx_postgres::options::parse=error",
-        "sqlx_mysql::options::parse=error",
-        "tasktable::trace=off",
+        "sqlx_postgres::options::parse=error".to_owned(),
+        "sqlx_mysql::options::parse=error".to_owned(),
+        format!("{TRACE_TARGET}=off"),
     ] {
         if let Ok(directive) = quiet.parse() {
             filter = filter.add_directive(directive);
