@@ -7,7 +7,7 @@ use sqlx::{Connection, Executor, PgConnection};
 use std::sync::Arc;
 use std::time::Duration;
 use tasktable_conformance::pace::Paced;
-use tasktable_conformance::pinned::{at, claim_params, get, submit_at, t0};
+use tasktable_conformance::pinned::{at, claim_params, finish, get, ok, submit_at, t0};
 use tasktable_conformance::{Backend, Probe, RowLock, RowLocks};
 use tasktable_core::{NewTask, TaskId, TaskState};
 use tasktable_postgres::{PgConfig, PgStore};
@@ -173,6 +173,59 @@ async fn bulk_chunk_never_waits_for_a_row_that_left_its_states() {
     assert_eq!(held, 3);
     assert_eq!(get(&*s, ids[2]).await.state, TaskState::Running);
     assert_eq!(get(&*s, ids[3]).await.state, TaskState::Held);
+}
+
+/// A task's history goes with it when a user deletes or truncates tasks by hand, as the
+/// foreign key's `ON DELETE CASCADE` did before version 19 (its triggers do it now), and
+/// the history of the tasks left stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_own_delete_or_truncate_takes_the_history_with_the_tasks() {
+    let Some(db) = Postgres::fresh().await else {
+        return;
+    };
+    let s = db.store().await;
+    let tasks = (0..3).map(|i| NewTask::new("k", json!(i))).collect();
+    let ids = submit_at(&*s, tasks, t0()).await;
+    for task in s
+        .task_claim(claim_params("default", &["k"], 3, at(1)))
+        .await
+        .unwrap()
+    {
+        assert!(finish(&*s, task.lease(), ok(), task.attempt, at(2)).await);
+    }
+    let mut conn = PgConnection::connect(db.0.url()).await.expect("connect");
+    let history = |id: TaskId| {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tasktable_attempts WHERE task_id = $1")
+            .bind(id)
+    };
+    assert_eq!(history(ids[0]).fetch_one(&mut conn).await.unwrap(), 1);
+    sqlx::query("DELETE FROM tasktable_tasks WHERE id = ANY($1)")
+        .bind(&ids[..2])
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    for id in &ids[..2] {
+        assert_eq!(
+            history(*id).fetch_one(&mut conn).await.unwrap(),
+            0,
+            "deleted with {id}"
+        );
+        assert!(s.attempt_list(*id).await.unwrap().is_empty());
+    }
+    assert_eq!(
+        s.attempt_list(ids[2]).await.unwrap().len(),
+        1,
+        "the other's stays"
+    );
+    conn.execute("TRUNCATE tasktable_tasks CASCADE")
+        .await
+        .unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM tasktable_attempts")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "truncated with the tasks");
+    conn.close().await.unwrap();
 }
 
 /// The claim keeps PostgreSQL's generic plan once it has run a few times, rather than

@@ -23,7 +23,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 18] = [
+pub const MIGRATIONS: [(i64, &str); 19] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -42,6 +42,7 @@ pub const MIGRATIONS: [(i64, &str); 18] = [
     (16, "event_actions"),
     (17, "traceparent"),
     (18, "worker_kinds"),
+    (19, "history_follows_tasks"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -156,6 +157,13 @@ macro_rules! backend_migrations {
                     "../migrations/0018_worker_kinds.sql"
                 )),
             },
+            $crate::migrate::Migration {
+                version: 19,
+                name: "history_follows_tasks",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0019_history_follows_tasks.sql"
+                )),
+            },
         ]
     };
 }
@@ -182,6 +190,14 @@ pub fn check_files(migrations: &[Migration], dir: &std::path::Path) -> Result<()
     Ok(())
 }
 
+/// Whether a migration's script holds anything but `--` comments and blank lines.
+fn has_statements(sql: &str) -> bool {
+    sql.lines().any(|line| {
+        let line = line.trim();
+        !line.is_empty() && !line.starts_with("--")
+    })
+}
+
 /// Applies the migrations the database has not seen yet, on a connection the caller has
 /// made the only migrator's.
 pub async fn apply<E: Exec>(e: &mut E, migrations: &[Migration]) -> StoreResult<()> {
@@ -206,9 +222,13 @@ pub async fn apply<E: Exec>(e: &mut E, migrations: &[Migration]) -> StoreResult<
         if applied.contains(&m.version) {
             continue;
         }
-        e.script(&m.sql)
-            .await
-            .map_err(|err| StoreError::Migration(format!("{} {}: {err}", m.version, m.name)))?;
+        // A backend that the version does not change ships a file of comments only (saying
+        // why): it is recorded, and nothing is sent (MySQL refuses an empty query).
+        if has_statements(&m.sql) {
+            e.script(&m.sql)
+                .await
+                .map_err(|err| StoreError::Migration(format!("{} {}: {err}", m.version, m.name)))?;
+        }
         let now = e.now(None).await?;
         let mut record = Sql::new(
             d,
@@ -225,4 +245,17 @@ pub async fn apply<E: Exec>(e: &mut E, migrations: &[Migration]) -> StoreResult<
         tracing::info!(version = m.version, name = m.name, "applied migration");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_statements;
+
+    #[test]
+    fn a_script_of_comments_only_has_no_statements() {
+        assert!(!has_statements("-- nothing here\n\n   -- nor here\n"));
+        assert!(!has_statements(""));
+        assert!(has_statements("-- why\nALTER TABLE t ADD COLUMN c INT;\n"));
+        assert!(has_statements("  SELECT 1; -- trailing"));
+    }
 }

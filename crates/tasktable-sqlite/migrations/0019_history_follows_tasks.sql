@@ -1,0 +1,4 @@
+-- Nothing changes on this backend. On PostgreSQL, version 19 replaces the foreign key of
+-- tasktable_attempts.task_id by a statement trigger that deletes a deleted task's history
+-- (its check locked the task row in every finish); here the key stays, with its
+-- ON DELETE CASCADE, and costs the finish no more than a lookup of a row it already holds.
