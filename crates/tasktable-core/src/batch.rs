@@ -162,6 +162,16 @@ impl BatchSpec {
             .min(Duration::from_secs(3600))
     }
 
+    /// The wait before retry number `retry` of one item whose last try asked for `asked`
+    /// (a server's `Retry-After`, through `HandlerError::retry_after`): that wait when it
+    /// asked, never more than an hour, else [`item_retry_delay`](Self::item_retry_delay).
+    pub fn item_retry_wait(&self, retry: u32, asked: Option<Duration>) -> Duration {
+        asked.map_or_else(
+            || self.item_retry_delay(retry),
+            |asked| asked.min(Duration::from_secs(3600)),
+        )
+    }
+
     /// Checks the bounds the builders state; the error names the first one broken.
     pub fn validate(&self) -> Result<(), InvalidBatch> {
         if self.parallelism == 0 || self.parallelism > MAX_PARALLELISM {

@@ -1,6 +1,6 @@
 //! The `http_batch` handler run by a real worker on SQLite against a real local HTTP
 //! server: every index is posted with the batch's data and headers, a 5xx is retried, a
-//! 4xx fails the item for good, `past_end` ends an open-ended batch, and an address the
+//! 429 after its `Retry-After`, a 4xx fails the item for good, `past_end` ends an open-ended batch, and an address the
 //! policy refuses fails every item before anything is sent.
 
 mod harness;
@@ -14,7 +14,7 @@ use harness::{instant_retry, Harness};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tasktable_core::batch::BatchSpec;
 use tasktable_core::{AttemptOutcome, NewTask, TaskState};
 use tasktable_handlers::{HttpBatchHandler, HttpHandler, HttpPolicy};
@@ -23,14 +23,17 @@ use tasktable_handlers::{HttpBatchHandler, HttpHandler, HttpPolicy};
 #[derive(Default)]
 struct Seen {
     calls: HashMap<u64, u32>,
+    /// When each call of an index arrived.
+    times: HashMap<u64, Vec<Instant>>,
     data: Vec<Value>,
     auth: Vec<String>,
 }
 
 type Shared = Arc<Mutex<Seen>>;
 
-/// Items 0..50: index 7 fails once with a 503, index 13 is unknown (404), and from 50 on
-/// the service says the items have ended.
+/// Items 0..50: index 7 fails once with a 503, index 21 once with a 429 asking for a
+/// second's wait, index 13 is unknown (404), and from 50 on the service says the items
+/// have ended.
 async fn item(State(seen): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
     let index = body["index"].as_u64().expect("an index");
     let call = {
@@ -38,6 +41,7 @@ async fn item(State(seen): State<Shared>, headers: HeaderMap, Json(body): Json<V
         let n = seen.calls.entry(index).or_default();
         *n += 1;
         let call = *n;
+        seen.times.entry(index).or_default().push(Instant::now());
         seen.data.push(body["data"].clone());
         if let Some(a) = headers.get("authorization") {
             seen.auth.push(a.to_str().unwrap().to_owned());
@@ -46,6 +50,12 @@ async fn item(State(seen): State<Shared>, headers: HeaderMap, Json(body): Json<V
     };
     match index {
         7 if call == 1 => (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response(),
+        21 if call == 1 => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            "slow down",
+        )
+            .into_response(),
         13 => (StatusCode::NOT_FOUND, "no such user").into_response(),
         i if i >= 50 => Json(json!({"past_end": true})).into_response(),
         _ => Json(json!({"ok": true})).into_response(),
@@ -105,6 +115,12 @@ async fn every_index_is_posted_until_the_service_says_the_items_ended() {
             );
         }
         assert_eq!(seen.calls[&7], 2, "a 503 is retried");
+        assert_eq!(seen.calls[&21], 2, "a 429 is retried");
+        let waited = seen.times[&21][1] - seen.times[&21][0];
+        assert!(
+            waited >= Duration::from_secs(1),
+            "after the Retry-After of 1 s, not the item backoff of 1 ms: {waited:?}"
+        );
         assert_eq!(seen.calls[&13], 1, "a 404 is final at once");
         assert!(seen.data.iter().all(|d| *d == json!({"campaign": 7})));
         assert!(seen.auth.iter().all(|a| a == "Bearer s3cret-token"));

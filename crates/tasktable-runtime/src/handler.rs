@@ -106,6 +106,14 @@ impl HandlerError {
         matches!(self.kind, ErrorKind::Permanent | ErrorKind::Cancel)
     }
 
+    /// The wait a retry asked for ([`retry_after`](Self::retry_after)), if any.
+    pub(crate) fn asked_wait(&self) -> Option<Duration> {
+        match self.kind {
+            ErrorKind::Retry(after) => after,
+            _ => None,
+        }
+    }
+
     pub(crate) fn message(&self) -> &str {
         &self.message
     }

@@ -42,6 +42,22 @@ fn item_retries_wait_longer_each_time() {
 }
 
 #[test]
+fn an_item_that_asked_for_a_wait_gets_it_up_to_an_hour() {
+    let spec = BatchSpec::items(1).item_retries(3, Duration::from_millis(100));
+    let asked = Duration::from_secs(3);
+    assert_eq!(
+        spec.item_retry_wait(1, Some(asked)),
+        asked,
+        "a Retry-After of 3 s"
+    );
+    assert_eq!(spec.item_retry_wait(2, None), spec.item_retry_delay(2));
+    assert_eq!(
+        spec.item_retry_wait(1, Some(Duration::from_secs(86_400))),
+        Duration::from_secs(3600)
+    );
+}
+
+#[test]
 fn the_window_hands_out_no_more_than_its_size_past_the_mark() {
     let mut w = Window::new(10, 3, Some(100));
     assert_eq!(

@@ -31,8 +31,9 @@ pub struct HttpBatchData {
 ///
 /// A 2xx answer ends the item; one whose JSON body holds `"past_end": true` says the index
 /// is past the last item (an open-ended batch ends there). A 5xx, 429 or 408 answer, a
-/// connection failure or a timeout is retried as the batch's item retries say; any other
-/// answer, or an address the policy refuses, fails the item for good at once.
+/// connection failure or a timeout is retried as the batch's item retries say (after the
+/// answer's `Retry-After` in seconds, when it has one); any other answer, or an address
+/// the policy refuses, fails the item for good at once.
 #[derive(Debug, Clone)]
 pub struct HttpBatchHandler {
     http: HttpHandler,

@@ -362,7 +362,7 @@ async fn one_item<H: BatchHandler>(
             Err(e) if e.is_permanent() || tries > spec.item_retries => {
                 return (index, Err(e.message().to_owned()), tries)
             }
-            Err(_) => tokio::time::sleep(spec.item_retry_delay(tries)).await,
+            Err(e) => tokio::time::sleep(spec.item_retry_wait(tries, e.asked_wait())).await,
         }
     }
 }
