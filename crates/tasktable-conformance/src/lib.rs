@@ -322,6 +322,7 @@ macro_rules! conformance_suite {
             runtime::batches::an_open_ended_batch_ends_where_its_handler_says,
             runtime::batches::the_rate_limit_holds_within_the_buckets_burst,
             runtime::batches::a_pause_and_a_stop_are_seen_within_two_seconds_and_a_resume_goes_on,
+            runtime::batches::a_shutdown_winds_a_batch_down_and_the_next_worker_repeats_nothing,
             runtime::batches::the_prestart_hook_has_its_own_timeout,
             runtime::batches::a_frozen_worker_is_taken_over_repeating_at_most_the_window,
             runtime::drain::four_workers_run_each_of_2000_tasks_exactly_once,

@@ -45,6 +45,10 @@ pub enum HandlerOutcome {
         /// Why, recorded as the attempt's error.
         reason: String,
     },
+    /// The worker is shutting down and the handler gave its task back within the grace
+    /// period, its progress saved (a batch winds down so): due again at once, the attempt
+    /// not spent, recorded as `interrupted`.
+    Interrupted,
     /// The per-attempt timeout passed before the handler returned.
     TimedOut,
     /// The handler panicked; treated as a retryable error.
@@ -262,6 +266,7 @@ impl FinishPlan {
                 action: FinishAction::Hold,
                 error: Some(reason),
             },
+            HandlerOutcome::Interrupted => FinishPlan::interrupted(),
         }
     }
 

@@ -52,6 +52,8 @@ struct Inner {
     task: Task,
     store: Arc<dyn Store>,
     stop: CancellationToken,
+    /// The worker's: cancelled when its graceful shutdown begins.
+    shutdown: CancellationToken,
     reason: OnceLock<StopReason>,
     checkpoint: Mutex<Option<Value>>,
     /// The worker's lease length, for writes that renew the lease (a batch's saves).
@@ -59,13 +61,19 @@ struct Inner {
 }
 
 impl TaskContext {
-    pub(crate) fn new(task: Task, store: Arc<dyn Store>, lease_for: Duration) -> Self {
+    pub(crate) fn new(
+        task: Task,
+        store: Arc<dyn Store>,
+        lease_for: Duration,
+        shutdown: CancellationToken,
+    ) -> Self {
         let checkpoint = Mutex::new(task.checkpoint.clone());
         TaskContext {
             inner: Arc::new(Inner {
                 task,
                 store,
                 stop: CancellationToken::new(),
+                shutdown,
                 reason: OnceLock::new(),
                 checkpoint,
                 lease_for,
@@ -217,6 +225,20 @@ impl TaskContext {
     pub async fn stopped(&self) -> StopReason {
         self.inner.stop.cancelled().await;
         self.stop_reason().unwrap_or(StopReason::Shutdown)
+    }
+
+    /// Resolves once the worker begins a graceful shutdown. The handler then has the
+    /// worker's `shutdown_grace` to finish, or to save where it got to and give the task
+    /// back (`HandlerOutcome::Interrupted`; a batch winds down so); past it, it is stopped
+    /// ([`stopped`](Self::stopped) says [`StopReason::Shutdown`]) and its task released as
+    /// interrupted.
+    pub async fn shutting_down(&self) {
+        self.inner.shutdown.cancelled().await
+    }
+
+    /// Whether the worker's graceful shutdown has begun ([`shutting_down`](Self::shutting_down)).
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutdown.is_cancelled()
     }
 
     /// `Some` once the handler must stop; for handlers that poll between steps.

@@ -55,7 +55,12 @@ pub(crate) async fn execute(
     let claimed_at = Instant::now();
     // Disabled (and free) unless this process exports traces.
     let span = trace::attempt_span(&task);
-    let ctx = TaskContext::new(task.clone(), shared.store.clone(), shared.config.lease_for);
+    let ctx = TaskContext::new(
+        task.clone(),
+        shared.store.clone(),
+        shared.config.lease_for,
+        shared.unstarted.clone(),
+    );
     shared.activate(&ctx);
     let mut recording_added = false;
     let permits = match slot {

@@ -92,7 +92,8 @@ pub(crate) struct Shared {
     pub waiting: AtomicUsize,
     /// How long handlers run, which decides how far ahead the claimer may claim.
     pub run_time: RunTime,
-    /// Cancelled when the worker stops: tasks still waiting for a slot are given back.
+    /// Cancelled when the worker's graceful shutdown begins: tasks still waiting for a slot
+    /// are given back, and running handlers are told (`TaskContext::shutting_down`).
     pub unstarted: CancellationToken,
     events: broadcast::Sender<WorkerEvent>,
     active: Mutex<HashMap<TaskId, (TaskContext, Instant)>>,

@@ -1,6 +1,7 @@
 //! Batches with real workers: every index runs and the offset ends at N, failed items
 //! are retried and spend the budget, an open-ended batch ends where its handler says,
-//! the rate limit holds, a pause and a stop are seen within two seconds, the pre-start
+//! the rate limit holds, a pause and a stop are seen within two seconds, a worker's
+//! shutdown winds a batch down and a restart repeats nothing, the pre-start
 //! hook has its own timeout, and a worker frozen mid-batch is taken over by another,
 //! which repeats at most the window and skips nothing.
 
@@ -368,6 +369,77 @@ pub async fn a_pause_and_a_stop_are_seen_within_two_seconds_and_a_resume_goes_on
     act(&*store, id, BatchAction::Stop).await;
     wait_event(&mut events, "the runner stops", finished(id)).await;
     running.shutdown().await;
+}
+
+/// A worker told to shut down (with a long grace) starts no item after it, lets the items
+/// in flight end, saves the mark and gives the batch back pending, `interrupted`, without
+/// spending an attempt; the worker after it goes on from the mark and repeats nothing.
+pub async fn a_shutdown_winds_a_batch_down_and_the_next_worker_repeats_nothing(db: &impl Backend) {
+    let store = db.store().await;
+    let n = 1_000_000;
+    let parallelism = 4;
+    let spec = BatchSpec::items(n).parallelism(parallelism).rate(500);
+    let id = submit(&*store, batch(spec).max_attempts(1)).await;
+    let ledger = Ledger::new(n as usize);
+    let worker_with = |progress| {
+        fast(store.clone())
+            .shutdown_grace(PATIENCE)
+            .register_batch(Items {
+                progress: Some(progress),
+                ..Items::new(ledger.clone(), Plan::Slow(Duration::from_millis(20)))
+            })
+            .build()
+            .unwrap()
+    };
+    let (tx, mut progress) = mpsc::unbounded_channel();
+    let running = start(worker_with(tx));
+    tokio::time::timeout(PATIENCE, progress.recv())
+        .await
+        .expect("items run")
+        .unwrap();
+    let told = Instant::now();
+    running.shutdown().await;
+    let late = ledger
+        .starts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|at| **at > told)
+        .count();
+    assert!(
+        late <= parallelism as usize,
+        "{late} items started after the shutdown began"
+    );
+    let b = the_batch(&*store, id).await;
+    assert_eq!(b.task.state, TaskState::Pending, "given back, due again");
+    assert_eq!(b.task.attempt, 0, "the attempt is not spent");
+    let done = ledger.total.load(Ordering::SeqCst);
+    assert_eq!(
+        b.low_water, done,
+        "every item that ended is in the saved mark"
+    );
+    assert_eq!(
+        super::outcomes(&*store, id).await,
+        [AttemptOutcome::Interrupted]
+    );
+
+    let (tx, mut progress) = mpsc::unbounded_channel();
+    let worker = worker_with(tx);
+    let mut events = worker.subscribe();
+    let running = start(worker);
+    while tokio::time::timeout(PATIENCE, progress.recv())
+        .await
+        .expect("items run after the restart")
+        .unwrap()
+        < done + 200
+    {}
+    act(&*store, id, BatchAction::Stop).await;
+    wait_event(&mut events, "the runner stops", finished(id)).await;
+    running.shutdown().await;
+    let twice: Vec<usize> = (0..n as usize)
+        .filter(|i| ledger.done[*i].load(Ordering::SeqCst) > 1)
+        .collect();
+    assert!(twice.is_empty(), "items done twice: {twice:?}");
 }
 
 pub async fn the_prestart_hook_has_its_own_timeout(db: &impl Backend) {

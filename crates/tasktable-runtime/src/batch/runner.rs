@@ -25,6 +25,8 @@ const MIN_SAVE_GAP: Duration = Duration::from_millis(100);
 enum Winding {
     Pause,
     Stop,
+    /// The worker is shutting down: the items in flight end, none starts.
+    Shutdown,
     /// The error budget ran out at this item, with its error.
     Exhausted(u64, String),
 }
@@ -151,6 +153,9 @@ pub(super) async fn run<H: BatchHandler>(
             }
         }
     }
+    if winding.is_none() && task.is_shutting_down() {
+        winding = Some(Winding::Shutdown);
+    }
     if winding.is_none() {
         tracing::info!(
             task_id = task.task_id(),
@@ -179,6 +184,7 @@ pub(super) async fn run<H: BatchHandler>(
         Some(Winding::Stop) => HandlerOutcome::Cancel {
             reason: "stopped".into(),
         },
+        Some(Winding::Shutdown) => HandlerOutcome::Interrupted,
         Some(Winding::Exhausted(item, error)) => HandlerOutcome::Failed {
             message: format!(
                 "error budget of {} spent: item {item} failed: {error}",
@@ -195,8 +201,8 @@ pub(super) async fn run<H: BatchHandler>(
 }
 
 /// The INFO line of an attempt that ran every item, spent the error budget, or gives its
-/// task back because an operator paused or stopped the batch: one line an attempt,
-/// never one an item.
+/// task back because an operator paused or stopped the batch or the worker is shutting
+/// down: one line an attempt, never one an item.
 fn log_wound_down<D>(ctx: &BatchContext, state: &State<D>, winding: Option<&Winding>) {
     let task = ctx.task();
     let (task_id, kind, queue) = (task.task_id(), task.kind(), task.queue());
@@ -207,6 +213,17 @@ fn log_wound_down<D>(ctx: &BatchContext, state: &State<D>, winding: Option<&Wind
         }
         Some(Winding::Stop) => {
             tracing::info!(task_id, kind, queue, done, failed, items, "batch stopped")
+        }
+        Some(Winding::Shutdown) => {
+            tracing::info!(
+                task_id,
+                kind,
+                queue,
+                done,
+                failed,
+                items,
+                "batch given back for the shutdown"
+            )
         }
         Some(Winding::Exhausted(..)) | None => {
             let outcome = if winding.is_some() {
@@ -327,6 +344,7 @@ async fn items<H: BatchHandler>(
                 }
             }
             _ = wait_token => token_wait = None,
+            _ = ctx.task().shutting_down(), if winding.is_none() => winding = Some(Winding::Shutdown),
             _ = save_early => {}
             _ = ticks.tick(), if saving.is_none() => saving = Some(start_save(ctx, state)),
             answer = answer(&mut saving) => {
