@@ -207,42 +207,31 @@ fn log_wound_down<D>(ctx: &BatchContext, state: &State<D>, winding: Option<&Wind
     let task = ctx.task();
     let (task_id, kind, queue) = (task.task_id(), task.kind(), task.queue());
     let (done, failed, items) = (state.window.low(), state.budget.spent, state.window.end());
-    match winding {
-        Some(Winding::Pause) => {
-            tracing::info!(task_id, kind, queue, done, failed, items, "batch paused")
-        }
-        Some(Winding::Stop) => {
-            tracing::info!(task_id, kind, queue, done, failed, items, "batch stopped")
-        }
-        Some(Winding::Shutdown) => {
-            tracing::info!(
-                task_id,
-                kind,
-                queue,
-                done,
-                failed,
-                items,
-                "batch given back for the shutdown"
-            )
-        }
-        Some(Winding::Exhausted(..)) | None => {
-            let outcome = if winding.is_some() {
-                "failed"
-            } else {
-                "succeeded"
-            };
-            tracing::info!(
-                task_id,
-                kind,
-                queue,
-                done,
-                failed,
-                items,
-                outcome,
-                "batch ended"
-            )
-        }
+    let given_back = match winding {
+        Some(Winding::Pause) => Some("batch paused"),
+        Some(Winding::Stop) => Some("batch stopped"),
+        Some(Winding::Shutdown) => Some("batch given back for the shutdown"),
+        Some(Winding::Exhausted(..)) | None => None,
+    };
+    if let Some(message) = given_back {
+        tracing::info!(task_id, kind, queue, done, failed, items, "{message}");
+        return;
     }
+    let outcome = if winding.is_some() {
+        "failed"
+    } else {
+        "succeeded"
+    };
+    tracing::info!(
+        task_id,
+        kind,
+        queue,
+        done,
+        failed,
+        items,
+        outcome,
+        "batch ended"
+    )
 }
 
 /// Runs items until the window completes or the batch winds down; answers why it
