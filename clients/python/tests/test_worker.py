@@ -277,7 +277,9 @@ class WorkerTest(unittest.TestCase):
         tasks = eventually("every task finished", lambda: self.finished(ids))
         self.assertTrue(all(t["state"] == "succeeded" and len(t["attempts"]) == 1 for t in tasks))
         self.assertEqual(sizes[0], 2, "nothing is claimed ahead before a handler has run")
-        self.assertGreater(max(sizes), 100, f"claims of short handlers carry many tasks: {sizes}")
+        # Ten times the concurrency at least: how far ahead follows the handlers' measured
+        # time, which a loaded machine stretches, so the bound is far below the usual 160.
+        self.assertGreater(max(sizes), 20, f"claims of short handlers carry many tasks: {sizes}")
 
     def test_tasks_claimed_ahead_are_given_back_unrun_when_the_worker_stops(self):
         release = threading.Event()

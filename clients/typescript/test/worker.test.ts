@@ -285,7 +285,9 @@ test("short handlers are claimed ahead in large claims", () =>
       const tasks = await eventually("every task finished", () => finished(server, ids));
       assert.ok(tasks.every((t) => t.state === "succeeded" && t.attempts.length === 1));
       assert.equal(sizes[0], 2, "nothing is claimed ahead before a handler has run");
-      assert.ok(Math.max(...sizes) > 100, `claims of short handlers carry many tasks: ${sizes}`);
+      // Ten times the concurrency at least: how far ahead follows the handlers' measured
+      // time, which a loaded machine stretches, so the bound is far below the usual 160.
+      assert.ok(Math.max(...sizes) > 20, `claims of short handlers carry many tasks: ${sizes}`);
     } finally {
       worker.stop();
       await done;

@@ -300,6 +300,7 @@ macro_rules! conformance_suite {
             batches::save::failed_items_are_kept_up_to_the_cap,
             batches::save::a_paused_runner_gives_its_batch_back_held_without_spending_an_attempt,
             batches::control::a_held_batch_waits_for_its_start_and_each_action_applies_where_it_may,
+            batches::control::a_waiting_batch_waits_through_pause_stop_and_resume_until_its_start,
             batches::control::the_budget_changes_any_time_and_the_data_only_while_waiting_or_serial,
             batches::control::retention_archives_a_batch_with_its_task,
         );

@@ -292,30 +292,42 @@ impl BatchAction {
     }
 
     /// What the action does to a batch whose task is in `state`, with `control` as it
-    /// is and `started` telling whether any runner has claimed it yet.
+    /// is and `awaiting` telling whether it still waits for the business's start
+    /// ([`awaits_start`]). A batch that waits stays waiting through pauses, stops and
+    /// resumes: only `start` lets it run \[S2\].
     pub fn apply(
         self,
         state: TaskState,
         control: BatchControl,
-        started: bool,
+        awaiting: bool,
     ) -> Result<ControlChange, BatchRefusal> {
         use BatchControl as C;
         use TaskState as S;
-        let change = |control, state| Ok(ControlChange { control, state });
+        let change = |control, state| {
+            Ok(ControlChange {
+                control,
+                state,
+                release: false,
+            })
+        };
+        // Where a resumed batch goes: back to waiting, or due.
+        let resumed = if awaiting { S::Held } else { S::Pending };
         match (self, state) {
-            (BatchAction::Start, S::Held) if !started && control == C::Run => {
-                change(C::Run, Some(S::Pending))
-            }
+            (BatchAction::Start, S::Held) if awaiting && control == C::Run => Ok(ControlChange {
+                control: C::Run,
+                state: Some(S::Pending),
+                release: true,
+            }),
             (BatchAction::Start, _) => Err(BatchRefusal::NotWaiting),
             (BatchAction::Pause, S::Pending | S::Held) => change(C::Pause, Some(S::Held)),
             (BatchAction::Pause, S::Running) => change(C::Pause, None),
             (BatchAction::Stop, S::Pending | S::Held) => change(C::Stop, Some(S::Cancelled)),
             (BatchAction::Stop, S::Running) => change(C::Stop, None),
             (BatchAction::Pause | BatchAction::Stop, _) => Err(BatchRefusal::Ended(state)),
-            (BatchAction::Resume, S::Held) if started || control != C::Run => {
-                change(C::Run, Some(S::Pending))
+            (BatchAction::Resume, S::Held) if !awaiting || control != C::Run => {
+                change(C::Run, Some(resumed))
             }
-            (BatchAction::Resume, S::Cancelled | S::Failed) => change(C::Run, Some(S::Pending)),
+            (BatchAction::Resume, S::Cancelled | S::Failed) => change(C::Run, Some(resumed)),
             (BatchAction::Resume, S::Running) if control != C::Run => change(C::Run, None),
             (BatchAction::Resume, _) => Err(BatchRefusal::NotResumable(state)),
         }
@@ -337,28 +349,36 @@ impl FromStr for BatchAction {
     }
 }
 
-/// What [`BatchAction::apply`] decided: the control to store, and the task's new state
-/// when it is not running (a running batch's runner moves it when it sees the control).
+/// What [`BatchAction::apply`] decided: the control to store, the task's new state
+/// when it is not running (a running batch's runner moves it when it sees the control),
+/// and whether the business has now started it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControlChange {
     /// The control to store on the batch's row.
     pub control: BatchControl,
     /// The state to move the task to now; `None` while it runs.
     pub state: Option<TaskState>,
+    /// The business started it (`start`): it no longer waits (the batch's
+    /// `released_at` is written).
+    pub release: bool,
 }
 
 impl ControlChange {
-    /// The operator change that moves a batch's task from `from` to [`Self::state`]:
-    /// a held batch is released, an ended one retried (its attempts counted afresh), a
-    /// queued one held or cancelled; `None` when the task stays where it is.
-    pub fn task_change(&self, from: TaskState) -> Option<Change> {
-        let to = self.state.filter(|to| *to != from)?;
-        Some(match (to, from) {
-            (TaskState::Pending, TaskState::Held) => Change::Release,
-            (TaskState::Pending, _) => Change::Retry,
-            (TaskState::Held, _) => Change::Hold,
-            _ => Change::Cancel,
-        })
+    /// The operator changes that move a batch's task from `from` to [`Self::state`], in
+    /// order: a held batch is released, an ended one retried (its attempts counted
+    /// afresh), and held again when it goes back to waiting for its start; a queued one
+    /// held or cancelled; none when the task stays where it is.
+    pub fn task_changes(&self, from: TaskState) -> Vec<Change> {
+        let Some(to) = self.state.filter(|to| *to != from) else {
+            return Vec::new();
+        };
+        match (to, from) {
+            (TaskState::Pending, TaskState::Held) => vec![Change::Release],
+            (TaskState::Pending, _) => vec![Change::Retry],
+            (TaskState::Held, TaskState::Pending) => vec![Change::Hold],
+            (TaskState::Held, _) => vec![Change::Retry, Change::Hold],
+            _ => vec![Change::Cancel],
+        }
     }
 }
 
@@ -407,12 +427,12 @@ pub enum BatchStatus {
 
 impl BatchStatus {
     /// The status of a batch whose task is in `state`, with `control` as stored and
-    /// `started` as [`started`] answers it.
-    pub fn of(state: TaskState, control: BatchControl, started: bool) -> Self {
+    /// `awaiting` as [`awaits_start`] answers it.
+    pub fn of(state: TaskState, control: BatchControl, awaiting: bool) -> Self {
         use BatchControl as C;
         use TaskState as S;
         match (state, control) {
-            (S::Held, C::Run) if !started => BatchStatus::Waiting,
+            (S::Held, C::Run) if awaiting => BatchStatus::Waiting,
             (S::Held, _) => BatchStatus::Paused,
             (S::Pending, _) => BatchStatus::Queued,
             (S::Running, C::Run) => BatchStatus::Running,
@@ -447,10 +467,18 @@ impl fmt::Display for BatchStatus {
 }
 
 /// Whether a runner ever had the batch: it claimed it (`attempt` counts claims until an
-/// operator's retry resets it) or saved progress. A held batch no runner had waits for
-/// the business; one a runner had is paused.
+/// operator's retry resets it) or saved progress. A batch a runner had no longer waits
+/// for the business ([`awaits_start`]).
 pub fn started(attempt: u32, ever_saved: bool) -> bool {
     attempt > 0 || ever_saved
+}
+
+/// Whether a batch still waits for the business's `start` \[S2\]: it was submitted held
+/// and the business has not started it (`released`), and no runner has had it
+/// ([`started`]; an operator's release of its task lets it run all the same). Pauses,
+/// stops and resumes leave this as it is.
+pub fn awaits_start(released: bool, started: bool) -> bool {
+    !released && !started
 }
 
 /// Whether a batch's data may be replaced now \[S2\]: while it waits for the business, or

@@ -68,7 +68,7 @@ fn actions(b: &Batch) -> Vec<BatchAction> {
         BatchAction::Resume,
     ]
     .into_iter()
-    .filter(|a| a.apply(b.task.state, b.control, b.started).is_ok())
+    .filter(|a| a.apply(b.task.state, b.control, b.awaits_start).is_ok())
     .collect()
 }
 

@@ -20,7 +20,7 @@ const LOCK_WAIT_SECS: i64 = 300;
 
 /// The migrations this version ships: version, name and SQL, oldest first. The SQL is as
 /// written for MariaDB; on MySQL the migrator swaps the collation (see `for_server`).
-pub fn migrations() -> [Migration; 19] {
+pub fn migrations() -> [Migration; 20] {
     tasktable_sql::backend_migrations!()
 }
 

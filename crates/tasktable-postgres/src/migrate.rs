@@ -11,7 +11,7 @@ use tasktable_store::StoreResult;
 const MIGRATION_LOCK: i64 = 0x7461_736b_7461_626c;
 
 /// The migrations this version ships: version, name and SQL, oldest first.
-pub fn migrations() -> [Migration; 19] {
+pub fn migrations() -> [Migration; 20] {
     tasktable_sql::backend_migrations!()
 }
 

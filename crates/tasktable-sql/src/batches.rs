@@ -27,7 +27,7 @@ use tasktable_store::{
 /// Every column of `tasktable_batches`, as the archive keeps them.
 pub const BATCH_COLUMNS: &str = "task_id, items, parallelism, rate, window_size, error_budget, \
     item_retries, item_backoff_ms, prestart_timeout_ms, control, low_water, end_at, errors, \
-    items_per_second, data_version, saved_at, created_at";
+    items_per_second, data_version, saved_at, created_at, released_at";
 
 /// Every column of `tasktable_batch_failures`, as the archive keeps them.
 pub const FAILURE_COLUMNS: &str = "task_id, item, error, tries, failed_at";
@@ -83,6 +83,9 @@ pub async fn mark_submitted<E: Exec>(
             .bind(maybe(spec.items))
             .push(", 0, NULL, 0, NULL, ")
             .bind(now)
+            .push(", ")
+            // A batch submitted held waits for the business's start [S2].
+            .bind(Arg::Time(if task.held { None } else { Some(now) }))
             .push(")");
         e.execute(sql).await?;
     }
@@ -101,6 +104,8 @@ struct Row {
     data_version: u64,
     saved_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
+    /// When the business started it: its submit, unless it was submitted held.
+    released_at: Option<DateTime<Utc>>,
 }
 
 fn unsigned(r: &impl Cells, column: &str) -> StoreResult<Option<u64>> {
@@ -133,6 +138,7 @@ fn row_from(r: &impl Cells) -> StoreResult<Row> {
         data_version: count(r, "data_version")?,
         saved_at: r.time("saved_at")?,
         created_at: required(r.time("created_at"), "created_at")?,
+        released_at: r.time("released_at")?,
     })
 }
 
@@ -141,11 +147,17 @@ fn started(task: &Task, row: &Row) -> bool {
     tasktable_core::batch::started(task.attempt, row.saved_at.is_some())
 }
 
+/// Whether it still waits for the business's start, as core defines it.
+fn awaiting(task: &Task, row: &Row) -> bool {
+    tasktable_core::batch::awaits_start(row.released_at.is_some(), started(task, row))
+}
+
 fn batch(task: Task, row: Row) -> Batch {
     let started = started(&task, &row);
     Batch {
-        status: BatchStatus::of(task.state, row.control, started),
+        status: BatchStatus::of(task.state, row.control, awaiting(&task, &row)),
         started,
+        awaits_start: awaiting(&task, &row),
         spec: row.spec,
         control: row.control,
         low_water: row.low_water,
@@ -383,12 +395,14 @@ pub async fn control_in<E: Exec>(
     let (task, row) = locked(e, p.id).await?;
     let change = p
         .action
-        .apply(task.state, row.control, started(&task, &row))
+        .apply(task.state, row.control, awaiting(&task, &row))
         .map_err(|refusal| StoreError::BatchRefused { id: p.id, refusal })?;
     let mut changed = Changed::default();
     let now = e.now(p.now).await?;
-    if let Some(operator_change) = change.task_change(task.state) {
-        changed = crate::update::apply_one(e, p.id, &operator_change, &p.actor, now).await?;
+    for operator_change in change.task_changes(task.state) {
+        let step = crate::update::apply_one(e, p.id, &operator_change, &p.actor, now).await?;
+        changed.count = changed.count.max(step.count);
+        changed.wake = step.wake;
     }
     let detail = serde_json::json!({"control": {"old": row.control.as_str(), "new": change.control.as_str()}});
     let event = NewEvent {
@@ -401,11 +415,13 @@ pub async fn control_in<E: Exec>(
     if change.control != row.control || changed.count > 0 {
         crate::events::record_one(e, now, &p.actor, event).await?;
     }
-    if change.control != row.control {
+    if change.control != row.control || change.release {
         let mut sql = Sql::new(e.dialect(), "UPDATE tasktable_batches SET control = ");
-        sql.bind(change.control.as_str())
-            .push(" WHERE task_id = ")
-            .bind(p.id);
+        sql.bind(change.control.as_str());
+        if change.release {
+            sql.push(", released_at = ").bind(now);
+        }
+        sql.push(" WHERE task_id = ").bind(p.id);
         e.execute(sql).await?;
     }
     let batch = get(e, p.id).await?.ok_or(StoreError::NotFound(p.id))?;
@@ -421,7 +437,7 @@ pub async fn update_in<E: Exec>(e: &mut E, p: &BatchUpdateParams) -> StoreResult
     let mut fields = Vec::new();
     if let Some(data) = &p.data {
         fields.push("data");
-        let status = BatchStatus::of(task.state, row.control, started(&task, &row));
+        let status = BatchStatus::of(task.state, row.control, awaiting(&task, &row));
         if !data_may_change(&row.spec, status) {
             return Err(StoreError::BatchRefused {
                 id: p.id,

@@ -23,7 +23,7 @@ pub struct Migration {
 
 /// The (version, name) of every migration, oldest first: each backend has the file
 /// `migrations/{version:04}_{name}.sql`.
-pub const MIGRATIONS: [(i64, &str); 19] = [
+pub const MIGRATIONS: [(i64, &str); 20] = [
     (1, "tasks"),
     (2, "stats"),
     (3, "idempotency_index"),
@@ -43,6 +43,7 @@ pub const MIGRATIONS: [(i64, &str); 19] = [
     (17, "traceparent"),
     (18, "worker_kinds"),
     (19, "history_follows_tasks"),
+    (20, "batch_released"),
 ];
 
 /// The migrations of the crate this is expanded in, from its `migrations/` folder, in
@@ -162,6 +163,13 @@ macro_rules! backend_migrations {
                 name: "history_follows_tasks",
                 sql: ::std::borrow::Cow::Borrowed(include_str!(
                     "../migrations/0019_history_follows_tasks.sql"
+                )),
+            },
+            $crate::migrate::Migration {
+                version: 20,
+                name: "batch_released",
+                sql: ::std::borrow::Cow::Borrowed(include_str!(
+                    "../migrations/0020_batch_released.sql"
                 )),
             },
         ]

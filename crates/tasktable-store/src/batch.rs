@@ -26,6 +26,10 @@ pub struct Batch {
     pub status: BatchStatus,
     /// A runner ever had it ([`tasktable_core::batch::started`]).
     pub started: bool,
+    /// It still waits for the business's start, whatever pauses, stops and resumes it
+    /// went through ([`tasktable_core::batch::awaits_start`]): what
+    /// [`BatchAction::apply`](tasktable_core::batch::BatchAction::apply) reads.
+    pub awaits_start: bool,
     /// Every item below it is done: the offset a takeover starts from.
     pub low_water: u64,
     /// The last item plus one, when known: `items`, or where an open-ended batch's

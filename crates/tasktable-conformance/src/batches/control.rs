@@ -80,6 +80,58 @@ pub async fn a_held_batch_waits_for_its_start_and_each_action_applies_where_it_m
     ));
 }
 
+/// A batch that waits for the business's start [S2] stays waiting through a pause and a
+/// resume, and through a stop and a resume: no claim takes it until `start`. A batch
+/// submitted to run, paused or stopped before any runner had it, is due again at its
+/// resume.
+pub async fn a_waiting_batch_waits_through_pause_stop_and_resume_until_its_start(
+    db: &impl crate::Backend,
+) {
+    let s = db.store().await;
+    let id = submit_one(&*s, batch(BatchSpec::items(10)).held(true)).await;
+    let waiting = |b: &Batch| (b.status, b.task.state, b.control);
+    let still = (BatchStatus::Waiting, TaskState::Held, BatchControl::Run);
+    let paused = act(&*s, id, BatchAction::Pause).await.unwrap();
+    assert_eq!(
+        waiting(&paused),
+        (BatchStatus::Paused, TaskState::Held, BatchControl::Pause)
+    );
+    assert_eq!(
+        waiting(&act(&*s, id, BatchAction::Resume).await.unwrap()),
+        still,
+        "resumed, it waits for its start again"
+    );
+    assert!(claim(&*s, &["b"], 1, at(100)).await.is_empty());
+    assert_eq!(
+        act(&*s, id, BatchAction::Stop).await.unwrap().status,
+        BatchStatus::Stopped
+    );
+    assert_eq!(
+        waiting(&act(&*s, id, BatchAction::Resume).await.unwrap()),
+        still,
+        "a stopped batch that never started waits again"
+    );
+    assert!(claim(&*s, &["b"], 1, at(100)).await.is_empty());
+    let started = act(&*s, id, BatchAction::Start).await.unwrap();
+    assert_eq!(started.status, BatchStatus::Queued);
+    // Started by the business, then paused before any runner had it: a resume runs it.
+    act(&*s, id, BatchAction::Pause).await.unwrap();
+    assert_eq!(
+        act(&*s, id, BatchAction::Resume).await.unwrap().status,
+        BatchStatus::Queued
+    );
+    assert_eq!(claim_batch(&*s, 3).await.id, id);
+
+    // Submitted to run (not held): paused or stopped before a claim, its resume runs it.
+    let other = submit_one(&*s, batch(BatchSpec::items(10))).await;
+    act(&*s, other, BatchAction::Stop).await.unwrap();
+    let resumed = act(&*s, other, BatchAction::Resume).await.unwrap();
+    assert_eq!(
+        (resumed.status, resumed.task.state),
+        (BatchStatus::Queued, TaskState::Pending)
+    );
+}
+
 pub async fn the_budget_changes_any_time_and_the_data_only_while_waiting_or_serial(
     db: &impl crate::Backend,
 ) {

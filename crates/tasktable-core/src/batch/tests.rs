@@ -214,89 +214,146 @@ fn actions_follow_the_lifecycle() {
     use BatchAction as A;
     use BatchControl as C;
     use TaskState as S;
-    let ok = |control, state| Ok(ControlChange { control, state });
-    // Submitted held: waits for the business.
-    assert_eq!(
-        A::Start.apply(S::Held, C::Run, false),
-        ok(C::Run, Some(S::Pending))
-    );
+    let ok = |control, state| {
+        Ok(ControlChange {
+            control,
+            state,
+            release: false,
+        })
+    };
+    // Submitted held: waits for the business, whose start releases it.
     assert_eq!(
         A::Start.apply(S::Held, C::Run, true),
+        Ok(ControlChange {
+            control: C::Run,
+            state: Some(S::Pending),
+            release: true
+        })
+    );
+    assert_eq!(
+        A::Start.apply(S::Held, C::Run, false),
         Err(BatchRefusal::NotWaiting)
     );
     assert_eq!(
-        A::Start.apply(S::Pending, C::Run, false),
+        A::Start.apply(S::Pending, C::Run, true),
         Err(BatchRefusal::NotWaiting)
+    );
+    assert_eq!(
+        A::Start.apply(S::Held, C::Pause, true),
+        Err(BatchRefusal::NotWaiting),
+        "a paused batch is resumed (back to waiting) before it is started"
     );
     // A running batch's runner acts on pause and stop; others move at once.
-    assert_eq!(A::Pause.apply(S::Running, C::Run, true), ok(C::Pause, None));
     assert_eq!(
-        A::Pause.apply(S::Pending, C::Run, true),
+        A::Pause.apply(S::Running, C::Run, false),
+        ok(C::Pause, None)
+    );
+    assert_eq!(
+        A::Pause.apply(S::Pending, C::Run, false),
         ok(C::Pause, Some(S::Held))
     );
-    assert_eq!(A::Stop.apply(S::Running, C::Pause, true), ok(C::Stop, None));
     assert_eq!(
-        A::Stop.apply(S::Held, C::Pause, true),
+        A::Stop.apply(S::Running, C::Pause, false),
+        ok(C::Stop, None)
+    );
+    assert_eq!(
+        A::Stop.apply(S::Held, C::Pause, false),
         ok(C::Stop, Some(S::Cancelled))
     );
     assert_eq!(
-        A::Pause.apply(S::Succeeded, C::Run, true),
+        A::Pause.apply(S::Succeeded, C::Run, false),
         Err(BatchRefusal::Ended(S::Succeeded))
     );
     // Resume goes on from a pause, a stop or a failure, or takes back a request not seen.
     assert_eq!(
-        A::Resume.apply(S::Held, C::Pause, true),
+        A::Resume.apply(S::Held, C::Pause, false),
         ok(C::Run, Some(S::Pending))
     );
     assert_eq!(
-        A::Resume.apply(S::Cancelled, C::Stop, true),
+        A::Resume.apply(S::Cancelled, C::Stop, false),
         ok(C::Run, Some(S::Pending))
     );
     assert_eq!(
-        A::Resume.apply(S::Failed, C::Run, true),
+        A::Resume.apply(S::Failed, C::Run, false),
         ok(C::Run, Some(S::Pending))
     );
     assert_eq!(
-        A::Resume.apply(S::Running, C::Pause, true),
+        A::Resume.apply(S::Running, C::Pause, false),
         ok(C::Run, None)
     );
     assert_eq!(
-        A::Resume.apply(S::Running, C::Run, true),
+        A::Resume.apply(S::Running, C::Run, false),
         Err(BatchRefusal::NotResumable(S::Running))
     );
     assert_eq!(
-        A::Resume.apply(S::Held, C::Run, false),
+        A::Resume.apply(S::Held, C::Run, true),
         Err(BatchRefusal::NotResumable(S::Held)),
         "a batch waiting for the business is started, not resumed"
     );
     assert_eq!(
-        A::Resume.apply(S::Succeeded, C::Run, true),
+        A::Resume.apply(S::Succeeded, C::Run, false),
         Err(BatchRefusal::NotResumable(S::Succeeded))
+    );
+    // One that waits for the business goes back to waiting from a pause or a stop.
+    assert_eq!(
+        A::Pause.apply(S::Held, C::Run, true),
+        ok(C::Pause, Some(S::Held))
+    );
+    assert_eq!(
+        A::Resume.apply(S::Held, C::Pause, true),
+        ok(C::Run, Some(S::Held))
+    );
+    assert_eq!(
+        A::Stop.apply(S::Held, C::Run, true),
+        ok(C::Stop, Some(S::Cancelled))
+    );
+    assert_eq!(
+        A::Resume.apply(S::Cancelled, C::Stop, true),
+        ok(C::Run, Some(S::Held))
     );
 }
 
 #[test]
-fn each_action_moves_the_task_through_an_operator_change() {
+fn each_action_moves_the_task_through_operator_changes() {
     use crate::Change;
     use BatchAction as A;
     use BatchControl as C;
     use TaskState as S;
-    let change =
-        |a: A, from: S, control: C| a.apply(from, control, true).unwrap().task_change(from);
-    assert_eq!(change(A::Resume, S::Held, C::Pause), Some(Change::Release));
-    assert_eq!(change(A::Resume, S::Failed, C::Run), Some(Change::Retry));
+    let changes = |a: A, from: S, control: C, awaiting: bool| {
+        a.apply(from, control, awaiting).unwrap().task_changes(from)
+    };
     assert_eq!(
-        change(A::Resume, S::Cancelled, C::Stop),
-        Some(Change::Retry)
+        changes(A::Resume, S::Held, C::Pause, false),
+        [Change::Release]
     );
-    assert_eq!(change(A::Pause, S::Pending, C::Run), Some(Change::Hold));
-    assert_eq!(change(A::Stop, S::Held, C::Pause), Some(Change::Cancel));
     assert_eq!(
-        change(A::Pause, S::Running, C::Run),
-        None,
+        changes(A::Resume, S::Failed, C::Run, false),
+        [Change::Retry]
+    );
+    assert_eq!(
+        changes(A::Resume, S::Cancelled, C::Stop, false),
+        [Change::Retry]
+    );
+    assert_eq!(
+        changes(A::Resume, S::Cancelled, C::Stop, true),
+        [Change::Retry, Change::Hold],
+        "a stopped batch that waits for its start goes back to waiting"
+    );
+    assert_eq!(changes(A::Start, S::Held, C::Run, true), [Change::Release]);
+    assert_eq!(changes(A::Pause, S::Pending, C::Run, false), [Change::Hold]);
+    assert_eq!(changes(A::Stop, S::Held, C::Pause, false), [Change::Cancel]);
+    assert!(
+        changes(A::Pause, S::Running, C::Run, false).is_empty(),
         "the runner moves it"
     );
-    assert_eq!(change(A::Pause, S::Held, C::Pause), None, "already held");
+    assert!(
+        changes(A::Pause, S::Held, C::Pause, false).is_empty(),
+        "already held"
+    );
+    assert!(
+        changes(A::Resume, S::Held, C::Pause, true).is_empty(),
+        "held, waiting again"
+    );
 }
 
 #[test]
@@ -304,24 +361,31 @@ fn status_follows_state_control_and_start() {
     use BatchControl as C;
     use BatchStatus as B;
     use TaskState as S;
+    // (state, control, waits for its start, status)
     let cases = [
-        (S::Held, C::Run, false, B::Waiting),
+        (S::Held, C::Run, true, B::Waiting),
+        (S::Held, C::Run, false, B::Paused),
         (S::Held, C::Pause, true, B::Paused),
-        (S::Pending, C::Run, true, B::Queued),
-        (S::Running, C::Run, true, B::Running),
-        (S::Running, C::Pause, true, B::Pausing),
-        (S::Running, C::Stop, true, B::Stopping),
+        (S::Held, C::Pause, false, B::Paused),
+        (S::Pending, C::Run, false, B::Queued),
+        (S::Running, C::Run, false, B::Running),
+        (S::Running, C::Pause, false, B::Pausing),
+        (S::Running, C::Stop, false, B::Stopping),
+        (S::Cancelled, C::Stop, false, B::Stopped),
         (S::Cancelled, C::Stop, true, B::Stopped),
-        (S::Succeeded, C::Run, true, B::Succeeded),
-        (S::Failed, C::Run, true, B::Failed),
+        (S::Succeeded, C::Run, false, B::Succeeded),
+        (S::Failed, C::Run, false, B::Failed),
     ];
-    for (state, control, started, want) in cases {
+    for (state, control, awaiting, want) in cases {
         assert_eq!(
-            B::of(state, control, started),
+            B::of(state, control, awaiting),
             want,
-            "{state:?} {control:?}"
+            "{state:?} {control:?} {awaiting}"
         );
     }
+    assert!(awaits_start(false, false), "submitted held, never run");
+    assert!(!awaits_start(true, false), "started by the business");
+    assert!(!awaits_start(false, true), "a runner had it");
 }
 
 #[test]
