@@ -386,7 +386,7 @@ async fn save_failures<E: Exec>(
 
 /// An operator's action, inside the caller's write transaction: what core's
 /// [`tasktable_core::batch::BatchAction::apply`] decides, the task's part applied as the
-/// operator change core names ([`tasktable_core::batch::ControlChange::task_change`]).
+/// operator changes core names ([`tasktable_core::batch::ControlChange::task_changes`]).
 /// Answers the batch as it is now and what to wake.
 pub async fn control_in<E: Exec>(
     e: &mut E,
